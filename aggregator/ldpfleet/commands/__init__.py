@@ -1,0 +1,1 @@
+"""CLI subcommand families."""

@@ -1,0 +1,172 @@
+"""Signed campaign configs and phase-2 messages (protocol_spec/v1 §5).
+
+Payload: `{"body": "<canonical JSON>", "sig": "<hex HMAC-SHA256(fleet_key, body)>"}`.
+The verifier checks the HMAC over the exact body bytes before parsing them.
+"""
+import hashlib
+import hmac
+import json
+import re
+import time
+
+from . import protocol
+from .errors import ConfigError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SET_VALUED = {"sh", "srappor"}
+PPM = 1000000
+"""`sample_rate_ppm` is in parts per million of the device-id hash space (spec §5)."""
+
+
+def canonical(doc: dict) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def sign(doc: dict, fleet_key: bytes) -> bytes:
+    body = canonical(doc)
+    sig = hmac.new(fleet_key, body.encode("ascii"), hashlib.sha256).hexdigest()
+    return json.dumps({"body": body, "sig": sig}, separators=(",", ":")).encode("ascii")
+
+
+def verify(payload: bytes, fleet_key: bytes) -> dict:
+    """Return the body document of a correctly signed envelope, else raise ConfigError."""
+    try:
+        env = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError("envelope", "not JSON: %s" % exc)
+    if not isinstance(env, dict) or not isinstance(env.get("body"), str) or not isinstance(env.get("sig"), str):
+        raise ConfigError("envelope", "expected {\"body\": str, \"sig\": str}")
+    want = hmac.new(fleet_key, env["body"].encode("utf-8"), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, env["sig"].lower()):
+        raise ConfigError("sig", "signature does not verify")
+    try:
+        doc = json.loads(env["body"])
+    except ValueError as exc:
+        raise ConfigError("body", "not JSON: %s" % exc)
+    if not isinstance(doc, dict):
+        raise ConfigError("body", "body must be a JSON object")
+    return doc
+
+
+def campaign_id_for(name: str) -> int:
+    """Default short id of a campaign: H(utf8(name), 0)."""
+    return protocol.murmur3_32(name.encode("utf-8"), 0)
+
+
+def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: int = None,
+                not_before: int = None, not_after: int = None) -> dict:
+    """A config body. `phases`: [{"phase", "mechanism", "eps_milli", "params"}]."""
+    now = int(time.time())
+    doc = {
+        "type": "config", "protocol": protocol.PROTOCOL_VERSION, "campaign": name,
+        "campaign_id": campaign_id_for(name) if campaign_id is None else int(campaign_id),
+        "salt": int(salt) % protocol.WORD,
+        "not_before": now - 60 if not_before is None else int(not_before),
+        "not_after": now + 30 * 86400 if not_after is None else int(not_after),
+        "domain": domain, "phases": phases,
+    }
+    check_config(doc, now=now)
+    return doc
+
+
+def _need(doc, key, kind, field=None):
+    if key not in doc or not isinstance(doc[key], kind) or isinstance(doc[key], bool):
+        raise ConfigError(field or key, "missing or not %s" % getattr(kind, "__name__", kind))
+    return doc[key]
+
+
+def check_config(doc: dict, now: int = None) -> dict:
+    """Structural checks of a config body (both sides run the same rules)."""
+    if doc.get("type") != "config":
+        raise ConfigError("type", "not a config")
+    if doc.get("protocol") != protocol.PROTOCOL_VERSION:
+        raise ConfigError("protocol", "unsupported protocol %r" % doc.get("protocol"))
+    name = _need(doc, "campaign", str)
+    if not NAME_RE.match(name):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
+    for key in ("campaign_id", "salt", "not_before", "not_after"):
+        _need(doc, key, int)
+    if not 0 <= doc["campaign_id"] < protocol.WORD:
+        raise ConfigError("campaign_id", "out of u32 range")
+    now = int(time.time()) if now is None else now
+    if not doc["not_before"] <= now <= doc["not_after"]:
+        raise ConfigError("validity", "outside validity window [%d, %d]" % (doc["not_before"], doc["not_after"]))
+    domain = _need(doc, "domain", dict)
+    if domain.get("type") == "int":
+        size = _need(domain, "size", int, "domain.size")
+        if not 2 <= size <= protocol.WORD:
+            raise ConfigError("domain.size", "must be in [2, 2^32]")
+    elif domain.get("type") == "str":
+        items = _need(domain, "items", list, "domain.items")
+        if len(items) < 2 or not all(isinstance(i, str) for i in items):
+            raise ConfigError("domain.items", "need >= 2 strings")
+        keys = [protocol.item_key(i) for i in items]
+        if len(set(keys)) != len(keys):
+            raise ConfigError("domain.items", "two items share a 32-bit key; rename one")
+    else:
+        raise ConfigError("domain.type", "must be 'int' or 'str'")
+    phases = _need(doc, "phases", list)
+    if not 1 <= len(phases) <= 2:
+        raise ConfigError("phases", "one or two phases")
+    for i, ph in enumerate(phases):
+        if not isinstance(ph, dict) or ph.get("phase") != i + 1:
+            raise ConfigError("phases", "phase entries must be numbered 1, 2 in order")
+        if ph.get("mechanism") not in protocol.MECHANISM_IDS:
+            raise ConfigError("phases.mechanism", "unknown mechanism %r" % ph.get("mechanism"))
+        eps = ph.get("eps_milli")
+        if not isinstance(eps, int) or isinstance(eps, bool) or eps <= 0:
+            raise ConfigError("phases.eps_milli", "must be a positive integer")
+        if not isinstance(ph.get("params", {}), dict):
+            raise ConfigError("phases.params", "must be an object")
+        if "sample_rate_ppm" in ph:
+            ppm = ph["sample_rate_ppm"]
+            if not isinstance(ppm, int) or isinstance(ppm, bool) or not 0 < ppm < PPM:
+                raise ConfigError("phases.sample_rate_ppm", "must be an integer in (0, 10^6), "
+                                  "got %r" % (ppm,))
+    rates = {ph["sample_rate_ppm"] for ph in phases if "sample_rate_ppm" in ph}
+    if len(rates) > 1:
+        raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
+                          "(one public split, spec §5): %s" % sorted(rates))
+    return doc
+
+
+def domain_size(doc: dict) -> int:
+    d = doc["domain"]
+    return d["size"] if d["type"] == "int" else len(d["items"])
+
+
+def domain_keys(doc: dict):
+    """Item keys of the domain in domain order (int domain: 0..d-1)."""
+    d = doc["domain"]
+    if d["type"] == "int":
+        return list(range(d["size"]))
+    return [protocol.item_key(i) for i in d["items"]]
+
+
+def domain_extras(doc: dict, mechanism: str) -> dict:
+    """`domain_keys=` for mechanisms that estimate over an explicit domain (they have
+    `with_domain_keys`) when the campaign's items are strings."""
+    from .mechanisms import mechanism_class
+    if doc["domain"]["type"] == "str" and hasattr(mechanism_class(mechanism), "with_domain_keys"):
+        return {"domain_keys": domain_keys(doc)}
+    return {}
+
+
+def mechanism_for_phase(doc: dict, phase: int, **extra):
+    """The Mechanism object a config prescribes for one phase."""
+    from .mechanisms import make_mechanism
+    ph = doc["phases"][phase - 1]
+    kw = dict(domain_extras(doc, ph["mechanism"]), **ph.get("params", {}))
+    kw.update(extra)
+    return make_mechanism(ph["mechanism"], ph["eps_milli"], domain_size(doc), salt=doc["salt"],
+                          campaign_id=doc["campaign_id"], phase=phase, **kw)
+
+
+def make_phase2(config: dict, candidates=None, model=None) -> dict:
+    doc = {"type": "phase2", "campaign": config["campaign"], "campaign_id": config["campaign_id"],
+           "phase": 2}
+    if candidates is not None:
+        doc["candidates"] = [int(c) for c in candidates]
+    if model is not None:
+        doc["model"] = model
+    return doc

@@ -1,0 +1,163 @@
+"""OLH, optimized local hashing (protocol_spec/v1 §3, id 2).
+
+Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency Estimation"
+(USENIX Security 2017) §4.4: the device reports (seed, GRR_g(bucket(Hs(key, seed), g))); an
+item v is supported by a report iff bucket(Hs(v, seed), g) == y, so p* = P(keep) and, with the
+hash modelled as random, q* = 1/g. Default g = round(e^eps) + 1 (their optimum e^eps + 1).
+Restated in [NH] = /work/shared/papers/consistency-norm-hyb.md §2.4.
+
+Decoding is the O(n·d) loop of `ldp_olh_support` (C), run on `kernels.THREADS` threads over
+disjoint item ranges.
+"""
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .. import kernels, protocol
+from ..errors import ConfigError
+from .base import W, body_ptr, body_u16, parse_case, parse_cases_for, report_case
+from .domain import DomainMechanism, SupportSketch, u32_keys
+
+G_MAX = 65536
+# Reports decoded per prepared chunk (12 bytes of decoder arrays each).
+DECODE_CHUNK = 1 << 20
+# Below this many (report, item) pairs one thread is faster than two.
+THREAD_MIN_PAIRS = 1 << 18
+
+
+def default_g(eps_milli: int) -> int:
+    """round(e^eps) + 1, clamped to the protocol's [2, 65536]."""
+    return min(max(int(round(math.exp(eps_milli / 1000.0))) + 1, 2), G_MAX)
+
+
+def check_g(g) -> int:
+    if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 2 <= g <= G_MAX:
+        raise ConfigError("g", "g must be an integer in [2, %d], got %r" % (G_MAX, g))
+    return int(g)
+
+
+def grr_over(v: int, g: int, t_keep: int, w_keep: int, w_other: int) -> int:
+    """Spec §3 GRR over [0, g): keep v iff w_keep < T, else r = bucket(w_other, g-1), r + (r>=v)."""
+    if w_keep < t_keep:
+        return v
+    r = protocol.bucket(w_other, g - 1)
+    return r + (1 if r >= v else 0)
+
+
+def item_spans(d: int, pairs: int):
+    """Item ranges for the decoder threads."""
+    threads = kernels.THREADS if pairs >= THREAD_MIN_PAIRS else 1
+    return kernels.spans(d, max(1, -(-d // threads)))
+
+
+def olh_support(arr: np.ndarray, g: int, keys: np.ndarray, support: np.ndarray):
+    """support[v] += #reports in `arr` (validated, contiguous) supporting keys[v]."""
+    n, stride = arr.shape
+    keys = np.ascontiguousarray(keys, dtype=np.uint32)
+    for start, stop in kernels.spans(n, DECODE_CHUNK):
+        m = stop - start
+        rseed, lo, width = (np.empty(m, np.uint32) for _ in range(3))
+        kernels.lib.ldp_olh_prepare(body_ptr(arr, start), m, stride, g, kernels.ptr(rseed),
+                                    kernels.ptr(lo), kernels.ptr(width))
+
+        def run(part, m=m, rseed=rseed, lo=lo, width=width):
+            a, b = part
+            kernels.lib.ldp_olh_support(kernels.ptr(rseed), kernels.ptr(lo), kernels.ptr(width), m,
+                                        kernels.ptr(keys, 4 * a), b - a, kernels.ptr(support, 8 * a))
+
+        kernels.parallel_map(run, item_spans(keys.size, m * keys.size))
+
+
+class LocalHashMechanism(DomainMechanism):
+    """What OLH and FLH share: the device hashes its key into g buckets and reports GRR over
+    them (T_grr(g)) with a u32 seed field and a u16 y (6-byte body, 3 words)."""
+
+    def __init__(self, eps_milli: int, domain_size: int, g=None, **kw):
+        g = check_g(default_g(eps_milli) if g is None else g)
+        super().__init__(eps_milli, domain_size, g=g, **kw)
+        self.g = g
+        self.t_keep = protocol.t_grr(eps_milli, g)
+
+    @property
+    def body_size(self) -> int:
+        return 6
+
+    @property
+    def random_words(self) -> int:
+        return 3
+
+    def c_report(self, value, words, seq: int = 0) -> bytes:
+        return self.one_report(protocol.item_key(value), words, seq, self._kernel)
+
+    def perturb_batch(self, keys, rng, seq_start: int = 0) -> np.ndarray:
+        return self.run_batch(u32_keys(keys), rng, seq_start, self._kernel)
+
+    def support_pq(self):
+        """p* = T_grr(g)/2^32 exactly. q* = 1/g under the random-hash model (Wang et al. §4.4):
+        with probability 1/g item v shares x's bucket (supported w.p. p*), otherwise it is
+        supported w.p. (1-p*)/(g-1); p*/g + (1-1/g)(1-p*)/(g-1) = 1/g."""
+        return Fraction(self.t_keep, W), Fraction(1, self.g)
+
+
+class OlhMechanism(LocalHashMechanism):
+    """OLH with g hash buckets (params: g)."""
+
+    name = "olh"
+    PARAMS = ("g",)
+
+    def reference_report(self, value, words, seq: int = 0) -> bytes:
+        key = protocol.item_key(value)
+        w0, w1, w2 = self.check_words(words)
+        v = protocol.bucket(protocol.keyed_hash(key, w0), self.g)
+        y = grr_over(v, self.g, self.t_keep, w1, w2)
+        return self.header(seq) + w0.to_bytes(4, "little") + y.to_bytes(2, "little")
+
+    def _kernel(self, keys, n, words, out, stride):
+        return kernels.lib.ldp_olh_perturb(keys, n, self.g, self.t_keep, words, out, stride)
+
+    def validate_bodies(self, bodies: np.ndarray):
+        return [("y", body_u16(bodies, 4) >= self.g)]
+
+    def new_sketch(self) -> "OlhSketch":
+        return OlhSketch(self)
+
+
+class OlhSketch(SupportSketch):
+    """support[v] over the domain; `update` is the O(n·d) decode."""
+
+    def _fold(self, arr):
+        olh_support(arr, self.mechanism.g, self.mechanism.domain_key_array(), self.support)
+
+
+MECHANISM = OlhMechanism
+
+
+def local_hash_report_cases(mech: LocalHashMechanism, seq: int) -> list:
+    """OLH / FLH report vectors seq + 1 .. seq + 5: both sides of the keep threshold, the word
+    extremes, first, middle and last items."""
+    d, t = mech.domain_size, mech.t_keep
+    cases = [(0, [0, 0, 0]), (d - 1, [W - 1, t - 1, W - 1]), (1, [123456789, t, 0]),
+             (d // 2, [0xDEADBEEF, W - 1, W - 1]), (7 % d, [2 ** 31, t, W // 2])]
+    return [report_case(mech, x, words, seq + i) for i, (x, words) in enumerate(cases, 1)]
+
+
+def vector_cases():
+    reports, parses = [], []
+    configs = [(500, 16, None, 0), (1000, 1024, None, 17), (2000, 42178, None, 0xFFFFFFFF),
+               (2000, 100, 2, 5), (5000, 1000, 65536, 6), (8000, 300, 100, 7)]
+    seq = 1000
+    for eps_milli, d, g, cid in configs:
+        mech = OlhMechanism(eps_milli, d, g=g, salt=99, campaign_id=cid)
+        reports += local_hash_report_cases(mech, seq)
+        seq += 5
+        valid = mech.reference_report(d - 1, [W - 1, mech.t_keep, W - 1], 3)
+        body_errors = []
+        if mech.g < G_MAX:
+            body_errors.append(("y", valid[:16] + mech.g.to_bytes(2, "little")))
+            body_errors.append(("y", valid[:16] + b"\xff\xff"))
+        parses += parse_cases_for(mech, valid, body_errors)
+        top = valid[:16] + (mech.g - 1).to_bytes(2, "little")
+        parses.append(parse_case(mech, top))
+    return reports, parses
+

@@ -1,0 +1,200 @@
+"""Protocol v1 primitives shared by every mechanism (protocol_spec/v1/README.md).
+
+Item keys, the MurmurHash3 reference, integer thresholds (spec §2), the 12-byte report
+header (spec §3) and typed errors. Hot paths live in the C kernels; this module is the
+readable reference and the place the thresholds are computed.
+"""
+import json
+import struct
+from pathlib import Path
+
+from .errors import ReportFormatError
+
+PROTOCOL_VERSION = 1
+KEY_SEED = 0x6C647066
+WORD = 1 << 32
+SCALE = 1 << 64
+HEADER = struct.Struct("<BBBBII")
+HEADER_SIZE = HEADER.size  # 12
+
+SPEC_DIR = Path(__file__).resolve().parent / "spec_v1"
+if not SPEC_DIR.is_dir():  # running from a source checkout
+    SPEC_DIR = Path(__file__).resolve().parents[2] / "protocol_spec" / "v1"
+
+
+def load_registry():
+    """The machine-readable registry (mechanism ids, layouts)."""
+    with open(SPEC_DIR / "registry.json") as f:
+        return json.load(f)
+
+
+MECHANISM_IDS = {
+    "grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5,
+    "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9,
+}
+MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3_x86_32 (reference implementation; the C kernel is the fast one)."""
+    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h = seed & mask
+    n = len(data)
+    nblocks = n // 4
+    for i in range(nblocks):
+        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & mask
+        h = (h * 5 + 0xE6546B64) & mask
+    tail = data[4 * nblocks:]
+    k = 0
+    if len(tail) >= 3:
+        k ^= tail[2] << 16
+    if len(tail) >= 2:
+        k ^= tail[1] << 8
+    if len(tail) >= 1:
+        k ^= tail[0]
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+    h ^= n
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h
+
+
+def item_key(item) -> int:
+    """Spec §1: the 32-bit key of an integer or string item."""
+    if isinstance(item, bool):
+        raise TypeError("item must be int or str, not bool")
+    if isinstance(item, int):
+        if not 0 <= item < WORD:
+            raise ValueError("integer item out of range [0, 2^32): %d" % item)
+        return item
+    if isinstance(item, (bytes, bytearray)):
+        return murmur3_32(bytes(item), KEY_SEED)
+    if isinstance(item, str):
+        return murmur3_32(item.encode("utf-8"), KEY_SEED)
+    raise TypeError("item must be int or str, got %s" % type(item).__name__)
+
+
+def keyed_hash(key: int, seed: int) -> int:
+    """Hs(key, seed) = H(le32(key), seed)."""
+    return murmur3_32(struct.pack("<I", key), seed)
+
+
+def bucket(h: int, n: int) -> int:
+    """Spec §1: (h * n) >> 32."""
+    return (h * n) >> 32
+
+
+def row_seed(salt: int, i: int) -> int:
+    return (salt + i) % WORD
+
+
+# --- spec §2: integer thresholds --------------------------------------------------------
+
+def exp_lower(a: int, b: int) -> int:
+    """Fixed-point lower bound of SCALE * e^(a/b): every Taylor term rounded down."""
+    if a < 0 or b <= 0:
+        raise ValueError("exp_lower needs a >= 0, b > 0")
+    term = total = SCALE
+    i = 1
+    while term > 0:
+        term = (term * a) // (b * i)
+        total += term
+        i += 1
+    return total
+
+
+def cmin(n: int) -> int:
+    """Fewest 32-bit words any bucket of bucket(., n) receives."""
+    return WORD // n
+
+
+def bucket_count(r: int, n: int) -> int:
+    """Exact number of 32-bit words w with bucket(w, n) == r."""
+    return -((-(r + 1) * WORD) // n) + ((-r * WORD) // n)
+
+
+def _check_eps(eps_milli):
+    if not isinstance(eps_milli, int) or isinstance(eps_milli, bool) or eps_milli <= 0:
+        raise ValueError("eps_milli must be a positive integer, got %r" % (eps_milli,))
+
+
+def t_rr(eps_milli: int) -> int:
+    """Binary randomized response keep threshold: T/(W-T) <= e^eps."""
+    _check_eps(eps_milli)
+    e = exp_lower(eps_milli, 1000)
+    return min((e * WORD) // (SCALE + e), WORD - 1)
+
+
+def t_grr(eps_milli: int, n: int) -> int:
+    """GRR over n outputs: keep iff w0 < T, else bucket(w1, n-1) among the others."""
+    _check_eps(eps_milli)
+    if n < 2:
+        raise ValueError("GRR needs at least 2 outputs, got %d" % n)
+    if n == 2:
+        return t_rr(eps_milli)
+    e = exp_lower(eps_milli, 1000)
+    c = cmin(n - 1)
+    return min((e * WORD * c) // (WORD * SCALE + e * c), WORD - 1)
+
+
+def t_oue_q(eps_milli: int) -> int:
+    """OUE: a non-true bit is 1 iff w < T (q ~ 1/(e^eps+1), rounded up)."""
+    _check_eps(eps_milli)
+    e = exp_lower(eps_milli, 1000)
+    return -((-WORD * SCALE) // (SCALE + e))
+
+
+T_OUE_P = 1 << 31
+T_HALF = 1 << 31
+
+
+def t_flip(eps_milli: int) -> int:
+    """Per-bit flip threshold for CMS/LDPLCM/sampling RAPPOR: ((W-T)/T)^2 <= e^eps."""
+    _check_eps(eps_milli)
+    e = exp_lower(eps_milli, 2000)
+    return -((-WORD * SCALE) // (SCALE + e))
+
+
+def eps_from_milli(eps_milli: int) -> float:
+    return eps_milli / 1000.0
+
+
+def eps_to_milli(eps: float) -> int:
+    m = round(eps * 1000)
+    if m <= 0 or abs(m - eps * 1000) > 1e-6:
+        raise ValueError("epsilon must be a positive multiple of 0.001, got %r" % (eps,))
+    return int(m)
+
+
+# --- spec §3: header ------------------------------------------------------------------------
+
+def pack_header(mechanism: str, phase: int, campaign_id: int, seq: int) -> bytes:
+    return HEADER.pack(PROTOCOL_VERSION, MECHANISM_IDS[mechanism], phase, 0, campaign_id, seq)
+
+
+def parse_header(report: bytes):
+    """Return (version, mechanism_id, phase, flags, campaign_id, seq); checks version/flags."""
+    if len(report) < HEADER_SIZE:
+        raise ReportFormatError("size", "report of %d bytes is shorter than the %d-byte header"
+                                % (len(report), HEADER_SIZE))
+    fields = HEADER.unpack_from(report, 0)
+    if fields[0] != PROTOCOL_VERSION:
+        raise ReportFormatError("version", "unsupported version %d" % fields[0])
+    if fields[1] not in MECHANISM_NAMES:
+        raise ReportFormatError("mechanism", "unknown mechanism id %d" % fields[1])
+    if fields[2] not in (1, 2):
+        raise ReportFormatError("phase", "phase must be 1 or 2, got %d" % fields[2])
+    if fields[3] != 0:
+        raise ReportFormatError("flags", "flags must be 0, got %d" % fields[3])
+    return fields

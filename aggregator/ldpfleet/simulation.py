@@ -1,0 +1,325 @@
+"""In-process simulation rounds: true values -> C perturbation -> sketch -> estimates -> metrics.
+
+One round draws every user's true value (or set, for set-valued mechanisms) from a
+`datasets` distribution, perturbs all users through the mechanism's C batch kernel
+(`perturb_batch`), folds the reports into a sketch chunk by chunk (bounded memory), estimates
+every domain key and compares with the true frequencies. Client time (perturbation, random
+words included) and aggregation time (`update` + `estimate` over the whole domain) are measured
+separately. `fast=True` (GRR and OUE only) instead draws the aggregate support counts from
+their exact distribution (`fastsim`), which has no per-user work.
+
+Accuracy is the full-domain MSE of frequencies as fractions ([NH] §4.1,
+shared/papers/consistency-norm-hyb.md), compared with the mechanism's theoretical variance
+averaged over the domain's true frequencies: for an unbiased oracle E[MSE] equals that mean.
+"""
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import datasets, fastsim, metrics, post, protocol
+from .mechanisms import make_mechanism
+
+CHUNK_BYTES = 1 << 26
+CHUNK_USERS = 1 << 18
+"""Reports are produced and folded in chunks of at most this many bytes and users (which
+also paces the progress bar); the chunking never depends on whether a bar is shown."""
+
+
+@dataclass
+class SimulationConfig:
+    mechanism: str
+    eps_milli: int
+    users: int
+    domain: int
+    dist: str = "zipf:1.1"
+    repeat: int = 1
+    seed: int = 0
+    post: list = field(default_factory=list)
+    fast: bool = False
+    params: dict = field(default_factory=dict)
+    set_size: int = 1
+
+
+def check_config(cfg: SimulationConfig):
+    """Raise ValueError naming the first bad setting (before any work is done)."""
+    if cfg.users < 1:
+        raise ValueError("users must be >= 1, got %d" % cfg.users)
+    if cfg.domain < 2:
+        raise ValueError("domain must be >= 2, got %d" % cfg.domain)
+    if cfg.repeat < 1:
+        raise ValueError("repeat must be >= 1, got %d" % cfg.repeat)
+    if cfg.seed < 0:
+        raise ValueError("seed must be >= 0, got %d" % cfg.seed)
+    datasets.parse_dist(cfg.dist)
+    for method in cfg.post:
+        if method not in post.METHODS:
+            raise ValueError("unknown post-processing method %r (known: %s)"
+                             % (method, ", ".join(post.METHODS)))
+        if method == "mle-apx" and cfg.mechanism not in ("grr", "oue"):
+            raise ValueError("mle-apx needs a pure protocol's p and q: grr or oue only")
+    if cfg.fast and cfg.mechanism not in fastsim.FAST_MECHANISMS:
+        raise ValueError("--fast draws exact aggregates for %s only, not %r"
+                         % (" and ".join(sorted(fastsim.FAST_MECHANISMS)), cfg.mechanism))
+    if not 1 <= cfg.set_size <= cfg.domain:
+        raise ValueError("set size must be in [1, domain], got %d" % cfg.set_size)
+
+
+def build_mechanism(cfg: SimulationConfig):
+    """The mechanism under test (ValueError/TypeError for bad parameters)."""
+    return make_mechanism(cfg.mechanism, cfg.eps_milli, cfg.domain, salt=0x5EED5A17,
+                          campaign_id=1, phase=1, **cfg.params)
+
+
+def _mean_variance(mech, n, freqs):
+    """Mechanism variance averaged over the items' true fractions, or None if it has none."""
+    try:
+        value = mech.variance(n, freqs)
+    except NotImplementedError:
+        return None
+    value = float(np.mean(value))
+    return value if math.isfinite(value) else None
+
+
+def _draw_truth(cfg, mech, rng):
+    if getattr(mech, "set_valued", False):
+        values = datasets.draw_sets(cfg.users, cfg.set_size, cfg.domain, cfg.dist, rng)
+    else:
+        values = datasets.draw_values(cfg.users, cfg.domain, cfg.dist, rng)
+    return values, datasets.true_counts(values, cfg.domain)
+
+
+def _round_reports(cfg, mech, values, rng, tick):
+    """Perturb and aggregate all users; (estimated counts, client s, aggregate s)."""
+    sketch = mech.new_sketch()
+    chunk = max(1, min(cfg.users, CHUNK_USERS, CHUNK_BYTES // mech.report_size))
+    client = aggregate = 0.0
+    for start in range(0, cfg.users, chunk):
+        keys = np.ascontiguousarray(values[start:start + chunk])
+        t0 = time.perf_counter()
+        reports = mech.perturb_batch(keys, rng)
+        t1 = time.perf_counter()
+        sketch.update(reports)
+        t2 = time.perf_counter()
+        client += t1 - t0
+        aggregate += t2 - t1
+        tick(keys.shape[0])
+    t0 = time.perf_counter()
+    est = np.asarray(sketch.estimate(np.arange(cfg.domain, dtype=np.uint32)), dtype=np.float64)
+    aggregate += time.perf_counter() - t0
+    return est, client, aggregate
+
+
+def _round_fast(cfg, counts, rng, tick):
+    """Exact-distribution aggregate (fastsim); (estimated counts, 0, seconds, variance)."""
+    t0 = time.perf_counter()
+    est, _ = fastsim.FAST_MECHANISMS[cfg.mechanism](counts, cfg.eps_milli / 1000.0, rng)
+    seconds = time.perf_counter() - t0
+    tick(cfg.users)
+    return est * cfg.users, seconds
+
+
+def _fast_variance(cfg, freqs):
+    eps = cfg.eps_milli / 1000.0
+    if cfg.mechanism == "grr":
+        return float(np.mean(fastsim.grr_variance(eps, cfg.domain, cfg.users, freqs)))
+    return float(np.mean(fastsim.oue_variance(eps, cfg.users, freqs)))
+
+
+def _post_var(cfg, mech):
+    """The per-item variance the aggregator knows (f-free), for post-processing."""
+    if cfg.fast:
+        p, q = fastsim.mechanism_pq(cfg.mechanism, cfg.eps_milli / 1000.0, cfg.domain)
+        return float(fastsim.pure_variance(p, q, cfg.users))
+    return float(np.mean(mech.variance(cfg.users)))
+
+
+def _post_opts(cfg, mech, method):
+    """Method options: MLE-Apx needs p and q ([NH] Eq. 13): the realised ones of the shipped
+    mechanism, or the ideal ones that --fast simulates."""
+    if method != "mle-apx":
+        return {}
+    if cfg.fast or not hasattr(mech, "support_pq"):
+        p, q = fastsim.mechanism_pq(cfg.mechanism, cfg.eps_milli / 1000.0, cfg.domain)
+    else:
+        p, q = (float(v) for v in mech.support_pq())
+    return {"p": p, "q": q}
+
+
+def simulate(cfg: SimulationConfig, progress=None) -> dict:
+    """Run `cfg.repeat` rounds; returns the result dict (see commands/simulate.py)."""
+    check_config(cfg)
+    mech = build_mechanism(cfg)
+    methods = ["base"] + [m for m in cfg.post if m != "base"]
+    tick = progress.update if progress is not None else (lambda k: None)
+    sq_err = {m: [] for m in methods}
+    post_seconds = {m: 0.0 for m in methods if m != "base"}
+    variances, client, aggregate = [], 0.0, 0.0
+    for child in np.random.SeedSequence(cfg.seed).spawn(cfg.repeat):
+        data_seq, noise_seq = child.spawn(2)
+        values, counts = _draw_truth(cfg, mech, np.random.default_rng(data_seq))
+        freqs = counts / cfg.users
+        noise_rng = np.random.default_rng(noise_seq)
+        if cfg.fast:
+            est, secs = _round_fast(cfg, counts, noise_rng, tick)
+            variances.append(_fast_variance(cfg, freqs))
+            aggregate += secs
+        else:
+            est, c_secs, a_secs = _round_reports(cfg, mech, values, noise_rng, tick)
+            variances.append(_mean_variance(mech, cfg.users, freqs))
+            client += c_secs
+            aggregate += a_secs
+        est_freq = est / cfg.users
+        sq_err["base"].append(metrics.mse(freqs, est_freq))
+        if len(methods) > 1:
+            var = _post_var(cfg, mech)
+            for method in methods[1:]:
+                t0 = time.perf_counter()
+                out = post.postprocess(method, est_freq, var, cfg.users, **_post_opts(cfg, mech, method))
+                post_seconds[method] += time.perf_counter() - t0
+                sq_err[method].append(metrics.mse(freqs, out))
+    return _result(cfg, mech, methods, sq_err, variances, client, aggregate, post_seconds)
+
+
+def _result(cfg, mech, methods, sq_err, variances, client, aggregate, post_seconds):
+    r = cfg.repeat
+    theory = None if any(v is None for v in variances) else float(np.mean(variances))
+    mse = {m: float(np.mean(sq_err[m])) for m in methods}
+    ratio = {m: (mse[m] / theory if theory else None) for m in methods}
+    out = {
+        "mechanism": cfg.mechanism,
+        "epsilon": cfg.eps_milli / 1000.0,
+        "eps_milli": cfg.eps_milli,
+        "users": cfg.users,
+        "domain": cfg.domain,
+        "dist": str(datasets.parse_dist(cfg.dist)),
+        "repeat": r,
+        "seed": cfg.seed,
+        "params": mech.config_params(),
+        "fast": cfg.fast,
+        "report_bytes": mech.report_size,
+        "mse": mse if cfg.post else mse["base"],
+        "mse_per_repeat": [float(x) for x in sq_err["base"]],
+        "theory_variance": theory,
+        "mse_ratio": ratio if cfg.post else ratio["base"],
+        "client_seconds": None if cfg.fast else client / r,
+        "aggregate_seconds": aggregate / r,
+        "client_reports_per_second": (None if cfg.fast or client == 0
+                                      else cfg.users * r / client),
+    }
+    if getattr(mech, "set_valued", False):
+        out["set_size"] = cfg.set_size
+    if cfg.post:
+        out["post_seconds"] = {"base": 0.0, **{m: s / r for m, s in post_seconds.items()}}
+    return out
+
+
+def eps_milli_from(epsilon: float) -> int:
+    """Epsilon as the protocol's integer milli-nats (spec §2)."""
+    return protocol.eps_to_milli(epsilon)
+
+
+# --- two-phase protocols and their baselines (`ldpfleet simulate --protocol`) ------------------
+
+LDPMINER_PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh",
+                      "sampling-rappor": "rp", "sampling-sh": "sh"}
+"""CLI names -> `ldpminer.PROTOCOLS` (LDPMiner §5.1.3's LDPMiner-RAPPOR, LDPMiner-SH and the
+single-phase sampling RAPPOR / sampling SH)."""
+LDPLCM_PROTOCOLS = ("ldplcm", "cms", "hcms", "flh")
+"""LDPLCM and the baselines of its §5 (Apple-CMS, Apple-HCMS, FLH) on the same data."""
+PROTOCOLS = tuple(LDPMINER_PROTOCOLS) + LDPLCM_PROTOCOLS
+DEFAULT_SKETCH_K, DEFAULT_SKETCH_M = 64, 1024
+DEFAULT_SAMPLE_RATE, DEFAULT_THETA = 0.1, 0.5
+"""LDPLCM §5's Zipf setting: (k, m) = (64, 1024), r = 0.1, theta = 0.5."""
+
+
+@dataclass
+class ProtocolConfig:
+    """One simulated campaign of a protocol. LDPMiner family: `set_size` items per user (l),
+    `top` (k), `k_max` (default 2k), `budget_split` (phase 1's share), `sketch_m` the SH rows
+    m (default 65536). LDPLCM family: `sketch_k`/`sketch_m` the sketch (cms, hcms, ldplcm;
+    flh uses k' = 128 public seeds), `sample_rate` and `theta` (ldplcm only)."""
+
+    protocol: str
+    eps_milli: int
+    users: int
+    domain: int
+    dist: str = "zipf:1.1"
+    seed: int = 0
+    set_size: int = 1
+    top: int = None
+    k_max: int = None
+    budget_split: float = 0.5
+    sketch_k: int = None
+    sketch_m: int = None
+    sample_rate: float = None
+    theta: float = None
+
+
+def _share(value, name):
+    if not 0.0 < float(value) < 1.0:
+        raise ValueError("%s must be in (0, 1), got %r" % (name, value))
+    return float(value)
+
+
+def check_protocol_config(cfg: ProtocolConfig):
+    """Raise ValueError naming the first bad setting (before any work is done)."""
+    if cfg.protocol not in PROTOCOLS:
+        raise ValueError("unknown protocol %r (known: %s)" % (cfg.protocol, ", ".join(PROTOCOLS)))
+    if cfg.users < 1:
+        raise ValueError("users must be >= 1, got %d" % cfg.users)
+    if cfg.domain < 2:
+        raise ValueError("domain must be >= 2, got %d" % cfg.domain)
+    if cfg.seed < 0:
+        raise ValueError("seed must be >= 0, got %d" % cfg.seed)
+    datasets.parse_dist(cfg.dist)
+    if cfg.protocol in LDPMINER_PROTOCOLS:
+        if cfg.top is None:
+            raise ValueError("top: %s needs --top K" % cfg.protocol)
+        if not 1 <= cfg.top <= cfg.domain:
+            raise ValueError("top must be in [1, domain], got %d" % cfg.top)
+        if not 1 <= cfg.set_size <= cfg.domain:
+            raise ValueError("set size must be in [1, domain], got %d" % cfg.set_size)
+        if cfg.k_max is not None and not cfg.top <= cfg.k_max <= cfg.domain:
+            raise ValueError("k_max must be in [top, domain], got %d" % cfg.k_max)
+        _share(cfg.budget_split, "budget split")
+    else:
+        if cfg.protocol == "ldplcm":
+            _share(DEFAULT_SAMPLE_RATE if cfg.sample_rate is None else cfg.sample_rate,
+                   "sample rate")
+            _share(DEFAULT_THETA if cfg.theta is None else cfg.theta, "theta")
+
+
+def simulate_protocol(cfg: ProtocolConfig) -> dict:
+    """One simulated campaign (`ldpminer.simulate_ldpminer` / `ldplcm.simulate_ldplcm` /
+    `ldplcm.simulate_baseline`); the same seed gives the same dataset to every protocol of a
+    family. Returns the core's result with `protocol` the CLI name (`core_protocol` the
+    core's); LDPMiner family: `re`, `re_list`, `ndcg`, `recall`, ...; LDPLCM family: `sse`,
+    `mse`, ..."""
+    from .protocols import ldplcm, ldpminer
+    check_protocol_config(cfg)
+    eps = cfg.eps_milli / 1000.0
+    if cfg.protocol in LDPMINER_PROTOCOLS:
+        m = ldpminer.DEFAULT_M if cfg.sketch_m is None else cfg.sketch_m
+        out = ldpminer.simulate_ldpminer(LDPMINER_PROTOCOLS[cfg.protocol], eps, cfg.users,
+                                         cfg.domain, cfg.set_size, cfg.dist, cfg.top, cfg.seed,
+                                         k_max=cfg.k_max, phase1_share=cfg.budget_split, m=m)
+        out["m"] = m
+    else:
+        k = DEFAULT_SKETCH_K if cfg.sketch_k is None else cfg.sketch_k
+        m = DEFAULT_SKETCH_M if cfg.sketch_m is None else cfg.sketch_m
+        if cfg.protocol == "ldplcm":
+            out = ldplcm.simulate_ldplcm(
+                eps, cfg.users, cfg.domain, cfg.dist, k, m,
+                DEFAULT_SAMPLE_RATE if cfg.sample_rate is None else cfg.sample_rate,
+                DEFAULT_THETA if cfg.theta is None else cfg.theta, cfg.seed)
+        elif cfg.protocol == "flh":
+            out = ldplcm.simulate_baseline("flh", eps, cfg.users, cfg.domain, cfg.dist, cfg.seed)
+        else:
+            out = ldplcm.simulate_baseline(cfg.protocol, eps, cfg.users, cfg.domain, cfg.dist,
+                                           cfg.seed, k=k, m=m)
+    out["core_protocol"] = out["protocol"]
+    out.update({"protocol": cfg.protocol, "eps_milli": cfg.eps_milli,
+                "dist": str(datasets.parse_dist(cfg.dist))})
+    return out

@@ -1,0 +1,181 @@
+/* Sampling SH and sampling RAPPOR kernels (LDPMiner §4.2, Alg. 2), protocol v1 §3 (ids 7, 8). */
+#include "ldp_sh.h"
+#include "ldp_cms.h"
+#include "ldp_hash.h"
+
+#define SH_HALF 0x80000000u
+#define SH_TILE 256
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define SH_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SH_CLONES
+#endif
+
+/* Index of the element reported by a user holding s keys: bucket(w0, max(l, s)). */
+static uint32_t sampled_index(uint32_t w0, uint64_t s, uint32_t l)
+{
+    uint32_t big = s > (uint64_t)l ? (uint32_t)s : l;
+    return ldp_bucket_inline(w0, big);
+}
+
+void ldp_sh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                    uint32_t salt, uint32_t m, uint32_t t_rr, const uint32_t *words,
+                    uint8_t *out, size_t stride)
+{
+    size_t u;
+    for (u = 0; u < n; u++) {
+        const uint32_t *w = words + 3 * u;
+        uint8_t *o = out + u * stride;
+        uint64_t s = offsets[u + 1] - offsets[u];
+        uint32_t i = sampled_index(w[0], s, l);
+        uint32_t t = ldp_bucket_inline(w[1], m);
+        unsigned plus;
+        if ((uint64_t)i >= s) {
+            plus = w[2] < SH_HALF;
+        } else {
+            uint32_t h = ldp_hash_mixed(ldp_key_mix(keys[offsets[u] + i]), salt + t);
+            unsigned phi_plus = h < SH_HALF;
+            unsigned keep = w[2] < t_rr;
+            plus = phi_plus == keep;
+        }
+        o[0] = (uint8_t)(t & 0xffu);
+        o[1] = (uint8_t)((t >> 8) & 0xffu);
+        o[2] = (uint8_t)((t >> 16) & 0xffu);
+        o[3] = (uint8_t)(t >> 24);
+        o[4] = (uint8_t)plus;
+    }
+}
+
+size_t ldp_sh_accumulate(const uint8_t *bodies, size_t n, size_t stride, uint32_t m, int64_t *z)
+{
+    size_t u, skipped = 0;
+    for (u = 0; u < n; u++) {
+        const uint8_t *b = bodies + u * stride;
+        uint32_t t = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16)
+                     | ((uint32_t)b[3] << 24);
+        if (t >= m || b[4] > 1u) {
+            skipped++;
+            continue;
+        }
+        z[t] += b[4] ? 1 : -1;
+    }
+    return skipped;
+}
+
+/* out[i] = sum_t z_t * phi(t, key_i), phi = +1 iff Hs(key_i, salt + t) < 2^31: computed as
+ * sum_t z_t - 2 * sum_{t: phi = -1} z_t, tiles of items against every nonzero position. */
+SH_CLONES
+void ldp_sh_decode(const uint32_t *ts, const int64_t *zs, size_t nt, uint32_t salt,
+                   const uint32_t *keys, size_t nkeys, int64_t *out)
+{
+    uint32_t kmix[SH_TILE];
+    int64_t acc[SH_TILE];
+    int64_t total = 0;
+    size_t base, t, i;
+    for (t = 0; t < nt; t++)
+        total += zs[t];
+    for (base = 0; base < nkeys; base += SH_TILE) {
+        size_t cnt = nkeys - base < SH_TILE ? nkeys - base : SH_TILE;
+        for (i = 0; i < cnt; i++) {
+            kmix[i] = ldp_key_mix(keys[base + i]);
+            acc[i] = 0;
+        }
+        for (t = 0; t < nt; t++) {
+            uint32_t seed = salt + ts[t];
+            int64_t z = zs[t];
+            for (i = 0; i < cnt; i++) {
+                uint32_t h = ldp_hash_mixed(kmix[i], seed);
+                int64_t mask = -(int64_t)(h >> 31);
+                acc[i] += z & mask;
+            }
+        }
+        for (i = 0; i < cnt; i++)
+            out[base + i] = total - 2 * acc[i];
+    }
+}
+
+static uint32_t candidate_bit(const uint32_t *sorted, const uint32_t *index, uint32_t kc,
+                              uint32_t key)
+{
+    uint32_t lo = 0, hi = kc;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo < kc && sorted[lo] == key) ? index[lo] : kc;
+}
+
+/* Heap sort of (key, index) pairs by key: O(kc log kc), no allocation. */
+static void sift_down(uint32_t *keys, uint32_t *index, uint32_t root, uint32_t size)
+{
+    for (;;) {
+        uint32_t child = 2 * root + 1, tk, ti;
+        if (child >= size)
+            return;
+        if (child + 1 < size && keys[child + 1] > keys[child])
+            child++;
+        if (keys[root] >= keys[child])
+            return;
+        tk = keys[root];
+        keys[root] = keys[child];
+        keys[child] = tk;
+        ti = index[root];
+        index[root] = index[child];
+        index[child] = ti;
+        root = child;
+    }
+}
+
+void ldp_srappor_sort_candidates(const uint32_t *candidates, uint32_t kc, uint32_t *cand_sorted,
+                                 uint32_t *cand_index)
+{
+    uint32_t i, end;
+    for (i = 0; i < kc; i++) {
+        cand_sorted[i] = candidates[i];
+        cand_index[i] = i;
+    }
+    for (i = kc / 2; i > 0; i--)
+        sift_down(cand_sorted, cand_index, i - 1, kc);
+    for (end = kc; end > 1; end--) {
+        uint32_t tk = cand_sorted[0], ti = cand_index[0];
+        cand_sorted[0] = cand_sorted[end - 1];
+        cand_sorted[end - 1] = tk;
+        cand_index[0] = cand_index[end - 1];
+        cand_index[end - 1] = ti;
+        sift_down(cand_sorted, cand_index, 0, end - 1);
+    }
+}
+
+void ldp_srappor_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                         const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
+                         uint32_t t_flip, const uint32_t *words, uint8_t *out, size_t stride)
+{
+    size_t u, per_user = (size_t)kc + 2;
+    for (u = 0; u < n; u++) {
+        const uint32_t *w = words + u * per_user;
+        uint8_t *o = out + u * stride;
+        uint64_t s = offsets[u + 1] - offsets[u];
+        uint32_t i = sampled_index(w[0], s, l);
+        uint32_t bit = kc;
+        if ((uint64_t)i < s)
+            bit = candidate_bit(cand_sorted, cand_index, kc, keys[offsets[u] + i]);
+        ldp_flip_bitmap(w + 1, kc + 1, t_flip, o);
+        o[bit >> 3] ^= (uint8_t)(1u << (bit & 7u));
+    }
+}
+
+void ldp_srappor_accumulate(const uint8_t *bodies, size_t n, size_t stride, uint32_t nbits,
+                            int64_t *counts)
+{
+    size_t u;
+    uint32_t b;
+    for (u = 0; u < n; u++) {
+        const uint8_t *bits = bodies + u * stride;
+        for (b = 0; b < nbits; b++)
+            counts[b] += (bits[b >> 3] >> (b & 7u)) & 1u;
+    }
+}

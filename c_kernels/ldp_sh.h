@@ -1,0 +1,36 @@
+/* Set-valued mechanisms of LDPMiner (Qin et al., CCS'16 §4.2): sampling succinct histogram
+ * (SH, id 7, Alg. 2) and sampling RAPPOR (SRAPPOR, id 8), protocol v1 §3.
+ *
+ * A batch of n users' item sets is passed flat: user u holds keys[offsets[u] .. offsets[u+1])
+ * (s distinct keys, any s >= 0); L = max(l, s) and i = bucket(w0, L) picks the reported element,
+ * i >= s being the dummy (padding). Words are user-major.
+ *
+ * SH body: t:u32, sign:u8; R = 3. t = bucket(w1, m); dummy: sign = +1 iff w2 < 2^31; else
+ * phi = +1 iff Hs(key_i, salt + t) < 2^31 and sign = phi if w2 < t_rr else -phi.
+ * SRAPPOR body: bitmap of kc + 1 bits; R = kc + 2. The chosen element sets bit c if it is
+ * candidate c, else (non-candidate or dummy) bit kc; bit b is flipped iff w[1+b] < t_flip.
+ * Candidates are passed sorted (cand_sorted) with their bit index (cand_index);
+ * ldp_srappor_sort_candidates builds both from the phase-2 list (in place, no allocation).
+ * Portable C99, no allocation, no globals. */
+#ifndef LDP_SH_H
+#define LDP_SH_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* cdef-begin */
+void ldp_sh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                    uint32_t salt, uint32_t m, uint32_t t_rr, const uint32_t *words,
+                    uint8_t *out, size_t stride);
+size_t ldp_sh_accumulate(const uint8_t *bodies, size_t n, size_t stride, uint32_t m, int64_t *z);
+void ldp_sh_decode(const uint32_t *ts, const int64_t *zs, size_t nt, uint32_t salt,
+                   const uint32_t *keys, size_t nkeys, int64_t *out);
+void ldp_srappor_sort_candidates(const uint32_t *candidates, uint32_t kc, uint32_t *cand_sorted,
+                                 uint32_t *cand_index);
+void ldp_srappor_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                         const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
+                         uint32_t t_flip, const uint32_t *words, uint8_t *out, size_t stride);
+void ldp_srappor_accumulate(const uint8_t *bodies, size_t n, size_t stride, uint32_t nbits,
+                            int64_t *counts);
+/* cdef-end */
+
+#endif

@@ -1,0 +1,39 @@
+/* Integer thresholds, protocol v1 §2. Portable C99, no allocation, no globals.
+ *
+ * E(a, b) is the floor-sum fixed-point lower bound of S * e^(a/b), S = 2^64; it needs
+ * 128-bit arithmetic (unsigned __int128 where the compiler has it, a two-word fallback
+ * elsewhere, e.g. 32-bit ARM boards; define LDP_NO_INT128 to force the fallback).
+ * Every threshold below is computed exactly as protocol_spec/v1/README.md §2 defines it
+ * and cross-checked against ldpfleet.protocol and vectors/thresholds.json.
+ *
+ * Functions return LDP_THRESH_OK (0) and write the result, or a negative error code
+ * and leave the output untouched.
+ */
+#ifndef LDP_THRESHOLDS_H
+#define LDP_THRESHOLDS_H
+#include <stdint.h>
+
+#define LDP_THRESH_OK 0
+#define LDP_THRESH_EINVAL (-1) /* eps_milli == 0, n < 2, b == 0 */
+#define LDP_THRESH_ERANGE (-2) /* eps above LDP_EPS_MILLI_MAX, or a 128-bit overflow */
+
+/* Largest per-report epsilon (milli-nats) the threshold code accepts: e^20 still leaves
+ * every intermediate of T_grr (E * cmin(n-1) + 2^96) inside 128 bits. */
+#define LDP_EPS_MILLI_MAX 20000u
+
+#define LDP_T_OUE_P 0x80000000u
+#define LDP_T_HALF 0x80000000u
+
+/* cdef-begin */
+int ldp_exp_lower(uint32_t a, uint32_t b, uint64_t *hi, uint64_t *lo);
+int ldp_t_rr(uint32_t eps_milli, uint32_t *t);
+int ldp_t_grr(uint32_t eps_milli, uint64_t n, uint32_t *t);
+int ldp_t_oue_q(uint32_t eps_milli, uint32_t *t);
+int ldp_t_flip(uint32_t eps_milli, uint32_t *t);
+uint32_t ldp_t_oue_p(void);
+uint32_t ldp_t_half(void);
+uint64_t ldp_cmin(uint64_t n);
+uint64_t ldp_bucket_count(uint64_t r, uint64_t n);
+/* cdef-end */
+
+#endif

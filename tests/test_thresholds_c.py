@@ -1,0 +1,136 @@
+"""C thresholds (c_kernels/ldp_thresholds.c) == ldpfleet.protocol == vectors/thresholds.json
+(spec §2), and the C header packer/parser (c_kernels/ldp_report.c) == protocol.pack/parse_header."""
+import json
+from pathlib import Path
+
+import pytest
+
+from ldpfleet import protocol
+from ldpfleet._kernels import ffi, lib
+from ldpfleet.errors import ReportFormatError
+
+VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v1" / "vectors"
+ROWS = json.loads((VECTORS / "thresholds.json").read_text())
+EPS_MAX = 20000  # LDP_EPS_MILLI_MAX in ldp_thresholds.h
+
+
+def c_exp_lower(a, b):
+    hi, lo = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+    assert lib.ldp_exp_lower(a, b, hi, lo) == 0
+    return (hi[0] << 64) | lo[0]
+
+
+def c_threshold(fn, *args):
+    out = ffi.new("uint32_t *")
+    rc = fn(*args, out)
+    assert rc == 0, "rc=%d for %s%r" % (rc, fn, args)
+    return out[0]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: "eps%d" % r["eps_milli"])
+def test_c_thresholds_match_vectors_and_python(row):
+    e = row["eps_milli"]
+    assert c_exp_lower(e, 1000) == row["E_full"] == protocol.exp_lower(e, 1000)
+    assert c_exp_lower(e, 2000) == row["E_half"] == protocol.exp_lower(e, 2000)
+    assert c_threshold(lib.ldp_t_rr, e) == row["T_rr"] == protocol.t_rr(e)
+    assert c_threshold(lib.ldp_t_oue_q, e) == row["T_oue_q"] == protocol.t_oue_q(e)
+    assert c_threshold(lib.ldp_t_flip, e) == row["T_flip"] == protocol.t_flip(e)
+    for n, t in row["T_grr"].items():
+        assert c_threshold(lib.ldp_t_grr, e, int(n)) == t == protocol.t_grr(e, int(n))
+
+
+EXTRA_EPS = [2, 3, 7, 999, 1001, 1386, 2500, 3141, 5000, 6931, 10000, 12000, 15000, 19999, EPS_MAX]
+EXTRA_N = [2, 3, 4, 6, 7, 16, 255, 256, 257, 1000, 65536, 65537, 1 << 20, (1 << 31) + 1,
+           (1 << 32) - 1, 1 << 32]
+
+
+@pytest.mark.parametrize("e", EXTRA_EPS)
+def test_c_thresholds_match_python_across_range(e):
+    """Beyond the vector rows: every n class (c = cmin(n-1) from 2^31 down to 1) up to the cap."""
+    assert c_exp_lower(e, 1000) == protocol.exp_lower(e, 1000)
+    assert c_threshold(lib.ldp_t_rr, e) == protocol.t_rr(e)
+    assert c_threshold(lib.ldp_t_oue_q, e) == protocol.t_oue_q(e)
+    assert c_threshold(lib.ldp_t_flip, e) == protocol.t_flip(e)
+    for n in EXTRA_N:
+        assert c_threshold(lib.ldp_t_grr, e, n) == protocol.t_grr(e, n), n
+
+
+def test_exp_lower_general_arguments():
+    for a, b in [(0, 1), (1, 1), (5, 7), (123456, 10000), (30, 1)]:
+        assert c_exp_lower(a, b) == protocol.exp_lower(a, b)
+
+
+def test_threshold_errors_instead_of_wrong_values():
+    out = ffi.new("uint32_t *")
+    out[0] = 12345
+    assert lib.ldp_t_rr(0, out) == -1
+    assert lib.ldp_t_grr(1000, 1, out) == -1
+    assert lib.ldp_t_grr(1000, (1 << 32) + 1, out) == -1
+    assert lib.ldp_t_rr(EPS_MAX + 1, out) == -2
+    assert lib.ldp_t_grr(EPS_MAX + 1, 3, out) == -2
+    assert lib.ldp_t_flip(EPS_MAX + 1, out) == -2
+    assert out[0] == 12345
+    hi, lo = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+    assert lib.ldp_exp_lower(1, 0, hi, lo) == -1
+    assert lib.ldp_exp_lower(100, 1, hi, lo) == -2  # S * e^100 needs more than 128 bits
+
+
+def test_constants_cmin_and_bucket_counts():
+    assert lib.ldp_t_oue_p() == protocol.T_OUE_P
+    assert lib.ldp_t_half() == protocol.T_HALF
+    for n in [1, 2, 3, 5, 7, 1000, 1 << 16, (1 << 32) - 1, 1 << 32]:
+        assert lib.ldp_cmin(n) == protocol.cmin(n)
+        rs = sorted(r for r in {0, 1, n // 2, n - 1} if r < n)
+        for r in rs:
+            assert lib.ldp_bucket_count(r, n) == protocol.bucket_count(r, n)
+    for n in [3, 7, 10]:
+        assert sum(lib.ldp_bucket_count(r, n) for r in range(n)) == 1 << 32
+    assert lib.ldp_bucket_count(5, 5) == 0 and lib.ldp_cmin(0) == 0
+
+
+def test_header_pack_matches_python():
+    buf = ffi.new("uint8_t[12]")
+    for name, mid in protocol.MECHANISM_IDS.items():
+        assert lib.ldp_mechanism_id(name.encode()) == mid
+        assert ffi.string(lib.ldp_mechanism_name(mid)).decode() == name
+        for phase, cid, seq in [(1, 0, 0), (2, 0x12345678, 0xFFFFFFFF), (1, 305419896, 7)]:
+            lib.ldp_header_pack(buf, mid, phase, cid, seq)
+            assert bytes(ffi.buffer(buf)) == protocol.pack_header(name, phase, cid, seq)
+    assert lib.ldp_mechanism_id(b"nope") == 0
+
+
+def c_parse(report):
+    mech, phase = ffi.new("uint8_t *"), ffi.new("uint8_t *")
+    cid, seq = ffi.new("uint32_t *"), ffi.new("uint32_t *")
+    rc = lib.ldp_header_parse(ffi.from_buffer("uint8_t[]", report) if report else ffi.NULL,
+                              len(report), mech, phase, cid, seq)
+    if rc:
+        return ffi.string(lib.ldp_report_error_field(rc)).decode()
+    return (protocol.PROTOCOL_VERSION, mech[0], phase[0], 0, cid[0], seq[0])
+
+
+def py_parse(report):
+    try:
+        return protocol.parse_header(report)
+    except ReportFormatError as exc:
+        return exc.field
+
+
+def test_header_parse_matches_python_on_good_and_bad_headers():
+    good = protocol.pack_header("olh", 2, 0xCAFEBABE, 42) + b"\x00" * 6
+    cases = [good, good[:12], good[:11], b""]
+    for pos, values in [(0, [0, 2, 255]), (1, [0, 10, 255]), (2, [0, 3]), (3, [1, 128])]:
+        for v in values:
+            bad = bytearray(good)
+            bad[pos] = v
+            cases.append(bytes(bad))
+    bad = bytearray(good)
+    bad[0], bad[3] = 2, 1  # two faults: the first checked field is reported
+    cases.append(bytes(bad))
+    fields = set()
+    for report in cases:
+        got, want = c_parse(report), py_parse(report)
+        assert got == want, report.hex()
+        if isinstance(got, str):
+            fields.add(got)
+    assert fields == {"size", "version", "mechanism", "phase", "flags"}
