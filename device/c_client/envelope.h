@@ -1,0 +1,37 @@
+/* Signed config and phase-2 envelopes on the device (spec §5) and the structural checks of
+ * a config body (the same rules as aggregator/ldpfleet/config.py::check_config and
+ * device/ldp/config.py). Every refusal names the offending field. */
+#ifndef LDPC_ENVELOPE_H
+#define LDPC_ENVELOPE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "util.h"
+
+/* Parse {"body": str, "sig": hex}, check HMAC-SHA256(key, utf8(body)) over the exact body
+ * bytes received (constant-time compare), then parse the body. Returns the body document
+ * (free with cJSON_Delete), or NULL with the reason in `why`. */
+cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const uint8_t *key, size_t keylen,
+                            struct ldpc_reason *why);
+
+/* `sample_rate_ppm` is in parts per million of the device-id hash space (spec §5). */
+#define LDPC_PPM 1000000
+
+/* 0 if `doc` is a well-formed protocol-1 config valid at `now`, else -1 and `why`; a phase's
+ * `sample_rate_ppm` must be an integer in (0, 10^6), the same on every phase carrying it. */
+int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why);
+
+/* 0 if `p2` is a phase-2 body belonging to the accepted `config`, else -1 and `why`. */
+int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *why);
+
+/* A JSON integer (a number with an integral value within +-2^53): 1 and *out, else 0. */
+int ldpc_json_int(const cJSON *v, int64_t *out);
+
+uint64_t ldpc_domain_size(const cJSON *config);
+
+/* Item key of a domain item (spec §1): the integer itself, or H(utf8(s), KEY_SEED). */
+uint32_t ldpc_string_key(const char *s);
+
+#endif

@@ -1,0 +1,506 @@
+/* ldpfleet C client for Linux single-board computers (protocol v1, protocol_spec/v1/README.md).
+ *
+ *   ldp_client [run] --host H --port P --campaign C --state-dir DIR [--identity FILE]
+ *              [--device-id ID] --value V [--high] [--once] [--timeout S] [--keepalive S]
+ *              [--backoff-max S] [--username U] [--password P] [--crash-point after-commit]
+ *     (host, port, username and password default to the identity file's optional
+ *     "broker": {host, port, user, password}, as on the MicroPython client; flags override)
+ *   ldp_client vector --case JSON --words-hex HEX     (test vectors: report hex on stdout;
+ *                                                      a case with "config" and "phase2" runs
+ *                                                      the device's phase-2 path)
+ *   ldp_client check-model [--model-file F] [--d D]   (LDPLCM model: g(x), high/low, or refusal)
+ *   ldp_client thresholds --eps-milli E [--n N]...    (spec §2 thresholds as JSON)
+ *   ldp_client verify-config --key-hex K [--now T] [--payload-file F]   (stdin by default)
+ *
+ * Exit codes (as the MicroPython client): 0 done, 1 usage/setup error, 2 config refused
+ * (--once), 3 timed out (--once), 75 test crash point. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "device.h"
+#include "envelope.h"
+#include "lcm_model.h"
+#include "ldp_thresholds.h"
+#include "mech.h"
+#include "session.h"
+
+#define USAGE \
+    "usage: ldp_client [run] --host H --port P --campaign C --state-dir DIR [--identity FILE]\n" \
+    "                  [--device-id ID] --value V [--high] [--once] [--timeout S]\n" \
+    "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n" \
+    "                  [--crash-point after-commit]\n" \
+    "       ldp_client vector --case JSON --words-hex HEX\n" \
+    "       ldp_client check-model [--model-file F] [--d D]\n" \
+    "       ldp_client thresholds --eps-milli E [--n N]...\n" \
+    "       ldp_client verify-config --key-hex HEX [--now T] [--payload-file F]\n"
+
+static int usage(const char *problem)
+{
+    if (problem)
+        fprintf(stderr, "ldp_client: %s\n", problem);
+    fputs(USAGE, stderr);
+    return LDPC_EXIT_USAGE;
+}
+
+/* The value of option `name` (the last argument cannot be one), or NULL. */
+static const char *opt(int argc, char **argv, const char *name)
+{
+    int i;
+    for (i = 0; i < argc - 1; i++)
+        if (strcmp(argv[i], name) == 0)
+            return argv[i + 1];
+    return NULL;
+}
+
+static int flag(int argc, char **argv, const char *name)
+{
+    int i;
+    for (i = 0; i < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every argument is a known flag or a known option followed by its value. */
+static int check_args(int argc, char **argv, const char *const *options, const char *const *flags)
+{
+    int i, j, ok;
+    for (i = 0; i < argc; i++) {
+        ok = 0;
+        for (j = 0; flags[j]; j++)
+            ok |= strcmp(argv[i], flags[j]) == 0;
+        for (j = 0; !ok && options[j]; j++) {
+            if (strcmp(argv[i], options[j]) == 0) {
+                if (i + 1 >= argc)
+                    return 0;
+                ok = 1;
+                i++;
+            }
+        }
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static int parse_number(const char *text, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+    if (text == NULL)
+        return 0;
+    v = strtod(text, &end);
+    if (end == text || *end != '\0' || !(v >= lo && v <= hi))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int run(int argc, char **argv)
+{
+    static const char *const options[] = {"--host", "--port", "--campaign", "--state-dir", "--identity",
+                                          "--device-id", "--value", "--timeout", "--keepalive",
+                                          "--backoff-max", "--crash-point", "--username", "--password",
+                                          NULL};
+    static const char *const flags[] = {"--once", "--high", NULL};
+    const char *state_dir = opt(argc, argv, "--state-dir"), *identity_path = opt(argc, argv, "--identity");
+    const char *device_id = opt(argc, argv, "--device-id"), *crash = opt(argc, argv, "--crash-point");
+    const char *username = opt(argc, argv, "--username"), *password = opt(argc, argv, "--password");
+    struct ldpc_session_opts so;
+    struct ldpc_identity id;
+    struct ldpc_device dev;
+    struct ldpc_reason why;
+    char path[4096];
+    double port = -1, keepalive = 30, backoff_max = 30, timeout = -1;
+    int code;
+    if (!check_args(argc, argv, options, flags))
+        return usage("unknown or incomplete argument");
+    if (state_dir == NULL || opt(argc, argv, "--campaign") == NULL || opt(argc, argv, "--value") == NULL)
+        return usage("--state-dir, --campaign and --value are required");
+    if ((opt(argc, argv, "--port") && !parse_number(opt(argc, argv, "--port"), 1, 65535, &port))
+        || (opt(argc, argv, "--keepalive") && !parse_number(opt(argc, argv, "--keepalive"), 5, 65535, &keepalive))
+        || (opt(argc, argv, "--backoff-max") && !parse_number(opt(argc, argv, "--backoff-max"), 0.01, 3600, &backoff_max))
+        || (opt(argc, argv, "--timeout") && !parse_number(opt(argc, argv, "--timeout"), 0, 1e9, &timeout)))
+        return usage("bad --port, --keepalive, --backoff-max or --timeout");
+    if (crash != NULL && strcmp(crash, "after-commit") != 0)
+        return usage("--crash-point takes after-commit");
+    if (identity_path == NULL) {
+        snprintf(path, sizeof path, "%s/identity.json", state_dir);
+        identity_path = path;
+    }
+    if (ldpc_identity_load(&id, identity_path, &why) != 0) {
+        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_USAGE;
+    }
+    if (device_id != NULL) {
+        if (!ldpc_valid_name(device_id) || (id.device_id[0] && strcmp(id.device_id, device_id) != 0))
+            return usage("--device-id must match [A-Za-z0-9_-]{1,64} and the identity file's device_id");
+        snprintf(id.device_id, sizeof id.device_id, "%s", device_id);
+    }
+    if (!id.device_id[0])
+        return usage("no device id: give --device-id or put device_id in the identity file");
+    if (username == NULL && id.broker.has_user)
+        username = id.broker.user;
+    if (password == NULL && id.broker.has_password)
+        password = id.broker.password;
+    if (password != NULL && username == NULL)
+        return usage("a broker password needs a username (--username or broker.user in the identity file)");
+    if (port < 0)
+        port = id.broker.has_port ? id.broker.port : 1883;
+    if (ldpc_device_init(&dev, &id, state_dir, opt(argc, argv, "--campaign"), opt(argc, argv, "--value"),
+                         flag(argc, argv, "--high"), flag(argc, argv, "--once"), &why) != 0) {
+        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_USAGE;
+    }
+    dev.crash_after_commit = crash != NULL;
+    so.host = opt(argc, argv, "--host") ? opt(argc, argv, "--host")
+              : id.broker.has_host ? id.broker.host : "127.0.0.1";
+    so.port = (int)port;
+    so.username = username;
+    so.password = password;
+    so.keepalive = (int)keepalive;
+    so.backoff_max = backoff_max;
+    so.run_for = timeout;
+    code = ldpc_session_run(&dev, &so);
+    ldpc_device_free(&dev);
+    return code;
+}
+
+static int str_is(const cJSON *v, const char *s)
+{
+    return cJSON_IsString(v) && strcmp(v->valuestring, s) == 0;
+}
+
+static int json_u32(const cJSON *obj, const char *key, uint32_t *out)
+{
+    int64_t v;
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(obj, key), &v) || v < 0 || v > 0xffffffffll)
+        return 0;
+    *out = (uint32_t)v;
+    return 1;
+}
+
+/* The vector input (spec vectors' "value"): index (grr, oue), key, {"key", "high"} (lcm) or a
+ * list of keys (sh, srappor; kept distinct in first-occurrence order as on the device). */
+static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct ldpc_input *in, uint32_t **keys)
+{
+    const cJSON *item;
+    int64_t v;
+    memset(in, 0, sizeof *in);
+    *keys = NULL;
+    if (ldpc_mech_set_valued(mech)) {
+        size_t n = 0, j;
+        if (!cJSON_IsArray(value))
+            return -1;
+        *keys = malloc(((size_t)cJSON_GetArraySize(value) + 1) * sizeof **keys);
+        if (*keys == NULL)
+            return -1;
+        cJSON_ArrayForEach(item, value) {
+            int seen = 0;
+            if (!ldpc_json_int(item, &v) || v < 0 || v > 0xffffffffll)
+                return -1;
+            for (j = 0; j < n; j++)
+                seen |= (*keys)[j] == (uint32_t)v;
+            if (!seen)
+                (*keys)[n++] = (uint32_t)v;
+        }
+        in->keys = *keys;
+        in->nkeys = n;
+        return 0;
+    }
+    if (cJSON_IsObject(value)) {
+        const cJSON *high = cJSON_GetObjectItemCaseSensitive(value, "high");
+        if (!json_u32(value, "key", &in->key) || !cJSON_IsBool(high))
+            return -1;
+        in->high = cJSON_IsTrue(high);
+        return 0;
+    }
+    if (!ldpc_json_int(value, &v) || v < 0 || v > 0xffffffffll)
+        return -1;
+    in->key = in->index = (uint32_t)v;
+    return 0;
+}
+
+/* Sampling RAPPOR without a candidate list: the Python API's default, the integer domain
+ * 0..d-1 (d <= 65536), added to the case so the vector is reproduced (a device always gets the
+ * list in the signed phase-2 message). */
+static const cJSON *default_candidates(cJSON *c, int64_t d)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(c, "params");
+    cJSON *list;
+    int64_t i;
+    if (cJSON_GetObjectItemCaseSensitive(c, "candidates") != NULL)
+        return cJSON_GetObjectItemCaseSensitive(c, "candidates");
+    if (!str_is(cJSON_GetObjectItemCaseSensitive(c, "mechanism"), "srappor")
+        || cJSON_GetObjectItemCaseSensitive(params, "candidates") != NULL || d < 1 || d > 65536)
+        return NULL;
+    list = cJSON_AddArrayToObject(c, "candidates");
+    for (i = 0; list != NULL && i < d; i++)
+        cJSON_AddItemToArray(list, cJSON_CreateNumber((double)i));
+    return list;
+}
+
+/* Report hex of `mech` on `in` from exactly mech->words words given as hex; exit code. */
+static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const char *hex, uint32_t seq)
+{
+    uint32_t *words = malloc(mech->words * sizeof *words);
+    uint8_t *report = malloc(ldpc_mech_report_size(mech));
+    char *out = malloc(2 * ldpc_mech_report_size(mech) + 1);
+    int code = LDPC_EXIT_USAGE;
+    if (words == NULL || report == NULL || out == NULL)
+        fprintf(stderr, "ldp_client: out of memory\n");
+    else if (ldpc_words_from_hex(hex, words, mech->words) != 0)
+        fprintf(stderr, "ldp_client: --words-hex must hold exactly %lu little-endian u32 words\n",
+                (unsigned long)mech->words);
+    else if (ldpc_mech_report(mech, in, words, seq, report) != 0)
+        fprintf(stderr, "ldp_client: value does not fit %s\n", mech->name);
+    else {
+        ldpc_hex_encode(report, ldpc_mech_report_size(mech), out);
+        puts(out);
+        code = LDPC_EXIT_DONE;
+    }
+    free(words);
+    free(report);
+    free(out);
+    return code;
+}
+
+/* A phase-2 vector through the live device's own code: {"config": body, "phase2": body,
+ * "value": the device's value (as --value), "high": caller's flag (optional), "seq": N}. The
+ * bodies pass the device's checks (config rules at the current time, phase-2 rules), then
+ * ldpc_phase2_input builds the mechanism and input (LDPMiner trimming, LDPLCM model). A
+ * refusal prints "refused field: why" and exits 2, as verify-config. */
+static int device_vector(const cJSON *c, const char *hex)
+{
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(c, "config");
+    const cJSON *p2 = cJSON_GetObjectItemCaseSensitive(c, "phase2");
+    struct ldpc_reason why;
+    struct ldpc_mech mech;
+    struct ldpc_input in;
+    uint32_t seq, *keys = NULL;
+    int code;
+    if (!cJSON_IsObject(config) || !cJSON_IsObject(p2) || !json_u32(c, "seq", &seq)
+        || cJSON_GetObjectItemCaseSensitive(c, "value") == NULL)
+        return usage("a phase-2 vector case needs config, phase2, value and seq");
+    if (ldpc_config_check(config, ldpc_unix_now(), &why) != 0 || ldpc_phase2_check(p2, config, &why) != 0
+        || ldpc_phase2_input(config, p2, cJSON_GetObjectItemCaseSensitive(c, "value"),
+                             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "high")), &mech, &in, &keys,
+                             &why) != 0) {
+        printf("refused %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_REFUSED;
+    }
+    code = print_report(&mech, &in, hex, seq);
+    ldpc_mech_free(&mech);
+    free(keys);
+    return code;
+}
+
+static int vector(int argc, char **argv)
+{
+    static const char *const options[] = {"--case", "--words-hex", NULL};
+    static const char *const flags[] = {NULL};
+    const char *case_text = opt(argc, argv, "--case"), *hex = opt(argc, argv, "--words-hex");
+    const cJSON *mname;
+    struct ldpc_reason why;
+    struct ldpc_mech mech;
+    struct ldpc_input in;
+    uint32_t salt, cid, phase, seq, *keys = NULL;
+    int64_t eps, d;
+    cJSON *c;
+    int code = LDPC_EXIT_USAGE;
+    if (!check_args(argc, argv, options, flags) || case_text == NULL || hex == NULL)
+        return usage("vector needs --case JSON --words-hex HEX");
+    c = cJSON_Parse(case_text);
+    if (cJSON_GetObjectItemCaseSensitive(c, "config") != NULL) {
+        code = device_vector(c, hex);
+        cJSON_Delete(c);
+        return code;
+    }
+    mname = cJSON_GetObjectItemCaseSensitive(c, "mechanism");
+    if (!cJSON_IsString(mname) || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "eps_milli"), &eps)
+        || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "domain_size"), &d) || d < 0
+        || !json_u32(c, "salt", &salt) || !json_u32(c, "campaign_id", &cid) || !json_u32(c, "phase", &phase)
+        || !json_u32(c, "seq", &seq)) {
+        cJSON_Delete(c);
+        return usage("--case must be a vector case (mechanism, eps_milli, domain_size, salt, campaign_id, "
+                     "phase, params, value, seq)");
+    }
+    if (ldpc_mech_init(&mech, mname->valuestring, eps, (uint64_t)d, salt, cid, (int)phase,
+                       cJSON_GetObjectItemCaseSensitive(c, "params"), default_candidates(c, d), &why) != 0) {
+        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+        cJSON_Delete(c);
+        return LDPC_EXIT_REFUSED;
+    }
+    if (vector_input(&mech, cJSON_GetObjectItemCaseSensitive(c, "value"), &in, &keys) != 0)
+        fprintf(stderr, "ldp_client: value does not fit %s\n", mech.name);
+    else
+        code = print_report(&mech, &in, hex, seq);
+    free(keys);
+    ldpc_mech_free(&mech);
+    cJSON_Delete(c);
+    return code;
+}
+
+/* Operator tool (and the model parity test): check an LDPLCM model document as a device does
+ * (ldplcm-model.md) and print g(x) and the high/low decision of every index x < d as JSON
+ * {"values": [...], "high": [0|1, ...]}, or "refused model: why" (exit 2). */
+static int check_model(int argc, char **argv)
+{
+    static const char *const options[] = {"--model-file", "--d", NULL};
+    static const char *const flags[] = {NULL};
+    const char *file = opt(argc, argv, "--model-file");
+    struct ldpc_lcm_model model;
+    struct ldpc_reason why;
+    double d = 0;
+    size_t len;
+    uint32_t x;
+    char *text;
+    cJSON *doc;
+    int rc;
+    if (!check_args(argc, argv, options, flags)
+        || (opt(argc, argv, "--d") && !parse_number(opt(argc, argv, "--d"), 0, 16777216.0, &d))
+        || d != (double)(uint64_t)d)
+        return usage("check-model needs [--model-file F] [--d D], D an integer in [0, 2^24]");
+    text = ldpc_read_file(file ? file : "/dev/stdin", &len);
+    if (text == NULL)
+        return usage("cannot read the model");
+    doc = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
+    free(text);
+    rc = ldpc_lcm_model_parse(&model, doc, &why);
+    cJSON_Delete(doc);
+    if (rc != 0) {
+        printf("refused %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_REFUSED;
+    }
+    fputs("{\"values\": [", stdout);
+    for (x = 0; x < (uint64_t)d; x++)
+        printf("%s%lld", x ? ", " : "", (long long)ldpc_lcm_model_evaluate(&model, x));
+    fputs("], \"high\": [", stdout);
+    for (x = 0; x < (uint64_t)d; x++)
+        printf("%s%d", x ? ", " : "", ldpc_lcm_model_is_high(&model, x));
+    puts("]}");
+    ldpc_lcm_model_free(&model);
+    return LDPC_EXIT_DONE;
+}
+
+/* Operator tool (and the config-rules parity test): verify one envelope and check its body as
+ * a device would before the device-specific checks; prints "accepted" or "refused field: msg". */
+static int verify_config(int argc, char **argv)
+{
+    static const char *const options[] = {"--key-hex", "--now", "--payload-file", NULL};
+    static const char *const flags[] = {NULL};
+    const char *key_hex = opt(argc, argv, "--key-hex"), *file = opt(argc, argv, "--payload-file");
+    uint8_t key[LDPC_MAX_KEY];
+    struct ldpc_reason why;
+    double now = (double)ldpc_unix_now();
+    size_t len, keylen;
+    char *payload;
+    cJSON *doc;
+    int rc;
+    if (!check_args(argc, argv, options, flags) || key_hex == NULL || strlen(key_hex) % 2 != 0
+        || strlen(key_hex) / 2 > LDPC_MAX_KEY || ldpc_hex_decode(key_hex, key, strlen(key_hex) / 2) != 0
+        || (opt(argc, argv, "--now") && !parse_number(opt(argc, argv, "--now"), -9e15, 9e15, &now)))
+        return usage("verify-config needs --key-hex HEX [--now T] [--payload-file F]");
+    keylen = strlen(key_hex) / 2;
+    payload = ldpc_read_file(file ? file : "/dev/stdin", &len);
+    if (payload == NULL)
+        return usage("cannot read the payload");
+    doc = ldpc_envelope_verify((const uint8_t *)payload, len, key, keylen, &why);
+    free(payload);
+    rc = doc == NULL ? -1 : ldpc_config_check(doc, (int64_t)now, &why);
+    cJSON_Delete(doc);
+    if (rc != 0) {
+        printf("refused %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_REFUSED;
+    }
+    puts("accepted");
+    return LDPC_EXIT_DONE;
+}
+
+/* Decimal digits of hi * 2^64 + lo. */
+static void u128_decimal(uint64_t hi, uint64_t lo, char *out)
+{
+    uint32_t limb[4];
+    char rev[48];
+    int n = 0, i;
+    limb[0] = (uint32_t)(hi >> 32);
+    limb[1] = (uint32_t)hi;
+    limb[2] = (uint32_t)(lo >> 32);
+    limb[3] = (uint32_t)lo;
+    do {
+        uint64_t rem = 0;
+        for (i = 0; i < 4; i++) {
+            uint64_t cur = (rem << 32) | limb[i];
+            limb[i] = (uint32_t)(cur / 10);
+            rem = cur % 10;
+        }
+        rev[n++] = (char)('0' + rem);
+    } while (limb[0] | limb[1] | limb[2] | limb[3]);
+    for (i = 0; i < n; i++)
+        out[i] = rev[n - 1 - i];
+    out[n] = '\0';
+}
+
+static int thresholds(int argc, char **argv)
+{
+    static const char *const options[] = {"--eps-milli", "--n", NULL};
+    static const char *const flags[] = {NULL};
+    double eps_d, n_d;
+    uint32_t eps, t_rr, t_q, t_flip, t;
+    uint64_t hi, lo;
+    char full[48], half[48];
+    int i, first = 1;
+    if (!check_args(argc, argv, options, flags) || !parse_number(opt(argc, argv, "--eps-milli"), 1, 4294967295.0, &eps_d))
+        return usage("thresholds needs --eps-milli E");
+    eps = (uint32_t)eps_d;
+    if (ldp_exp_lower(eps, 1000, &hi, &lo) != 0)
+        return usage("eps_milli out of range");
+    u128_decimal(hi, lo, full);
+    if (ldp_exp_lower(eps, 2000, &hi, &lo) != 0)
+        return usage("eps_milli out of range");
+    u128_decimal(hi, lo, half);
+    if (ldp_t_rr(eps, &t_rr) != 0 || ldp_t_oue_q(eps, &t_q) != 0 || ldp_t_flip(eps, &t_flip) != 0)
+        return usage("eps_milli out of range");
+    for (i = 0; i < argc - 1; i++)
+        if (strcmp(argv[i], "--n") == 0
+            && (!parse_number(argv[i + 1], 2, 4294967296.0, &n_d) || n_d != (double)(uint64_t)n_d
+                || ldp_t_grr(eps, (uint64_t)n_d, &t) != 0))
+            return usage("bad --n (an integer in [2, 2^32])");
+    printf("{\"eps_milli\": %lu, \"E_full\": %s, \"E_half\": %s, \"T_rr\": %lu, \"T_oue_q\": %lu, "
+           "\"T_flip\": %lu, \"T_oue_p\": %lu, \"T_half\": %lu, \"T_grr\": {",
+           (unsigned long)eps, full, half, (unsigned long)t_rr, (unsigned long)t_q, (unsigned long)t_flip,
+           (unsigned long)ldp_t_oue_p(), (unsigned long)ldp_t_half());
+    for (i = 0; i < argc - 1; i++) {
+        if (strcmp(argv[i], "--n") != 0)
+            continue;
+        parse_number(argv[i + 1], 2, 4294967296.0, &n_d);
+        ldp_t_grr(eps, (uint64_t)n_d, &t);
+        printf("%s\"%llu\": %lu", first ? "" : ", ", (unsigned long long)n_d, (unsigned long)t);
+        first = 0;
+    }
+    printf("}}\n");
+    return LDPC_EXIT_DONE;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(USAGE, stdout);
+        return LDPC_EXIT_DONE;
+    }
+    if (argc >= 2 && strcmp(argv[1], "vector") == 0)
+        return vector(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "verify-config") == 0)
+        return verify_config(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "check-model") == 0)
+        return check_model(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "thresholds") == 0)
+        return thresholds(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "run") == 0)
+        return run(argc - 2, argv + 2);
+    return run(argc - 1, argv + 1);
+}

@@ -1,0 +1,305 @@
+/* Mechanism dispatch of the C client: see mech.h. Parameter ranges and messages follow
+ * device/ldp/<mechanism>.py; the perturbation itself is the shared kernels' code. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "envelope.h"
+#include "ldp_cms.h"
+#include "ldp_grr.h"
+#include "ldp_hcms.h"
+#include "ldp_olh.h"
+#include "ldp_oue.h"
+#include "ldp_report.h"
+#include "ldp_sh.h"
+#include "ldp_thresholds.h"
+#include "mech.h"
+
+#define MAX_ROWS 65536
+#define MAX_BITS 65536
+#define MAX_CANDIDATES 65536 /* as ldpfleet.mechanisms.srappor */
+
+static int param(const cJSON *params, const char *name, int64_t lo, int64_t hi, uint32_t *out,
+                 struct ldpc_reason *why)
+{
+    int64_t v;
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(params, name), &v) || v < lo || v > hi) {
+        ldpc_reason_set(why, "phases.params", "%s must be an integer in [%lld, %lld]", name, (long long)lo,
+                        (long long)hi);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int threshold_rc(int rc, struct ldpc_reason *why)
+{
+    if (rc != LDP_THRESH_OK)
+        ldpc_reason_set(why, "phases.eps_milli", "eps_milli outside what the thresholds support (1..%u)",
+                        LDP_EPS_MILLI_MAX);
+    return rc == LDP_THRESH_OK ? 0 : -1;
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+int ldpc_candidates_parse(struct ldpc_candidates *c, const cJSON *list, struct ldpc_reason *why)
+{
+    const cJSON *item;
+    uint32_t *pairs, i, kc;
+    int64_t v;
+    int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : -1;
+    memset(c, 0, sizeof *c);
+    if (n < 1 || n > MAX_CANDIDATES) {
+        ldpc_reason_set(why, "candidates", "need 1..65536 distinct u32 candidate keys");
+        return -1;
+    }
+    kc = (uint32_t)n;
+    pairs = malloc(2 * sizeof *pairs * kc);
+    c->sorted = malloc(sizeof *c->sorted * kc);
+    c->index = malloc(sizeof *c->index * kc);
+    if (pairs == NULL || c->sorted == NULL || c->index == NULL) {
+        free(pairs);
+        ldpc_candidates_free(c);
+        ldpc_reason_set(why, "candidates", "out of memory");
+        return -1;
+    }
+    i = 0;
+    cJSON_ArrayForEach(item, list) {
+        if (!ldpc_json_int(item, &v) || v < 0 || v > 0xffffffffll) {
+            free(pairs);
+            ldpc_candidates_free(c);
+            ldpc_reason_set(why, "candidates", "need 1..65536 distinct u32 candidate keys");
+            return -1;
+        }
+        pairs[2 * i] = (uint32_t)v;
+        pairs[2 * i + 1] = i;
+        i++;
+    }
+    qsort(pairs, kc, 2 * sizeof *pairs, cmp_pair);
+    for (i = 0; i < kc; i++) {
+        if (i > 0 && pairs[2 * i] == pairs[2 * i - 2]) {
+            ldpc_reason_set(why, "candidates", "candidate %lu listed twice", (unsigned long)pairs[2 * i]);
+            free(pairs);
+            ldpc_candidates_free(c);
+            return -1;
+        }
+        c->sorted[i] = pairs[2 * i];
+        c->index[i] = pairs[2 * i + 1];
+    }
+    free(pairs);
+    c->kc = kc;
+    return 0;
+}
+
+void ldpc_candidates_free(struct ldpc_candidates *c)
+{
+    free(c->sorted);
+    free(c->index);
+    memset(c, 0, sizeof *c);
+}
+
+int ldpc_candidates_contains(const struct ldpc_candidates *c, uint32_t key)
+{
+    size_t lo = 0, hi = c->kc;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->sorted[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->kc && c->sorted[lo] == key;
+}
+
+size_t ldpc_trim_to_candidates(uint32_t *keys, size_t n, const struct ldpc_candidates *c)
+{
+    size_t i, kept = 0;
+    for (i = 0; i < n; i++)
+        if (ldpc_candidates_contains(c, keys[i]))
+            keys[kept++] = keys[i];
+    return kept;
+}
+
+/* Sampling RAPPOR's candidates: the phase-2 list, and params' optional "kc" must agree. */
+static int init_candidates(struct ldpc_mech *mech, const cJSON *cands, const cJSON *params,
+                           struct ldpc_reason *why)
+{
+    int64_t v;
+    if (ldpc_candidates_parse(&mech->cand, cands, why) != 0)
+        return -1;
+    if (cJSON_GetObjectItemCaseSensitive(params, "kc") != NULL
+        && (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(params, "kc"), &v) || v != (int64_t)mech->cand.kc)) {
+        ldpc_reason_set(why, "phases.params", "kc does not match the candidate list");
+        return -1;
+    }
+    return 0;
+}
+
+int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, uint64_t domain_size,
+                   uint32_t salt, uint32_t campaign_id, int phase, const cJSON *params,
+                   const cJSON *candidates, struct ldpc_reason *why)
+{
+    uint32_t eps;
+    memset(mech, 0, sizeof *mech);
+    mech->id = ldp_mechanism_id(name);
+    if (mech->id == 0) {
+        ldpc_reason_set(why, "phases.mechanism", "unknown mechanism %s", name);
+        return -1;
+    }
+    if (eps_milli <= 0 || eps_milli > 0xffffffffll) {
+        ldpc_reason_set(why, "phases.eps_milli", "must be a positive integer");
+        return -1;
+    }
+    if (phase != 1 && phase != 2) {
+        ldpc_reason_set(why, "phase", "phase must be 1 or 2");
+        return -1;
+    }
+    eps = (uint32_t)eps_milli;
+    mech->name = ldp_mechanism_name(mech->id);
+    mech->phase = (uint8_t)phase;
+    mech->eps_milli = eps;
+    mech->salt = salt;
+    mech->campaign_id = campaign_id;
+    mech->domain_size = domain_size;
+    switch (mech->id) {
+    case LDP_MECHANISM_ID_GRR:
+        if (domain_size < 2 || domain_size > 0xffffffffull) {
+            ldpc_reason_set(why, "domain.size", "GRR needs 2 <= d < 2^32");
+            return -1;
+        }
+        mech->body_size = 4;
+        mech->words = 2;
+        return threshold_rc(ldp_t_grr(eps, domain_size, &mech->t_keep), why);
+    case LDP_MECHANISM_ID_OLH:
+    case LDP_MECHANISM_ID_FLH:
+        mech->body_size = 6;
+        mech->words = 3;
+        if (param(params, "g", 2, MAX_BITS, &mech->g, why) != 0)
+            return -1;
+        if (mech->id == LDP_MECHANISM_ID_FLH && param(params, "kp", 1, 0xffffffffll, &mech->kp, why) != 0)
+            return -1;
+        return threshold_rc(ldp_t_grr(eps, mech->g, &mech->t_keep), why);
+    case LDP_MECHANISM_ID_OUE:
+        if (domain_size < 2 || domain_size > MAX_BITS) {
+            ldpc_reason_set(why, "domain.size", "OUE on a device needs 2 <= d <= %d", MAX_BITS);
+            return -1;
+        }
+        mech->body_size = (size_t)(domain_size + 7) / 8;
+        mech->words = (size_t)domain_size;
+        return threshold_rc(ldp_t_oue_q(eps, &mech->t_q), why);
+    case LDP_MECHANISM_ID_CMS:
+    case LDP_MECHANISM_ID_LCM:
+        if (param(params, "k", 1, MAX_ROWS, &mech->k, why) != 0 || param(params, "m", 1, MAX_BITS, &mech->m, why) != 0)
+            return -1;
+        mech->body_size = 2 + ((size_t)mech->m + 7) / 8;
+        mech->words = 1 + (size_t)mech->m;
+        return threshold_rc(ldp_t_flip(eps, &mech->t_flip), why);
+    case LDP_MECHANISM_ID_HCMS:
+        mech->body_size = 5;
+        mech->words = 3;
+        if (param(params, "k", 1, MAX_ROWS, &mech->k, why) != 0 || param(params, "m", 1, MAX_BITS, &mech->m, why) != 0)
+            return -1;
+        if (mech->m & (mech->m - 1)) {
+            ldpc_reason_set(why, "phases.params", "m must be a power of two");
+            return -1;
+        }
+        return threshold_rc(ldp_t_rr(eps, &mech->t_keep), why);
+    case LDP_MECHANISM_ID_SH:
+        mech->body_size = 5;
+        mech->words = 3;
+        if (param(params, "m", 1, MAX_BITS, &mech->m, why) != 0 || param(params, "l", 1, MAX_BITS, &mech->l, why) != 0)
+            return -1;
+        return threshold_rc(ldp_t_rr(eps, &mech->t_keep), why);
+    case LDP_MECHANISM_ID_SRAPPOR:
+        if (candidates == NULL)
+            candidates = cJSON_GetObjectItemCaseSensitive(params, "candidates");
+        if (init_candidates(mech, candidates, params, why) != 0) {
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        if (param(params, "l", 1, MAX_BITS, &mech->l, why) != 0) {
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        mech->body_size = ((size_t)mech->cand.kc + 8) / 8;
+        mech->words = (size_t)mech->cand.kc + 2;
+        if (threshold_rc(ldp_t_flip(eps, &mech->t_flip), why) != 0) {
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        return 0;
+    default:
+        ldpc_reason_set(why, "phases.mechanism", "unknown mechanism %s", name);
+        return -1;
+    }
+}
+
+void ldpc_mech_free(struct ldpc_mech *mech)
+{
+    ldpc_candidates_free(&mech->cand);
+}
+
+size_t ldpc_mech_report_size(const struct ldpc_mech *mech)
+{
+    return LDP_HEADER_SIZE + mech->body_size;
+}
+
+int ldpc_mech_index_valued(const struct ldpc_mech *mech)
+{
+    return mech->id == LDP_MECHANISM_ID_GRR || mech->id == LDP_MECHANISM_ID_OUE;
+}
+
+int ldpc_mech_set_valued(const struct ldpc_mech *mech)
+{
+    return mech->id == LDP_MECHANISM_ID_SH || mech->id == LDP_MECHANISM_ID_SRAPPOR;
+}
+
+int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
+                     uint32_t seq, uint8_t *report)
+{
+    uint8_t *body = report + LDP_HEADER_SIZE;
+    uint64_t offsets[2];
+    uint8_t high;
+    int rc = 0;
+    offsets[0] = 0;
+    offsets[1] = in->nkeys;
+    high = (uint8_t)(in->high != 0);
+    memset(report, 0, ldpc_mech_report_size(mech));
+    ldp_header_pack(report, (uint8_t)mech->id, mech->phase, mech->campaign_id, seq);
+    switch (mech->id) {
+    case LDP_MECHANISM_ID_GRR:
+        rc = ldp_grr_perturb(&in->index, 1, (uint32_t)mech->domain_size, mech->t_keep, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_OLH:
+        rc = ldp_olh_perturb(&in->key, 1, mech->g, mech->t_keep, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_FLH:
+        rc = ldp_flh_perturb(&in->key, 1, mech->g, mech->kp, mech->salt, mech->t_keep, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_OUE:
+        rc = ldp_oue_perturb(&in->index, 1, (uint32_t)mech->domain_size, LDP_T_OUE_P, mech->t_q, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_CMS:
+        ldp_cms_perturb(&in->key, NULL, 1, mech->salt, mech->k, mech->m, mech->t_flip, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_LCM:
+        ldp_cms_perturb(&in->key, &high, 1, mech->salt, mech->k, mech->m, mech->t_flip, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_HCMS:
+        ldp_hcms_perturb(&in->key, 1, mech->salt, mech->k, mech->m, mech->t_keep, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_SH:
+        ldp_sh_perturb(in->keys, offsets, 1, mech->l, mech->salt, mech->m, mech->t_keep, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_SRAPPOR:
+        ldp_srappor_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->cand.kc,
+                            mech->t_flip, words, body, 0);
+        break;
+    default:
+        rc = -1;
+    }
+    return rc;
+}

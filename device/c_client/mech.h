@@ -1,0 +1,68 @@
+/* One mechanism of one campaign phase on the C client: parameters checked as the MicroPython
+ * client checks them (device/ldp/<mechanism>.py), integer thresholds from
+ * c_kernels/ldp_thresholds.c, the report built by the shared c_kernels batch functions (n = 1). */
+#ifndef LDPC_MECH_H
+#define LDPC_MECH_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "util.h"
+
+/* A phase-2 candidate list (LDPMiner §4.1, spec §5): 1..65536 distinct u32 keys. */
+struct ldpc_candidates {
+    uint32_t kc;
+    uint32_t *sorted, *index; /* the keys ascending, and each one's position in the list */
+};
+
+/* Parse and check a JSON candidate list as the aggregator does (ldpfleet.mechanisms.srappor);
+ * 0, or -1 with field "candidates". */
+int ldpc_candidates_parse(struct ldpc_candidates *c, const cJSON *list, struct ldpc_reason *why);
+void ldpc_candidates_free(struct ldpc_candidates *c);
+int ldpc_candidates_contains(const struct ldpc_candidates *c, uint32_t key);
+
+/* LDPMiner §4.4's phase-2 input (ldpminer.trim_to_candidates): keeps the keys that are
+ * candidates, in their own order, in place; returns how many are left. */
+size_t ldpc_trim_to_candidates(uint32_t *keys, size_t n, const struct ldpc_candidates *c);
+
+struct ldpc_mech {
+    int id;
+    const char *name;
+    uint8_t phase;
+    uint32_t eps_milli, salt, campaign_id;
+    uint64_t domain_size;
+    uint32_t g, kp, k, m, l;          /* parameters (those the mechanism has) */
+    uint32_t t_keep, t_q, t_flip;     /* integer thresholds, spec §2 */
+    struct ldpc_candidates cand;      /* sampling RAPPOR: the candidates (bit c = list[c]) */
+    size_t body_size, words;
+};
+
+/* The device's value in the form the mechanism takes (spec §3): a domain index (grr, oue),
+ * an item key (olh, flh, cms, hcms, and lcm with the high-frequent flag), or a set of
+ * distinct keys (sh, srappor). */
+struct ldpc_input {
+    uint32_t index, key;
+    int high;
+    const uint32_t *keys;
+    size_t nkeys;
+};
+
+/* Build from a phase description. `params` is the phase's params object (may be NULL);
+ * `candidates` (sampling RAPPOR) the phase-2 candidate list (may be NULL: then params'
+ * "candidates" is used). 0, or -1 with the reason. */
+int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, uint64_t domain_size,
+                   uint32_t salt, uint32_t campaign_id, int phase, const cJSON *params,
+                   const cJSON *candidates, struct ldpc_reason *why);
+void ldpc_mech_free(struct ldpc_mech *mech);
+
+size_t ldpc_mech_report_size(const struct ldpc_mech *mech);
+int ldpc_mech_index_valued(const struct ldpc_mech *mech); /* grr, oue */
+int ldpc_mech_set_valued(const struct ldpc_mech *mech);   /* sh, srappor */
+
+/* Header + body into `report` (ldpc_mech_report_size bytes) from exactly `mech->words`
+ * random words. 0, or -1 if the input does not fit. */
+int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
+                     uint32_t seq, uint8_t *report);
+
+#endif

@@ -1,0 +1,221 @@
+/* MQTT session of the C client: see session.h. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mosquitto.h>
+
+#include "session.h"
+
+#define MAX_INFLIGHT 16
+#define BACKOFF_START 0.25
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+struct session {
+    struct ldpc_device *dev;
+    const struct ldpc_session_opts *opts;
+    int connected;
+    double backoff;
+    struct {
+        int mid, phase; /* phase 0: free slot */
+        uint8_t *data;
+        size_t len;
+    } inflight[MAX_INFLIGHT];
+};
+
+/* The connection is gone: reports still waiting for their PUBACK go back to the queue and
+ * are published again after the reconnect (as the MicroPython client re-sends an unacknowledged
+ * publish); the aggregator dedupes by (device id, seq). */
+static void requeue_inflight(struct session *s)
+{
+    int i;
+    for (i = 0; i < MAX_INFLIGHT; i++) {
+        if (s->inflight[i].phase != 0) {
+            ldpc_device_enqueue(s->dev, s->inflight[i].phase, s->inflight[i].data, s->inflight[i].len);
+            s->inflight[i].phase = 0;
+            s->inflight[i].data = NULL;
+        }
+    }
+}
+
+static void on_connect(struct mosquitto *mosq, void *obj, int rc)
+{
+    struct session *s = obj;
+    const char *topics[2];
+    if (rc != 0) {
+        ldpc_log(s->dev->id.device_id, "connection-lost", "CONNACK refused: %s", mosquitto_connack_string(rc));
+        mosquitto_disconnect(mosq);
+        return;
+    }
+    s->connected = 1;
+    s->backoff = BACKOFF_START;
+    ldpc_log(s->dev->id.device_id, "connected", "%s:%d", s->opts->host, s->opts->port);
+    topics[0] = s->dev->topic_config;
+    topics[1] = s->dev->topic_phase2;
+    rc = mosquitto_subscribe_multiple(mosq, NULL, 2, (char *const *)topics, 1, 0, NULL);
+    if (rc != MOSQ_ERR_SUCCESS)
+        ldpc_log(s->dev->id.device_id, "connection-lost", "subscribe: %s", mosquitto_strerror(rc));
+}
+
+static void on_disconnect(struct mosquitto *mosq, void *obj, int rc)
+{
+    struct session *s = obj;
+    (void)mosq;
+    s->connected = 0;
+    requeue_inflight(s);
+    if (rc != 0)
+        ldpc_log(s->dev->id.device_id, "connection-lost", "%s", mosquitto_strerror(rc));
+}
+
+static void on_message(struct mosquitto *mosq, void *obj, const struct mosquitto_message *msg)
+{
+    struct session *s = obj;
+    (void)mosq;
+    ldpc_device_on_message(s->dev, msg->topic, msg->payload, (size_t)msg->payloadlen);
+}
+
+static void on_publish(struct mosquitto *mosq, void *obj, int mid)
+{
+    struct session *s = obj;
+    int i;
+    (void)mosq;
+    for (i = 0; i < MAX_INFLIGHT; i++) {
+        if (s->inflight[i].phase != 0 && s->inflight[i].mid == mid) {
+            ldpc_device_delivered(s->dev, s->inflight[i].phase, s->inflight[i].len);
+            s->inflight[i].phase = 0;
+            free(s->inflight[i].data);
+            s->inflight[i].data = NULL;
+        }
+    }
+}
+
+/* Publish queued reports at QoS 1; a report leaves the queue once libmosquitto took it. */
+static void flush(struct session *s, struct mosquitto *mosq)
+{
+    const struct ldpc_report *r;
+    while (s->connected && (r = ldpc_device_peek(s->dev)) != NULL) {
+        int mid = 0, i, slot = -1, rc;
+        for (i = 0; i < MAX_INFLIGHT && slot < 0; i++)
+            if (s->inflight[i].phase == 0)
+                slot = i;
+        if (slot < 0)
+            return; /* every slot awaits its PUBACK */
+        rc = mosquitto_publish(mosq, &mid, s->dev->topic_report, (int)r->len, r->data, 1, false);
+        if (rc != MOSQ_ERR_SUCCESS)
+            return; /* kept queued: retried after the next (re)connect */
+        s->inflight[slot].mid = mid;
+        s->inflight[slot].phase = r->phase;
+        s->inflight[slot].len = r->len;
+        s->inflight[slot].data = ldpc_device_pop(s->dev);
+    }
+}
+
+static int expired(double stop_at)
+{
+    return stop_at >= 0 && ldpc_monotonic() >= stop_at;
+}
+
+/* Sleep the backoff (half to full of it, random), bounded by the run limit and signals. */
+static void back_off(struct session *s, double stop_at)
+{
+    uint32_t jitter = 0;
+    double delay, until;
+    ldpc_os_random_words(&jitter, 1);
+    delay = s->backoff * (0.5 + (jitter >> 24) / 510.0);
+    ldpc_log(s->dev->id.device_id, "backoff", "%d ms", (int)(delay * 1000));
+    until = ldpc_monotonic() + delay;
+    while (!stop_signal && ldpc_monotonic() < until && !expired(stop_at))
+        ldpc_sleep(0.05);
+    s->backoff *= 2;
+    if (s->backoff > s->opts->backoff_max)
+        s->backoff = s->opts->backoff_max;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+}
+
+int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *opts)
+{
+    struct session s;
+    struct mosquitto *mosq;
+    double stop_at = opts->run_for >= 0 ? ldpc_monotonic() + opts->run_for : -1;
+    int first = 1, socket_up = 0, code;
+    memset(&s, 0, sizeof s);
+    s.dev = dev;
+    s.opts = opts;
+    s.backoff = BACKOFF_START;
+    install_signals();
+    mosquitto_lib_init();
+    mosq = mosquitto_new(dev->id.device_id, true, &s);
+    if (mosq == NULL) {
+        fprintf(stderr, "ldp_client: mosquitto_new failed\n");
+        mosquitto_lib_cleanup();
+        return LDPC_EXIT_USAGE;
+    }
+    if (opts->username != NULL
+        && (code = mosquitto_username_pw_set(mosq, opts->username, opts->password)) != MOSQ_ERR_SUCCESS) {
+        fprintf(stderr, "ldp_client: username: %s\n", mosquitto_strerror(code));
+        mosquitto_destroy(mosq);
+        mosquitto_lib_cleanup();
+        return LDPC_EXIT_USAGE;
+    }
+    mosquitto_connect_callback_set(mosq, on_connect);
+    mosquitto_disconnect_callback_set(mosq, on_disconnect);
+    mosquitto_message_callback_set(mosq, on_message);
+    mosquitto_publish_callback_set(mosq, on_publish);
+    while (!ldpc_device_done(dev) && !stop_signal && !expired(stop_at)) {
+        int rc;
+        if (!socket_up) {
+            rc = first ? mosquitto_connect(mosq, opts->host, opts->port, opts->keepalive) : mosquitto_reconnect(mosq);
+            first = 0;
+            if (rc != MOSQ_ERR_SUCCESS) {
+                ldpc_log(dev->id.device_id, "connection-lost", "connect: %s", mosquitto_strerror(rc));
+                back_off(&s, stop_at);
+                continue;
+            }
+            socket_up = 1;
+        }
+        rc = mosquitto_loop(mosq, 100, 1);
+        if (rc != MOSQ_ERR_SUCCESS) {
+            if (s.connected)
+                ldpc_log(dev->id.device_id, "connection-lost", "%s", mosquitto_strerror(rc));
+            s.connected = 0;
+            socket_up = 0;
+            requeue_inflight(&s);
+            back_off(&s, stop_at);
+            continue;
+        }
+        ldpc_device_process_inbox(dev);
+        flush(&s, mosq);
+    }
+    if (socket_up) {
+        mosquitto_disconnect(mosq);
+        mosquitto_loop(mosq, 100, 1);
+    }
+    mosquitto_destroy(mosq);
+    mosquitto_lib_cleanup();
+    requeue_inflight(&s); /* hands unacknowledged bytes back to the device, which frees them */
+    if (dev->exit_code != LDPC_RUNNING)
+        code = dev->exit_code;
+    else if (ldpc_device_done(dev) || !dev->once)
+        code = LDPC_EXIT_DONE;
+    else
+        code = LDPC_EXIT_TIMEOUT;
+    return code;
+}

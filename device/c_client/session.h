@@ -1,0 +1,24 @@
+/* The MQTT side of the C client (libmosquitto, MQTT 3.1.1): connect with backoff, subscribe to
+ * the campaign's retained config and phase-2 topics at QoS 1, publish reports at QoS 1, detect a
+ * dead connection (libmosquitto keepalive / socket errors) and reconnect with exponential
+ * backoff and jitter, so broker restarts and network outages are survived. */
+#ifndef LDPC_SESSION_H
+#define LDPC_SESSION_H
+
+#include "device.h"
+
+struct ldpc_session_opts {
+    const char *host;
+    int port;
+    const char *username; /* NULL: connect anonymously */
+    const char *password; /* NULL: no password (only with a username) */
+    int keepalive;      /* seconds */
+    double backoff_max; /* seconds */
+    double run_for;     /* seconds; < 0: no limit */
+};
+
+/* Runs the device until it is done (--once), run_for elapses, or SIGINT/SIGTERM.
+ * Returns the process exit code. */
+int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *opts);
+
+#endif

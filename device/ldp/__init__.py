@@ -1,0 +1,1 @@
+"""ldpfleet device client for MicroPython (protocol v1, protocol_spec/v1/README.md)."""

@@ -1,0 +1,86 @@
+"""ldpfleet device entry point (device/main.py runs `main(sys.argv[1:])`).
+
+On a board (no arguments): reads identity.json {device_id, fleet_key_hex, eps_cap_milli,
+lifetime_budget_milli, broker: {host, port, user, password}, wifi: {ssid, password}} and value.json
+{campaign, value, high} from the filesystem root and runs forever.
+
+On the unix port:
+  micropython main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON]
+                      [--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]
+Exit codes: 0 done, 2 config refused (--once), 3 timed out (--once), 75 test crash point.
+"""
+import json
+
+from .device import Device, join
+
+USAGE = "usage: main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON] " \
+        "[--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]"
+FLAGS = ("--once", "--high")
+
+
+def parse_args(argv):
+    opts = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in FLAGS:
+            opts[a[2:]] = True
+            i += 1
+        elif a.startswith("--") and i + 1 < len(argv):
+            opts[a[2:].replace("-", "_")] = argv[i + 1]
+            i += 2
+        else:
+            raise SystemExit(USAGE)
+    return opts
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def wifi(identity):
+    """Join the Wi-Fi named in identity.json on boards that have `network`."""
+    conf = identity.get("wifi")
+    if not conf:
+        return
+    import network
+    import time
+    sta = network.WLAN(network.STA_IF)
+    sta.active(True)
+    if not sta.isconnected():
+        sta.connect(conf["ssid"], conf["password"])
+        for _ in range(300):
+            if sta.isconnected():
+                break
+            time.sleep_ms(100)
+
+
+def main(argv):
+    opts = parse_args(argv)
+    state = opts.get("state", "")
+    identity = load(join(state, "identity.json"))
+    try:
+        value_doc = load(join(state, "value.json"))
+    except OSError:
+        value_doc = {}
+    if "value" in opts:
+        try:
+            value_doc["value"] = json.loads(opts["value"])
+        except ValueError:
+            value_doc["value"] = opts["value"]
+    broker = identity.get("broker", {})
+    wifi(identity)
+    timeout = opts.get("timeout")
+    device = Device(
+        state, identity, opts.get("campaign", value_doc.get("campaign")), value_doc.get("value"),
+        opts.get("host", broker.get("host", "127.0.0.1")),
+        int(opts.get("port", broker.get("port", 1883))),
+        keepalive=int(opts.get("keepalive", 30)),
+        backoff_max=float(opts.get("backoff_max", 30)),
+        once=opts.get("once", False),
+        run_for=float(timeout) if timeout is not None else None,
+        high=opts.get("high", value_doc.get("high", False)),
+        crash_point=opts.get("crash_point"),
+        user=broker.get("user"), password=broker.get("password"))
+    return device.run()

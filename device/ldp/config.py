@@ -1,0 +1,159 @@
+"""Signed campaign configs and phase-2 messages on the device (spec §5, §6).
+
+`verify` checks HMAC-SHA256 over the exact body bytes received, then parses the body;
+`check_config` applies the same structural rules as the aggregator
+(aggregator/ldpfleet/config.py::check_config). Every refusal is a ConfigError naming the
+field, which the device logs.
+"""
+import json
+import time
+
+from .errors import ConfigError
+from .hash import item_key
+from .hmac_sha256 import equal, hmac_sha256_hex
+from .mechanisms import NAMES
+
+PROTOCOL = 1
+PPM = 1000000
+# MicroPython ports whose epoch is 2000-01-01 report 946684800 s less than Unix time
+EPOCH_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
+
+
+def unix_now():
+    return int(time.time()) + EPOCH_OFFSET
+
+
+def valid_name(name):
+    """`name` matches [A-Za-z0-9_-]{1,64} (MicroPython's re has no counted repetition)."""
+    if not isinstance(name, str) or not 1 <= len(name) <= 64:
+        return False
+    for ch in name:
+        if not ("a" <= ch <= "z" or "A" <= ch <= "Z" or "0" <= ch <= "9" or ch in "_-"):
+            return False
+    return True
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def verify(payload, fleet_key):
+    """Body document of a correctly signed envelope, else ConfigError."""
+    try:
+        env = json.loads(payload)
+    except (ValueError, UnicodeError) as exc:
+        raise ConfigError("envelope", "not JSON: %s" % exc)
+    if not isinstance(env, dict) or not isinstance(env.get("body"), str) or not isinstance(env.get("sig"), str):
+        raise ConfigError("envelope", 'expected {"body": str, "sig": str}')
+    body = env["body"]
+    if not equal(hmac_sha256_hex(fleet_key, body.encode()), env["sig"].lower()):
+        raise ConfigError("sig", "signature does not verify")
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise ConfigError("body", "not JSON: %s" % exc)
+    if not isinstance(doc, dict):
+        raise ConfigError("body", "body must be a JSON object")
+    return doc
+
+
+def _need(doc, key, kind, field=None):
+    v = doc.get(key)
+    if v is None or not isinstance(v, kind) or isinstance(v, bool):
+        raise ConfigError(field or key, "missing or not %s" % kind.__name__)
+    return v
+
+
+def check_config(doc, now=None):
+    """Structural checks of a config body, the aggregator's rules; returns `doc`."""
+    if doc.get("type") != "config":
+        raise ConfigError("type", "not a config")
+    if doc.get("protocol") != PROTOCOL:
+        raise ConfigError("protocol", "unsupported protocol %r" % (doc.get("protocol"),))
+    if not valid_name(_need(doc, "campaign", str)):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
+    for key in ("campaign_id", "salt", "not_before", "not_after"):
+        _need(doc, key, int)
+    if not 0 <= doc["campaign_id"] <= 0xFFFFFFFF:
+        raise ConfigError("campaign_id", "out of u32 range")
+    now = unix_now() if now is None else now
+    if not doc["not_before"] <= now <= doc["not_after"]:
+        raise ConfigError("validity", "outside validity window [%d, %d]" % (doc["not_before"], doc["not_after"]))
+    domain = _need(doc, "domain", dict)
+    if domain.get("type") == "int":
+        size = _need(domain, "size", int, "domain.size")
+        if not 2 <= size <= 0x100000000:
+            raise ConfigError("domain.size", "must be in [2, 2^32]")
+    elif domain.get("type") == "str":
+        items = _need(domain, "items", list, "domain.items")
+        if len(items) < 2 or not all(isinstance(i, str) for i in items):
+            raise ConfigError("domain.items", "need >= 2 strings")
+        keys = [item_key(i) for i in items]
+        if len(set(keys)) != len(keys):
+            raise ConfigError("domain.items", "two items share a 32-bit key; rename one")
+    else:
+        raise ConfigError("domain.type", "must be 'int' or 'str'")
+    phases = _need(doc, "phases", list)
+    if not 1 <= len(phases) <= 2:
+        raise ConfigError("phases", "one or two phases")
+    for i, ph in enumerate(phases):
+        if not isinstance(ph, dict) or ph.get("phase") != i + 1:
+            raise ConfigError("phases", "phase entries must be numbered 1, 2 in order")
+        if ph.get("mechanism") not in NAMES:
+            raise ConfigError("phases.mechanism", "unknown mechanism %r" % (ph.get("mechanism"),))
+        eps = ph.get("eps_milli")
+        if not _is_int(eps) or eps <= 0:
+            raise ConfigError("phases.eps_milli", "must be a positive integer")
+        if not isinstance(ph.get("params", {}), dict):
+            raise ConfigError("phases.params", "must be an object")
+        if "sample_rate_ppm" in ph:
+            ppm = ph["sample_rate_ppm"]
+            if not _is_int(ppm) or not 0 < ppm < PPM:
+                raise ConfigError("phases.sample_rate_ppm", "must be an integer in (0, 10^6), "
+                                  "got %r" % (ppm,))
+    rates = sample_rates(phases)
+    if len(rates) > 1:
+        raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
+                          "(one public split, spec §5): %s" % sorted(rates))
+    return doc
+
+
+def sample_rates(phases):
+    """The distinct `sample_rate_ppm` values of the phases (LDPLCM's public split, spec §5)."""
+    rates = []
+    for ph in phases:
+        if "sample_rate_ppm" in ph and ph["sample_rate_ppm"] not in rates:
+            rates.append(ph["sample_rate_ppm"])
+    return rates
+
+
+def check_phase2(doc, config):
+    """A phase-2 body that belongs to the accepted `config`."""
+    if doc.get("type") != "phase2":
+        raise ConfigError("type", "not a phase-2 message")
+    if doc.get("campaign") != config["campaign"]:
+        raise ConfigError("campaign", "phase 2 of another campaign")
+    if doc.get("campaign_id") != config["campaign_id"] or isinstance(doc.get("campaign_id"), bool):
+        raise ConfigError("campaign_id", "phase 2 of another campaign id")
+    if doc.get("phase") != 2 or isinstance(doc.get("phase"), bool):
+        raise ConfigError("phase", "phase must be 2")
+    if len(config["phases"]) != 2:
+        raise ConfigError("phases", "the config has no phase 2")
+    return doc
+
+
+def domain_size(doc):
+    d = doc["domain"]
+    return d["size"] if d["type"] == "int" else len(d["items"])
+
+
+def item_index(doc, item):
+    """Domain index of the device's item (int domain: the item itself), else ConfigError."""
+    d = doc["domain"]
+    if d["type"] == "int":
+        if not _is_int(item) or not 0 <= item < d["size"]:
+            raise ConfigError("value", "item %r is not in the int domain" % (item,))
+        return item
+    if item not in d["items"]:
+        raise ConfigError("value", "item %r is not in the domain" % (item,))
+    return d["items"].index(item)

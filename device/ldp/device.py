@@ -1,0 +1,329 @@
+"""The device loop (spec §4-§6): connect with backoff, subscribe to the campaign's retained
+config and phase-2 topics, verify, decide, perturb with os.urandom words, record the spend
+in the ledger, publish the report at QoS 1; detect dead connections by timeout and
+reconnect with backoff, so broker restarts and network outages are survived.
+
+Every accepted trigger (a config or phase-2 message, including the retained copy the
+broker sends on every reconnect) (re)publishes the campaign phase's report: fresh and
+ledgered the first time, the memoised bytes ever after. The aggregator dedupes by
+(device id, seq).
+"""
+import os
+import time
+from binascii import unhexlify
+from micropython import const
+
+from . import config as cfg
+from .errors import BudgetExceeded, ConfigError
+from .hash import item_key, murmur3
+from .ledger import Ledger
+from .mechanisms import SET_VALUED, make
+from .sets import candidate_index, trim
+
+EXIT_DONE = const(0)
+EXIT_REFUSED = const(2)
+EXIT_TIMEOUT = const(3)
+EXIT_CRASH_POINT = const(75)
+ETIMEDOUT = const(110)
+
+
+def join(state_dir, name):
+    return state_dir + "/" + name if state_dir else name
+
+
+def default_client(client_id, host, port, keepalive, timeout, user=None, password=None):
+    """This package's MQTT client (see device/README.md for umqtt.simple)."""
+    from .mqtt import MQTTClient
+    return MQTTClient(client_id, host, port, user=user, password=password, keepalive=keepalive,
+                      timeout=timeout)
+
+
+class Device:
+    """One device taking part in one campaign.
+
+    `identity`: {device_id, fleet_key_hex, eps_cap_milli, lifetime_budget_milli}.
+    `value`: the device's item (int or str), a list of items for set-valued campaigns;
+    `high`: LDPLCM phase-2 decision when the phase-2 message carries no model.
+    `once`: exit when every phase this device takes part in has been delivered, or at the
+    first refused config. `crash_point="after-commit"` (tests only) stops the process
+    right after the ledger write, before publishing.
+    """
+
+    def __init__(self, state_dir, identity, campaign, value, host, port=1883, keepalive=30,
+                 timeout=5.0, backoff_max=30.0, once=False, run_for=None, high=False,
+                 crash_point=None, log=None, client_factory=default_client, user=None,
+                 password=None):
+        self.device_id = identity["device_id"]
+        if not cfg.valid_name(self.device_id) or not cfg.valid_name(campaign):
+            raise ValueError("device id and campaign must match [A-Za-z0-9_-]{1,64}")
+        self.fleet_key = unhexlify(identity["fleet_key_hex"])
+        self.ledger = Ledger(state_dir, identity["eps_cap_milli"], identity["lifetime_budget_milli"])
+        self.campaign = campaign
+        self.value = value
+        self.high = bool(high)
+        self.host, self.port = host, port
+        self.user, self.password = user, password
+        self.keepalive = keepalive
+        self.timeout = timeout
+        self.backoff_max = backoff_max
+        self.once = once
+        self.run_for = run_for
+        self.crash_point = crash_point
+        self.log = log or self._print
+        self.client_factory = client_factory
+        self.topic_config = "ldp/%s/config" % campaign
+        self.topic_phase2 = "ldp/%s/phase2" % campaign
+        self.topic_report = "ldp/%s/r/%s" % (campaign, self.device_id)
+        self.client = None
+        self.inbox = {}
+        self.outbox = []
+        self.config = None
+        self.phases = ()  # phases of the accepted config this device takes part in
+        self.delivered = set()
+        self.exit_code = None
+
+    def _print(self, event, detail=""):
+        print("ldp %s %s %s" % (self.device_id, event, detail))
+
+    # --- messages ---------------------------------------------------------------------------
+    def _on_message(self, topic, msg):
+        topic = topic.decode()
+        if topic == self.topic_config:
+            self.inbox["config"] = msg
+        elif topic == self.topic_phase2:
+            self.inbox["phase2"] = msg
+
+    def process_inbox(self):
+        msg = self.inbox.pop("config", None)
+        if msg is not None:
+            self.on_config(msg)
+        if self.config is not None:
+            msg = self.inbox.pop("phase2", None)
+            if msg is not None:
+                self.on_phase2(msg)
+
+    def _refuse(self, what, exc):
+        self.log("refused", "%s %s" % (what, exc))
+        if self.once:
+            self.exit_code = EXIT_REFUSED
+
+    def participating(self, doc):
+        """Phases of `doc` (checked by cfg.check_config) this device takes part in: all of
+        them, unless the phases set `sample_rate_ppm` (LDPLCM): then phase 1 iff
+        H(utf8(device_id), salt) % 10^6 < sample_rate_ppm, phase 2 otherwise (spec §5)."""
+        phases = doc["phases"]
+        rates = cfg.sample_rates(phases)
+        numbers = [ph["phase"] for ph in phases]
+        if not rates or len(phases) == 1:
+            return numbers
+        data = self.device_id.encode()
+        sampled = murmur3(data, len(data), doc["salt"]) % cfg.PPM < rates[0]
+        return [1] if sampled else [2]
+
+    def on_config(self, payload):
+        try:
+            doc = cfg.check_config(cfg.verify(payload, self.fleet_key))
+            if doc["campaign"] != self.campaign:
+                raise ConfigError("campaign", "config of campaign %r on our topic" % doc["campaign"])
+            phases = self.participating(doc)
+            need = 0
+            for ph in doc["phases"]:
+                if ph["eps_milli"] > self.ledger.eps_cap_milli:
+                    raise BudgetExceeded("eps_cap", "phase %d eps_milli %d above the device cap %d"
+                                         % (ph["phase"], ph["eps_milli"], self.ledger.eps_cap_milli))
+                if ph["phase"] in phases and self.ledger.memo(doc["campaign_id"], ph["phase"]) is None:
+                    need += ph["eps_milli"]
+            if need > self.ledger.remaining_milli:
+                raise BudgetExceeded("lifetime_budget", "campaign needs eps_milli %d, %d remain"
+                                     % (need, self.ledger.remaining_milli))
+            mech = self._mechanism(doc, 1, {}) if 1 in phases else None
+            value = self._input(doc, mech) if mech is not None else None
+        except (ConfigError, BudgetExceeded, ValueError) as exc:
+            self._refuse("config", exc)
+            return
+        if self.config is None or self.config["campaign_id"] != doc["campaign_id"]:
+            self.delivered = set()
+        self.config = doc
+        self.phases = phases
+        self.log("accepted", "config campaign_id=%d phases=%s" % (doc["campaign_id"], phases))
+        if mech is not None:
+            self.deliver(1, mech, value)
+
+    def on_phase2(self, payload):
+        doc = self.config
+        try:
+            p2 = cfg.check_phase2(cfg.verify(payload, self.fleet_key), doc)
+            now = cfg.unix_now()
+            if not doc["not_before"] <= now <= doc["not_after"]:
+                raise ConfigError("validity", "the campaign's validity window has passed")
+            if 2 not in self.phases:
+                self.log("skip", "phase 2 (this device is not in it)")
+                return
+            mech, value = self.phase2_input(doc, p2)
+        except (ConfigError, BudgetExceeded, ValueError) as exc:
+            self._refuse("phase2", exc)
+            return
+        detail = ""
+        if mech.name == "lcm":
+            detail = " high=%d (%s)" % (value["high"], "model" if "model" in p2 else "caller")
+        elif mech.name in SET_VALUED:
+            detail = " candidates=%d kept=%d" % (len(p2["candidates"]), len(value))
+        self.log("accepted", "phase2 campaign_id=%d%s" % (doc["campaign_id"], detail))
+        self.deliver(2, mech, value)
+
+    def phase2_input(self, doc, p2):
+        """The phase-2 mechanism and this device's input for it, from an accepted config and
+        a verified phase-2 body. LDPMiner (srappor, sh): the set trimmed to the signed
+        `candidates` (LDPMiner §4.4, ldpminer.trim_to_candidates), padded by the mechanism to
+        the phase-2 `l`; the candidates are required and, for srappor, also the bit order.
+        LDPLCM: {"key", "high"} with high = g(index) >= P of the signed `model`."""
+        name = doc["phases"][1]["mechanism"]
+        if name not in SET_VALUED:
+            mech = self._mechanism(doc, 2, {})
+            return mech, self._input(doc, mech, p2)
+        if "candidates" not in p2:
+            raise ConfigError("candidates", "the phase-2 message carries no candidate list")
+        index = candidate_index(p2["candidates"])
+        extra = {"candidates": p2["candidates"]} if name == "srappor" else {}
+        mech = self._mechanism(doc, 2, extra)
+        return mech, trim(self._input(doc, mech), index)
+
+    def _mechanism(self, doc, phase, extra):
+        ph = doc["phases"][phase - 1]
+        params = dict(ph.get("params", {}))
+        params.update(extra)
+        return make(ph["mechanism"], ph["eps_milli"], cfg.domain_size(doc), doc["salt"],
+                    doc["campaign_id"], phase, params)
+
+    def _input(self, doc, mech, p2=None):
+        """The device's value in the form `mech.report` takes (index, key, keys, or
+        {"key", "high"}); ConfigError if the value does not fit the campaign. LDPLCM's
+        high/low decision: the phase-2 body's `model`, g(index) >= P (ldp/lcm_model.py), or
+        the caller's `high` when the body carries no model."""
+        name = mech.name
+        if name in SET_VALUED:
+            items = self.value if isinstance(self.value, list) else [self.value]
+            return [item_key(i) for i in items]
+        if isinstance(self.value, list):
+            raise ConfigError("value", "%s takes one item, not a list" % name)
+        index = cfg.item_index(doc, self.value)
+        if name in ("grr", "oue"):
+            return index
+        if name == "lcm":
+            high = self.high
+            if p2 is not None and "model" in p2:
+                from .lcm_model import LcmModel
+                high = LcmModel(p2["model"]).is_high(index)
+            return {"key": item_key(self.value), "high": bool(high)}
+        return item_key(self.value)
+
+    # --- reports ----------------------------------------------------------------------------
+    def deliver(self, phase, mech, value):
+        """Queue the report of `phase`: the memoised one, or a fresh one ledgered first."""
+        cid = self.config["campaign_id"]
+        report = self.ledger.memo(cid, phase)
+        if report is None:
+            try:
+                self.ledger.check(mech.eps_milli)
+            except BudgetExceeded as exc:
+                self._refuse("report", exc)
+                return
+            seq = self.ledger.next_seq
+            report = mech.report(value, seq)
+            self.ledger.commit(cid, phase, mech.eps_milli, seq, report)
+            self.log("spent", "phase=%d seq=%d eps_milli=%d remaining=%d"
+                     % (phase, seq, mech.eps_milli, self.ledger.remaining_milli))
+            if self.crash_point == "after-commit":
+                self.log("crash-point", "after-commit")
+                raise SystemExit(EXIT_CRASH_POINT)
+        else:
+            self.log("memo", "phase=%d" % phase)
+        self.outbox.append((phase, report))
+
+    def flush(self):
+        while self.outbox:
+            phase, report = self.outbox[0]
+            self.client.publish(self.topic_report, report, qos=1)
+            self.outbox.pop(0)
+            self.delivered.add(phase)
+            self.log("published", "phase=%d bytes=%d" % (phase, len(report)))
+
+    def done(self):
+        if self.exit_code is not None:
+            return True
+        if not self.once or self.config is None or self.outbox:
+            return False
+        for p in self.phases:
+            if p not in self.delivered:
+                return False
+        return True
+
+    # --- connection -------------------------------------------------------------------------
+    def _connect(self):
+        self.client = self.client_factory(self.device_id, self.host, self.port, self.keepalive,
+                                          self.timeout, self.user, self.password)
+        self.client.set_callback(self._on_message)
+        self.client.connect(clean_session=True)
+        self.log("connected", "%s:%d" % (self.host, self.port))
+        self.client.subscribe(self.topic_config, qos=1)
+        self.client.subscribe(self.topic_phase2, qos=1)
+
+    def _serve(self, stop):
+        """Until done or `stop` (ticks_ms): wait for packets, process, publish, keep alive.
+        A broker silent for 1.5 keepalive periods (no PINGRESP) counts as a dead link."""
+        client = self.client
+        half = self.keepalive * 500
+        wait = min(half, 250)
+        last_ping = time.ticks_ms()
+        while not self.done():
+            if self._expired(stop):
+                return
+            if hasattr(client, "poll_msg"):
+                client.poll_msg(wait)
+            else:  # umqtt.simple
+                client.check_msg()
+                time.sleep_ms(wait)
+            self.process_inbox()
+            self.flush()
+            now = time.ticks_ms()
+            if time.ticks_diff(now, last_ping) >= half:
+                client.ping()
+                last_ping = now
+            if hasattr(client, "last_rx") and time.ticks_diff(now, client.last_rx) > 3 * half:
+                raise OSError(ETIMEDOUT, "broker silent for %d ms" % (3 * half))
+
+    def _expired(self, stop):
+        return stop is not None and time.ticks_diff(stop, time.ticks_ms()) <= 0
+
+    def run(self):
+        """Run until done (once mode) or `run_for` seconds; returns the exit code."""
+        stop = None
+        if self.run_for is not None:
+            stop = time.ticks_add(time.ticks_ms(), int(self.run_for * 1000))
+        backoff = 0.25
+        while True:
+            try:
+                self._connect()
+                backoff = 0.25
+                self._serve(stop)
+            except Exception as exc:  # OSError, MQTTException: drop the link, retry
+                self.log("connection-lost", repr(exc))
+            self._close()
+            if self.done():
+                return EXIT_DONE if self.exit_code is None else self.exit_code
+            if self._expired(stop):
+                return EXIT_TIMEOUT if self.once else EXIT_DONE
+            delay = int(1000 * backoff * (0.5 + os.urandom(1)[0] / 510))
+            if stop is not None:
+                delay = max(0, min(delay, time.ticks_diff(stop, time.ticks_ms())))
+            self.log("backoff", "%d ms" % delay)
+            time.sleep_ms(delay)
+            backoff = min(backoff * 2, self.backoff_max)
+
+    def _close(self):
+        if self.client is not None:
+            try:
+                self.client.disconnect()
+            except Exception:
+                pass
+            self.client = None

@@ -1,0 +1,15 @@
+"""Mechanism factory: one small module per mechanism, imported on first use."""
+from .errors import ConfigError
+
+NAMES = ("grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm")
+SET_VALUED = ("sh", "srappor")
+BY_INDEX = ("grr", "oue")  # these take the item's domain index, the others its key
+
+
+def make(name, eps_milli, domain_size, salt, campaign_id, phase, params):
+    """The device-side mechanism object a config phase prescribes (ConfigError if the
+    mechanism is unknown or its parameters are invalid)."""
+    if name not in NAMES:
+        raise ConfigError("phases.mechanism", "unknown mechanism %r" % (name,))
+    module = __import__("ldp." + name, None, None, ("MECHANISM",))
+    return module.MECHANISM(eps_milli, domain_size, salt, campaign_id, phase, params)

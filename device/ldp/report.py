@@ -1,0 +1,48 @@
+"""The 12-byte report header (spec §3) and the buffer every mechanism fills in place."""
+import struct
+from micropython import const
+
+from .errors import ConfigError
+
+VERSION = const(1)
+MECHANISM_IDS = {"grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5, "hcms": 6, "sh": 7,
+                 "srappor": 8, "lcm": 9}
+HEADER_SIZE = const(12)
+CHUNK_WORDS = const(64)  # random words drawn per os.urandom call by the long-bitmap mechanisms
+
+
+def param(params, name, lo, hi):
+    """Integer parameter `name` of a phase entry, lo <= value <= hi, else ConfigError."""
+    v = params.get(name)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ConfigError("phases.params", "%s must be an integer in [%d, %d]" % (name, lo, hi))
+    return v
+
+
+class Report:
+    """A mechanism of one campaign phase: owns the report buffer (header + body).
+
+    Subclasses set `name`, `words` (random words R per report) and implement
+    `report(value, seq, rand)`, which fills `self.buf` and returns a bytes copy.
+    """
+
+    name = ""
+    words = 0
+
+    def __init__(self, eps_milli, domain_size, salt, campaign_id, phase, body_size):
+        self.eps_milli = eps_milli
+        self.domain_size = domain_size
+        self.salt = salt
+        self.campaign_id = campaign_id
+        self.phase = phase
+        self.buf = bytearray(HEADER_SIZE + body_size)
+        struct.pack_into("<BBBBI", self.buf, 0, VERSION, MECHANISM_IDS[self.name], phase, 0,
+                         campaign_id)
+
+    @property
+    def report_size(self):
+        return len(self.buf)
+
+    def _finish(self, seq):
+        struct.pack_into("<I", self.buf, 8, seq)
+        return bytes(self.buf)

@@ -1,0 +1,43 @@
+"""Sampling succinct histogram, LDPMiner phase 1 (spec §3 id 7; /work/shared/papers/
+ldpminer-set-valued-heavy-hitters.md, Alg. 2).
+
+L = max(l, s); i = bucket(w0, L); t = bucket(w1, m). If i >= s (the dummy) sign = +1 iff
+w2 < T_half; else phi = +1 iff Hs(key_i, seed_t) < 2^31 and sign = phi if w2 < T_rr else -phi.
+`value` is a list of item keys.
+"""
+import struct
+from os import urandom
+
+from .hash import below, hash_low, word_bucket
+from .report import Report, param
+from .sets import distinct_keys
+from .thresholds import T_HALF, t_rr
+
+
+class Sh(Report):
+    name = "sh"
+    words = 3
+
+    def __init__(self, eps_milli, domain_size, salt, campaign_id, phase, params):
+        super().__init__(eps_milli, domain_size, salt, campaign_id, phase, 5)
+        self.m = param(params, "m", 2, 65536)
+        self.l = param(params, "l", 1, 65536)
+        self.t_keep = t_rr(eps_milli)
+
+    def report(self, keys, seq, rand=urandom):
+        keys = distinct_keys(keys)
+        s = len(keys)
+        w = rand(12)
+        i = word_bucket(w, 0, max(self.l, s))
+        t = word_bucket(w, 1, self.m)
+        if i >= s:
+            plus = below(w, 2, T_HALF)
+        else:
+            plus = hash_low(keys[i], self.salt, t)
+            if not below(w, 2, self.t_keep):
+                plus = 1 - plus
+        struct.pack_into("<IB", self.buf, 12, t, plus)
+        return self._finish(seq)
+
+
+MECHANISM = Sh

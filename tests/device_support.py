@@ -1,0 +1,122 @@
+"""Helpers for the MicroPython device tests: a paho subscriber with an ordering barrier, a
+retained publisher and campaign configs (real broker, real interpreter; no mocks)."""
+import os
+import signal
+import threading
+import time
+import uuid
+
+import paho.mqtt.client as mqtt
+
+from ldpfleet import config as campaign_config
+
+FLEET_KEY = bytes(range(32))
+SENTINEL_TOPIC = "ldp/sentinel/r/barrier"
+
+
+def _client(port, client_id=None, clean_session=True):
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id or "t-" + uuid.uuid4().hex[:10],
+                    protocol=mqtt.MQTTv311, clean_session=clean_session)
+    c.reconnect_delay_set(0.1, 0.5)
+    c.connect("127.0.0.1", port)
+    return c
+
+
+class ReportCollector:
+    """Every message on ldp/+/r/+ in arrival order. `barrier()` publishes a sentinel and waits
+    for it: Mosquitto routes in order, so any report the broker acknowledged before the call has
+    arrived by then."""
+
+    def __init__(self, port, topic="ldp/+/r/+"):
+        self.messages = []
+        self.cond = threading.Condition()
+        self.subscribed = threading.Event()
+        self.client = _client(port, clean_session=False)
+        self.client.on_message = self._on_message
+        self.client.on_connect = lambda c, u, f, rc, p: c.subscribe(topic, qos=1)
+        self.client.on_subscribe = lambda c, u, mid, rc, p: self.subscribed.set()
+        self.client.loop_start()
+        if not self.subscribed.wait(10):
+            raise RuntimeError("subscriber did not get its SUBACK")
+
+    def _on_message(self, client, userdata, msg):
+        with self.cond:
+            self.messages.append((msg.topic, bytes(msg.payload)))
+            self.cond.notify_all()
+
+    def reports(self):
+        with self.cond:
+            return [(t, p) for t, p in self.messages if t != SENTINEL_TOPIC]
+
+    def wait_for(self, predicate, timeout=30.0):
+        """Wait until predicate(reports) is true; returns the reports either way."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                reports = [(t, p) for t, p in self.messages if t != SENTINEL_TOPIC]
+                left = deadline - time.monotonic()
+                if predicate(reports) or left <= 0:
+                    return reports
+                self.cond.wait(min(left, 0.2))
+
+    def publish(self, topic, payload: bytes, retain=True):
+        """Publish at QoS 1 from the collector's own connection and wait for the PUBACK."""
+        self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(10)
+
+    def barrier(self, port=None, timeout=10.0):
+        token = uuid.uuid4().bytes
+        self.publish(SENTINEL_TOPIC, token, retain=False)
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not any(t == SENTINEL_TOPIC and p == token for t, p in self.messages):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("sentinel did not come back")
+                self.cond.wait(min(left, 0.2))
+        return self.reports()
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def publish(port, topic, payload: bytes, retain=True):
+    c = _client(port)
+    c.loop_start()
+    try:
+        c.publish(topic, payload, qos=1, retain=retain).wait_for_publish(10)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+def config_doc(campaign, mechanism="olh", eps_milli=2000, params=None, domain=None, phases=None,
+               salt=0x5EED, **kw):
+    """A valid config body (aggregator's make_config, so it passes the aggregator's rules)."""
+    if phases is None:
+        phases = [{"phase": 1, "mechanism": mechanism, "eps_milli": eps_milli,
+                   "params": {"g": 8} if params is None and mechanism == "olh" else (params or {})}]
+    return campaign_config.make_config(campaign, phases, domain or {"type": "int", "size": 64},
+                                       salt, **kw)
+
+
+def envelope(body: str, key: bytes = FLEET_KEY) -> bytes:
+    """A signed envelope around an arbitrary body string (for malformed-but-signed cases)."""
+    import hashlib
+    import hmac
+    import json
+    sig = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+    return json.dumps({"body": body, "sig": sig}, separators=(",", ":")).encode()
+
+
+def stop_processes(procs):
+    """SIGTERM every device process still running, then SIGKILL any that outlive 10 s."""
+    for p in procs:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(10)
+        except Exception:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(10)

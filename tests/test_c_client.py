@@ -1,0 +1,426 @@
+"""The C device client for Linux boards (device/c_client), built with its own build script.
+
+* Every shared report vector (protocol_spec/v1/vectors/reports_*.json) reproduced byte for
+  byte by `ldp_client vector` (the shared c_kernels code behind the client's config parsing),
+  also in an AddressSanitizer + UBSan build; thresholds equal vectors/thresholds.json with the
+  native 128-bit path and the portable fallback.
+* Envelope and config rules: the same tables the MicroPython device is held to
+  (tests/test_device_config.py), answered with the aggregator's field.
+* Real processes against a private Mosquitto: reports published at QoS 1, ledgered before they
+  leave and memoised; every refusal (unsigned, wrong key, flipped byte, expired, malformed,
+  other protocol, eps above the cap, budget exhausted) publishes nothing and leaves the ledger
+  unchanged; two-phase campaigns (LDPMiner, LDPLCM sampling); string domains.
+"""
+import json
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from c_client_build import assert_no_sanitizer_report, build_client, client_env, run_client
+from device_support import FLEET_KEY, ReportCollector, config_doc, envelope
+from ldpfleet import config as campaign_config
+from ldpfleet import device_runner, fleet, protocol
+from ldpfleet.errors import ConfigError
+from ldpfleet.mechanisms import MODULES
+from test_device_config import PRIOR_LEDGER, envelopes, mutated_configs, refusal_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTORS = ROOT / "protocol_spec" / "v1" / "vectors"
+CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm"}
+
+
+def report_cases(name):
+    return json.loads((VECTORS / ("reports_%s.json" % name)).read_text())
+
+
+def vector_argv(binary, case, words=None):
+    words = case["words"] if words is None else words
+    desc = {k: v for k, v in case.items() if k not in ("words", "report_hex")}
+    return [str(binary), "vector", "--case", json.dumps(desc),
+            "--words-hex", struct.pack("<%dI" % len(words), *words).hex()]
+
+
+def run_vectors(binary, names):
+    """(case, stdout, stderr, returncode) for every report vector of `names`."""
+    out = []
+    for name in names:
+        for case in report_cases(name):
+            proc = subprocess.run(vector_argv(binary, case), capture_output=True, text=True,
+                                  env=client_env(), timeout=60)
+            out.append((case, proc.stdout.strip(), proc.stderr, proc.returncode))
+    return out
+
+
+# --- vectors and thresholds ------------------------------------------------------------------
+
+def test_client_covers_every_mechanism_with_vectors():
+    with_vectors = {p.name[len("reports_"):-len(".json")] for p in VECTORS.glob("reports_*.json")}
+    assert with_vectors == set(MODULES) == set(protocol.MECHANISM_IDS)
+    assert with_vectors <= CLIENT_MECHANISMS
+
+
+@pytest.mark.parametrize("name", sorted(CLIENT_MECHANISMS))
+def test_vectors_byte_for_byte(name):
+    binary = build_client()
+    results = run_vectors(binary, [name])
+    assert results, "no vectors for %s" % name
+    for case, out, err, rc in results:
+        assert rc == 0 and out == case["report_hex"], (case, out, err)
+
+
+def test_vectors_under_asan_and_ubsan():
+    binary = build_client(sanitize=True)
+    results = run_vectors(binary, sorted(CLIENT_MECHANISMS))
+    assert len(results) >= 9
+    for case, out, err, rc in results:
+        assert_no_sanitizer_report(err)
+        assert rc == 0 and out == case["report_hex"], (case, out, err)
+
+
+def test_vector_mode_takes_exactly_the_declared_words():
+    binary = build_client()
+    case = report_cases("olh")[0]
+    for words in (case["words"][:-1], case["words"] + [7]):
+        proc = subprocess.run(vector_argv(binary, case, words), capture_output=True, text=True)
+        assert proc.returncode != 0 and proc.stdout == "" and "exactly 3" in proc.stderr
+
+
+def test_vector_words_change_the_report():
+    """The injected words are what the report is made of (the vector test has teeth)."""
+    binary = build_client()
+    case = report_cases("grr")[0]
+    assert case["words"][0] < protocol.t_grr(case["eps_milli"], case["domain_size"])  # kept
+    other = [2 ** 32 - 1] + case["words"][1:]  # never kept: another output
+    proc = subprocess.run(vector_argv(binary, case, other), capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() != case["report_hex"]
+
+
+@pytest.mark.parametrize("no_int128", [False, True], ids=["int128", "portable"])
+def test_thresholds_match_vectors(no_int128):
+    binary = build_client(no_int128=no_int128)
+    for row in json.loads((VECTORS / "thresholds.json").read_text()):
+        argv = [str(binary), "thresholds", "--eps-milli", str(row["eps_milli"])]
+        for n in row["T_grr"]:
+            argv += ["--n", n]
+        got = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+        for key in ("E_full", "E_half", "T_rr", "T_oue_q", "T_flip", "T_grr"):
+            assert got[key] == row[key], (row["eps_milli"], key)
+        assert got["T_oue_p"] == protocol.T_OUE_P and got["T_half"] == protocol.T_HALF
+    ns = [2, 3, 7, 65537, (1 << 31) + 1, 1 << 32]
+    for e in [2, 999, 4321, 12000, 20000]:  # up to LDP_EPS_MILLI_MAX
+        argv = [str(binary), "thresholds", "--eps-milli", str(e)]
+        for n in ns:
+            argv += ["--n", str(n)]
+        got = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+        assert got["E_full"] == protocol.exp_lower(e, 1000) and got["E_half"] == protocol.exp_lower(e, 2000)
+        assert (got["T_rr"], got["T_oue_q"], got["T_flip"]) == (protocol.t_rr(e), protocol.t_oue_q(e),
+                                                               protocol.t_flip(e))
+        assert got["T_grr"] == {str(n): protocol.t_grr(e, n) for n in ns}
+    over = subprocess.run([str(binary), "thresholds", "--eps-milli", "20001"], capture_output=True, text=True)
+    assert over.returncode == 1 and over.stdout == ""
+
+
+# --- envelope and config rules ---------------------------------------------------------------
+
+def verify_config(binary, payload: bytes, key: bytes, now=None):
+    argv = [str(binary), "verify-config", "--key-hex", key.hex()]
+    if now is not None:
+        argv += ["--now", str(now)]
+    proc = subprocess.run(argv, input=payload, capture_output=True, timeout=30)
+    out = proc.stdout.decode().strip()
+    if proc.returncode == 0:
+        assert out == "accepted"
+        return None
+    assert proc.returncode == 2 and out.startswith("refused "), out
+    return out[len("refused "):].split(":", 1)[0]
+
+
+def aggregator_field(fn, *args):
+    try:
+        fn(*args)
+    except ConfigError as exc:
+        return exc.field
+    return None
+
+
+def aggregator_verify_and_check(payload, key):
+    return campaign_config.check_config(campaign_config.verify(payload, key))
+
+
+def test_envelope_rules_match_the_aggregator():
+    """verify-config = the aggregator's verify, then check_config on the body."""
+    binary = build_client()
+    fields = []
+    for payload, key, field in envelopes():
+        assert aggregator_field(campaign_config.verify, payload, key) == field
+        want = aggregator_field(aggregator_verify_and_check, payload, key)
+        assert verify_config(binary, payload, key) == want, payload
+        fields.append(want)
+    assert {None, "sig", "envelope", "body"} <= set(fields)
+
+
+def test_config_rules_match_the_aggregator():
+    binary = build_client()
+    fields = []
+    for doc, now in mutated_configs():
+        payload = envelope(campaign_config.canonical(doc))
+        want = aggregator_field(campaign_config.check_config, doc, now)
+        assert verify_config(binary, payload, FLEET_KEY, now) == want, (doc, now)
+        fields.append(want)
+    assert None in fields and len(set(fields)) > 10
+
+
+# --- real processes against a private broker -------------------------------------------------
+
+def make_state(tmp_path, name="dev", device_id="c-dev-1", eps_cap_milli=2000, budget=50000, ledger=None):
+    state = device_runner.prepare_device(tmp_path / name, device_id, FLEET_KEY,
+                                         eps_cap_milli=eps_cap_milli, lifetime_budget_milli=budget)
+    if ledger is not None:
+        (state / "ledger.json").write_text(json.dumps(ledger))
+    return state
+
+
+def ledger_bytes(state):
+    path = Path(state) / "ledger.json"
+    return path.read_bytes() if path.exists() else None
+
+
+def c_refusal_cases():
+    cases = dict(refusal_cases())
+    exhausted = campaign_config.sign(config_doc("cpu-load", eps_milli=1500), FLEET_KEY)
+    cases["ledger-exhausted"] = (exhausted, "lifetime_budget")
+    return cases
+
+
+@pytest.mark.parametrize("case", sorted(c_refusal_cases()))
+def test_refused_config_publishes_nothing_and_spends_nothing(mosquitto, tmp_path, case):
+    payload, field = c_refusal_cases()[case]
+    budget = 2900 if case == "ledger-exhausted" else 50000  # PRIOR_LEDGER spent 1500
+    state = make_state(tmp_path, budget=budget, ledger=PRIOR_LEDGER)
+    before = ledger_bytes(state)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/cpu-load/config", payload)
+        proc = run_client(build_client(), state, mosquitto.port, "cpu-load", 5)
+        assert proc.returncode == device_runner.EXIT_REFUSED, proc.stdout + proc.stderr
+        assert "ldp c-dev-1 refused config %s:" % field in proc.stdout, proc.stdout
+        assert "spent" not in proc.stdout and "published" not in proc.stdout
+        assert collector.barrier() == []
+    finally:
+        collector.close()
+    assert ledger_bytes(state) == before
+
+
+def test_report_ledgered_before_publishing_and_memoised(mosquitto, tmp_path):
+    doc = config_doc("cpu-load", mechanism="olh", eps_milli=1500, params={"g": 8})
+    state = make_state(tmp_path, ledger=PRIOR_LEDGER)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        first = run_client(build_client(), state, mosquitto.port, "cpu-load", 5)
+        assert first.returncode == 0, first.stdout + first.stderr
+        ledger = device_runner.read_ledger(state)
+        reports = collector.barrier()
+        assert [t for t, _ in reports] == ["ldp/cpu-load/r/c-dev-1"]
+        report = reports[0][1]
+        campaign_config.mechanism_for_phase(doc, 1).check(report)
+        assert ledger["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 1500
+        assert ledger["next_seq"] == PRIOR_LEDGER["next_seq"] + 1
+        assert ledger["reports"]["%d:1" % doc["campaign_id"]] == [PRIOR_LEDGER["next_seq"], 1500, report.hex()]
+        assert ledger["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
+        assert "memo" not in first.stdout and "spent phase=1" in first.stdout
+
+        second = run_client(build_client(), state, mosquitto.port, "cpu-load", 5)
+        assert second.returncode == 0 and "memo phase=1" in second.stdout and "spent" not in second.stdout
+        again = collector.barrier()
+        assert [p for _, p in again] == [report, report]
+        assert device_runner.read_ledger(state) == ledger
+    finally:
+        collector.close()
+
+
+def test_crash_after_commit_resends_the_committed_report(mosquitto, tmp_path):
+    doc = config_doc("cpu-load", mechanism="cms", eps_milli=1000, params={"k": 4, "m": 40})
+    state = make_state(tmp_path)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        crashed = run_client(build_client(), state, mosquitto.port, "cpu-load", 9,
+                             extra=["--crash-point", "after-commit"])
+        assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout + crashed.stderr
+        assert collector.barrier() == []
+        committed = device_runner.read_ledger(state)
+        memo = bytes.fromhex(committed["reports"]["%d:1" % doc["campaign_id"]][2])
+        resumed = run_client(build_client(), state, mosquitto.port, "cpu-load", 9)
+        assert resumed.returncode == 0 and "memo phase=1" in resumed.stdout
+        assert [p for _, p in collector.barrier()] == [memo]
+        campaign_config.mechanism_for_phase(doc, 1).check(memo)
+        assert device_runner.read_ledger(state) == committed
+    finally:
+        collector.close()
+
+
+def test_corrupt_ledger_is_never_reset(mosquitto, tmp_path):
+    state = make_state(tmp_path)
+    (state / "ledger.json").write_text('{"spent_milli": 12')
+    proc = run_client(build_client(), state, mosquitto.port, "cpu-load", 5, wait=20)
+    assert proc.returncode == 1 and "corrupt" in proc.stderr
+    assert (state / "ledger.json").read_text() == '{"spent_milli": 12'
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_ldpminer_two_phases(mosquitto, tmp_path, sanitize):
+    phases = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 64, "l": 2}},
+              {"phase": 2, "mechanism": "srappor", "eps_milli": 1000, "params": {"l": 2}}]
+    doc = config_doc("miner", phases=phases, domain={"type": "int", "size": 1000})
+    candidates = [5, 17, 400]
+    p2 = campaign_config.make_phase2(doc, candidates=candidates)
+    state = make_state(tmp_path)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/miner/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/miner/phase2", campaign_config.sign(p2, FLEET_KEY))
+        proc = run_client(build_client(sanitize=sanitize), state, mosquitto.port, "miner", [17, 5, 999])
+        assert_no_sanitizer_report(proc.stderr)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        reports = sorted((p[2], p) for _, p in collector.barrier())
+        assert [phase for phase, _ in reports] == [1, 2]
+        campaign_config.mechanism_for_phase(doc, 1).check(reports[0][1])
+        campaign_config.mechanism_for_phase(doc, 2, candidates=candidates).check(reports[1][1])
+        assert device_runner.read_ledger(state)["spent_milli"] == 2000
+    finally:
+        collector.close()
+
+
+def test_phase2_without_candidates_is_refused(mosquitto, tmp_path):
+    phases = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 64, "l": 2}},
+              {"phase": 2, "mechanism": "srappor", "eps_milli": 1000, "params": {"l": 2}}]
+    doc = config_doc("miner", phases=phases, domain={"type": "int", "size": 1000})
+    state = make_state(tmp_path)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/miner/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/miner/phase2", campaign_config.sign(campaign_config.make_phase2(doc), FLEET_KEY))
+        proc = run_client(build_client(), state, mosquitto.port, "miner", [3])
+        assert proc.returncode == device_runner.EXIT_REFUSED
+        assert "refused phase2 candidates:" in proc.stdout
+        assert [p[2] for _, p in collector.barrier()] == [1]  # phase 1 went out, phase 2 did not
+        assert device_runner.read_ledger(state)["spent_milli"] == 1000
+    finally:
+        collector.close()
+
+
+def sampled_ids(doc, want_phase1: bool, count: int):
+    found, i = [], 0
+    while len(found) < count:
+        dev = "lcm-%d" % i
+        if fleet.sampled_for_phase(dev, doc, 1) == want_phase1:
+            found.append(dev)
+        i += 1
+    return found
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_ldplcm_sampling_splits_devices_between_phases(mosquitto, tmp_path, sanitize):
+    phases = [{"phase": 1, "mechanism": "cms", "eps_milli": 1000, "params": {"k": 8, "m": 32},
+               "sample_rate_ppm": 300000},
+              {"phase": 2, "mechanism": "lcm", "eps_milli": 1000, "params": {"k": 8, "m": 32}}]
+    doc = config_doc("learned", phases=phases)
+    # a valid model (ldplcm-model.md): item 7 reaches the leaf 5 = P, high-frequent
+    model = {"format": "ldplcm-gbr", "version": 1, "scale_bits": 0, "init": 0, "boundary": 5,
+             "roots": [0], "split": [7, 5, 0], "right": [2, -1, -1]}
+    p2 = campaign_config.make_phase2(doc, model=model)
+    first, = sampled_ids(doc, True, 1)
+    second, = sampled_ids(doc, False, 1)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/learned/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/learned/phase2", campaign_config.sign(p2, FLEET_KEY))
+        for dev, high in ((first, False), (second, True)):
+            state = make_state(tmp_path, name=dev, device_id=dev)
+            proc = run_client(build_client(sanitize=sanitize), state, mosquitto.port, "learned", 7, high=high)
+            assert_no_sanitizer_report(proc.stderr)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert device_runner.read_ledger(state)["spent_milli"] == 1000
+        by_topic = dict(collector.barrier())
+        assert set(by_topic) == {"ldp/learned/r/%s" % first, "ldp/learned/r/%s" % second}
+        one, two = by_topic["ldp/learned/r/%s" % first], by_topic["ldp/learned/r/%s" % second]
+        assert (one[1], one[2]) == (protocol.MECHANISM_IDS["cms"], 1)
+        assert (two[1], two[2]) == (protocol.MECHANISM_IDS["lcm"], 2)
+        campaign_config.mechanism_for_phase(doc, 1).check(one)
+        campaign_config.mechanism_for_phase(doc, 2).check(two)
+    finally:
+        collector.close()
+
+
+def test_string_domain_index_and_key(mosquitto, tmp_path):
+    items = ["idle", "busy", "héllo", "overloaded"]
+    grr = config_doc("strings", mechanism="grr", eps_milli=1000, params={},
+                     domain={"type": "str", "items": items})
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/strings/config", campaign_config.sign(grr, FLEET_KEY))
+        ok = run_client(build_client(), make_state(tmp_path, "a"), mosquitto.port, "strings", "héllo")
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        outside = run_client(build_client(), make_state(tmp_path, "b"), mosquitto.port, "strings", "nope")
+        assert outside.returncode == 2 and "refused config value:" in outside.stdout
+        reports = collector.barrier()
+        assert len(reports) == 1
+        campaign_config.mechanism_for_phase(grr, 1).check(reports[0][1])
+    finally:
+        collector.close()
+
+
+def test_live_session_under_asan_and_ubsan(mosquitto, tmp_path):
+    binary = build_client(sanitize=True)
+    doc = config_doc("cpu-load", mechanism="oue", eps_milli=1000, params={})
+    state = make_state(tmp_path)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        runs = [run_client(binary, state, mosquitto.port, "cpu-load", 3) for _ in range(2)]
+        refused = run_client(binary, make_state(tmp_path, "other", eps_cap_milli=500), mosquitto.port,
+                             "cpu-load", 3)
+        for proc in runs + [refused]:
+            assert_no_sanitizer_report(proc.stderr)
+        assert [p.returncode for p in runs] == [0, 0] and refused.returncode == 2
+        reports = [p for _, p in collector.barrier()]
+        assert len(reports) == 2 and reports[0] == reports[1]
+        campaign_config.mechanism_for_phase(doc, 1).check(reports[0])
+    finally:
+        collector.close()
+
+
+def test_waits_for_a_broker_that_is_not_up_yet(mosquitto, tmp_path):
+    """Started while the broker is down: connects with backoff once it is up, then reports."""
+    doc = config_doc("late", mechanism="hcms", eps_milli=1000, params={"k": 16, "m": 64})
+    state = make_state(tmp_path)
+    mosquitto.stop()
+    argv = [str(build_client()), "--host", "127.0.0.1", "--port", str(mosquitto.port), "--campaign", "late",
+            "--state-dir", str(state), "--value", "11", "--once", "--timeout", "40", "--backoff-max", "0.5"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert "connection-lost connect:" in first, first
+        mosquitto.start()
+        collector = ReportCollector(mosquitto.port)
+        try:
+            collector.publish("ldp/late/config", campaign_config.sign(doc, FLEET_KEY))
+            # Not communicate(): with a timeout it reads the raw pipe and would skip lines
+            # readline() already buffered. The output is far below the pipe's capacity.
+            proc.wait(timeout=45)
+            out = proc.stdout.read()
+            assert proc.returncode == 0, first + out
+            assert "backoff" in out and "connected" in out and "published phase=1" in out
+            reports = collector.barrier()
+        finally:
+            collector.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    ledger = device_runner.read_ledger(state)
+    assert [p for _, p in reports] == [bytes.fromhex(ledger["reports"]["%d:1" % doc["campaign_id"]][2])]
+    campaign_config.mechanism_for_phase(doc, 1).check(reports[0][1])

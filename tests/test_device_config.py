@@ -1,0 +1,229 @@
+"""Device-side config handling on the real MicroPython interpreter (spec §5, §6).
+
+* HMAC-SHA256 on MicroPython equals CPython's `hmac` for keys and messages of every length class.
+* The device's envelope verification and config rules refuse exactly what the aggregator's
+  (ldpfleet.config.verify / check_config) refuse, naming the same field.
+* Real device processes against a private Mosquitto: a valid config is accepted and reported;
+  an unsigned, wrongly keyed, tampered, expired, malformed, other-protocol or over-cap config is
+  refused with the reason logged, nothing is published and the ledger file is unchanged.
+"""
+import copy
+import hashlib
+import hmac
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from device_support import FLEET_KEY, ReportCollector, config_doc, envelope
+from ldpfleet import config as campaign_config
+from ldpfleet import device_runner
+from ldpfleet.errors import ConfigError
+from ldpfleet.mechanisms import make_mechanism
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "device" / "tests" / "config_rules.py"
+
+
+def run_rules(tmp_path, cases):
+    src, out = tmp_path / "in.json", tmp_path / "out.json"
+    src.write_text(json.dumps(cases))
+    proc = subprocess.run([device_runner.micropython_binary(), str(RULES), str(src), str(out)],
+                          env=device_runner.micropython_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_hmac_sha256_matches_cpython(tmp_path):
+    keys = [b"", b"k", bytes(range(32)), b"x" * 63, b"y" * 64, b"z" * 65, bytes(range(256)) * 2]
+    msgs = [b"", b"a", b"The quick brown fox", bytes(range(256)) * 40]
+    pairs = [(k, m) for k in keys for m in msgs]
+    got = run_rules(tmp_path, {"hmac": [[k.hex(), m.hex()] for k, m in pairs], "verify": [], "check": []})
+    assert got["hmac"] == [hmac.new(k, m, hashlib.sha256).hexdigest() for k, m in pairs]
+
+
+def aggregator_field(fn, *args):
+    try:
+        fn(*args)
+    except ConfigError as exc:
+        return exc.field
+    return None
+
+
+def mutated_configs():
+    base = config_doc("cpu-load")
+    now = base["not_before"] + 10
+
+    def m(fn, at=now):
+        doc = copy.deepcopy(base)
+        fn(doc)
+        return [doc, at]
+
+    def set_(path, value):
+        def fn(doc):
+            node = doc
+            for p in path[:-1]:
+                node = node[p]
+            node[path[-1]] = value
+        return fn
+
+    def drop(path):
+        def fn(doc):
+            node = doc
+            for p in path[:-1]:
+                node = node[p]
+            del node[path[-1]]
+        return fn
+
+    two = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 64, "l": 2}},
+           {"phase": 2, "mechanism": "srappor", "eps_milli": 1000, "params": {"l": 2}}]
+    cases = [
+        m(lambda d: None),
+        m(lambda d: None, base["not_after"]),
+        m(lambda d: None, base["not_before"] - 1),
+        m(lambda d: None, base["not_after"] + 1),
+        m(set_(["type"], "phase2")), m(drop(["type"])),
+        m(set_(["protocol"], 2)), m(drop(["protocol"])), m(set_(["protocol"], "1")),
+        m(set_(["campaign"], "bad name!")), m(set_(["campaign"], "")), m(set_(["campaign"], "x" * 65)),
+        m(set_(["campaign"], "x" * 64)), m(set_(["campaign"], 5)), m(drop(["campaign"])),
+        m(set_(["campaign_id"], -1)), m(set_(["campaign_id"], 2 ** 32)), m(set_(["campaign_id"], 2 ** 32 - 1)),
+        m(set_(["campaign_id"], "7")), m(set_(["campaign_id"], True)), m(set_(["campaign_id"], 1.5)),
+        m(drop(["salt"])), m(drop(["not_before"])), m(set_(["not_after"], "soon")),
+        m(drop(["domain"])), m(set_(["domain"], [])), m(set_(["domain", "size"], 1)),
+        m(set_(["domain", "size"], 2 ** 32)), m(set_(["domain", "size"], 2 ** 32 + 1)),
+        m(set_(["domain", "size"], True)), m(set_(["domain", "type"], "float")),
+        m(set_(["domain"], {"type": "str", "items": ["a"]})),
+        m(set_(["domain"], {"type": "str", "items": ["a", 3]})),
+        m(set_(["domain"], {"type": "str", "items": ["a", "b", "héllo"]})),
+        m(set_(["domain"], {"type": "str", "items": "ab"})),
+        m(set_(["phases"], [])), m(set_(["phases"], two)), m(set_(["phases"], two + two[:1])),
+        m(set_(["phases"], two[::-1])), m(set_(["phases"], {"phase": 1})), m(set_(["phases"], [5])),
+        m(set_(["phases", 0, "mechanism"], "foo")), m(drop(["phases", 0, "mechanism"])),
+        m(set_(["phases", 0, "eps_milli"], 0)), m(set_(["phases", 0, "eps_milli"], -5)),
+        m(set_(["phases", 0, "eps_milli"], "1")), m(set_(["phases", 0, "eps_milli"], True)),
+        m(set_(["phases", 0, "eps_milli"], 1.5)), m(set_(["phases", 0, "params"], [1])),
+        m(drop(["phases", 0, "params"])),
+    ]
+    return cases
+
+
+def envelopes():
+    good = campaign_config.sign(config_doc("cpu-load"), FLEET_KEY)
+    env = json.loads(good)
+    flipped = env["body"].replace('"salt":', '"salt":1', 1)
+    return [
+        (good, FLEET_KEY, None),
+        (good, b"another key of 32 bytes length!!", "sig"),
+        (json.dumps({"body": flipped, "sig": env["sig"]}).encode(), FLEET_KEY, "sig"),
+        (json.dumps({"body": env["body"], "sig": env["sig"][:-1] + "0"}).encode(), FLEET_KEY,
+         "sig" if env["sig"][-1] != "0" else None),
+        (json.dumps({"body": env["body"], "sig": env["sig"].upper()}).encode(), FLEET_KEY, None),
+        (env["body"].encode(), FLEET_KEY, "envelope"),
+        (b"{not json", FLEET_KEY, "envelope"),
+        (b"[1, 2]", FLEET_KEY, "envelope"),
+        (json.dumps({"body": env["body"]}).encode(), FLEET_KEY, "envelope"),
+        (json.dumps({"body": env["body"], "sig": 5}).encode(), FLEET_KEY, "envelope"),
+        (json.dumps({"body": {"a": 1}, "sig": env["sig"]}).encode(), FLEET_KEY, "envelope"),
+        (envelope("{broken"), FLEET_KEY, "body"),
+        (envelope("[1,2]"), FLEET_KEY, "body"),
+        (envelope('{"x":"héllo"}'), FLEET_KEY, None),
+    ]
+
+
+def test_rules_match_the_aggregator(tmp_path):
+    checks = mutated_configs()
+    envs = envelopes()
+    got = run_rules(tmp_path, {"hmac": [],
+                               "verify": [[p.hex(), k.hex()] for p, k, _ in envs],
+                               "check": checks})
+    want_verify = [aggregator_field(campaign_config.verify, p, k) for p, k, _ in envs]
+    assert want_verify == [f for _, _, f in envs]  # the cases test what they claim
+    assert got["verify"] == want_verify
+    want_check = [aggregator_field(campaign_config.check_config, doc, now) for doc, now in checks]
+    assert None in want_check and len(set(want_check)) > 10
+    assert got["check"] == want_check
+
+
+# --- real device processes against a private broker ----------------------------------------
+
+PRIOR_LEDGER = {"spent_milli": 1500, "next_seq": 4,
+                "reports": {"7:1": [3, 1500, "0102010007000000030000000000000000000000"]}}
+
+
+def refusal_cases():
+    good = config_doc("cpu-load")
+    key = FLEET_KEY
+
+    def body_without(field):
+        doc = copy.deepcopy(good)
+        del doc[field]
+        return envelope(campaign_config.canonical(doc))
+
+    expired = dict(copy.deepcopy(good), not_before=1_000_000, not_after=2_000_000)
+    other = dict(copy.deepcopy(good), protocol=2)
+    tampered = json.loads(campaign_config.sign(good, key))
+    tampered["body"] = tampered["body"].replace('"g":8', '"g":9')
+    return {
+        "unsigned": (campaign_config.canonical(good).encode(), "envelope"),
+        "wrong-key": (campaign_config.sign(good, b"not the fleet key, 32 bytes long"), "sig"),
+        "flipped-byte": (json.dumps(tampered).encode(), "sig"),
+        "expired": (campaign_config.sign(expired, key), "validity"),
+        "malformed-json": (b'{"body": "{", "sig": ', "envelope"),
+        "malformed-body": (body_without("salt"), "salt"),
+        "other-protocol": (envelope(campaign_config.canonical(other)), "protocol"),
+        "eps-above-cap": (campaign_config.sign(config_doc("cpu-load", eps_milli=3000), key), "eps_cap"),
+        "bad-params": (campaign_config.sign(config_doc("cpu-load", params={"g": 1}), key),
+                       "phases.params"),
+    }
+
+
+def make_state(tmp_path, eps_cap_milli=2000):
+    state = device_runner.prepare_device(tmp_path / "dev", "dev-1", FLEET_KEY, value=5,
+                                         campaign="cpu-load", eps_cap_milli=eps_cap_milli,
+                                         lifetime_budget_milli=50000)
+    (state / "ledger.json").write_text(json.dumps(PRIOR_LEDGER))
+    return state
+
+
+@pytest.mark.parametrize("case", sorted(refusal_cases()))
+def test_device_refuses_bad_config(mosquitto, tmp_path, case):
+    payload, field = refusal_cases()[case]
+    state = make_state(tmp_path)
+    before = (state / "ledger.json").read_bytes()
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/cpu-load/config", payload)
+        proc = device_runner.run_device(state, "127.0.0.1", mosquitto.port, wait=40)
+        assert proc.returncode == device_runner.EXIT_REFUSED, proc.stdout
+        assert "refused config %s:" % field in proc.stdout, proc.stdout
+        assert "spent" not in proc.stdout and "published" not in proc.stdout
+        assert collector.barrier(mosquitto.port) == []
+    finally:
+        collector.close()
+    assert (state / "ledger.json").read_bytes() == before
+    assert not (state / "ledger.json.tmp").exists()
+
+
+def test_device_accepts_valid_config(mosquitto, tmp_path):
+    doc = config_doc("cpu-load")
+    state = make_state(tmp_path)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        proc = device_runner.run_device(state, "127.0.0.1", mosquitto.port, wait=40)
+        assert proc.returncode == device_runner.EXIT_DONE, proc.stdout
+        reports = collector.barrier(mosquitto.port)
+    finally:
+        collector.close()
+    assert [t for t, _ in reports] == ["ldp/cpu-load/r/dev-1"]
+    report = reports[0][1]
+    mech = make_mechanism("olh", 2000, 64, salt=doc["salt"], campaign_id=doc["campaign_id"], phase=1, g=8)
+    mech.check(report)
+    assert report[8:12] == (4).to_bytes(4, "little")  # the ledger's next sequence number
+    ledger = device_runner.read_ledger(state)
+    assert ledger["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 2000
+    assert ledger["next_seq"] == 5
+    assert ledger["reports"]["%d:1" % doc["campaign_id"]] == [4, 2000, report.hex()]
+    assert ledger["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]

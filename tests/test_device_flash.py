@@ -1,0 +1,74 @@
+"""`ldpfleet flash`: the staged board filesystem (mpy-cross output, identity.json, value.json,
+main.py) and the mpremote commands; the x64 staging runs unchanged on the unix port against a
+private broker, exactly as laid out on a board's filesystem root."""
+import json
+import os
+import subprocess
+import sys
+
+from device_support import FLEET_KEY, ReportCollector, config_doc
+from ldpfleet import config as campaign_config
+from ldpfleet import device_runner
+
+# mpy header byte 2 = (arch << 2) | sub-version for files holding native (viper) code
+MPY_ARCH = {"x64": 2, "armv6m": 4, "armv7emsp": 7, "xtensawin": 10}
+
+
+def flash(tmp_path, *extra):
+    key_file = tmp_path / "fleet.key"
+    key_file.write_text(FLEET_KEY.hex() + "\n")
+    stage = tmp_path / "stage"
+    proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "flash", "--port", "/dev/ttyACM0",
+                           "--device-id", "board-1", "--fleet-key-file", str(key_file),
+                           "--stage-dir", str(stage), "--dry-run"] + list(extra),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return stage, proc.stdout
+
+
+def test_dry_run_stages_files_and_prints_mpremote_commands(tmp_path):
+    stage, out = flash(tmp_path, "--march", "armv6m", "--eps-cap", "1.5", "--budget", "12",
+                       "--broker-host", "10.1.2.3", "--campaign", "cpu", "--value", "42")
+    assert (stage / "ldp" / "hash.mpy").read_bytes()[2] >> 2 == MPY_ARCH["armv6m"]
+    assert not list(stage.glob("ldp/*.py"))
+    identity = json.loads((stage / "identity.json").read_text())
+    assert identity == {"device_id": "board-1", "fleet_key_hex": FLEET_KEY.hex(),
+                        "eps_cap_milli": 1500, "lifetime_budget_milli": 12000,
+                        "broker": {"host": "10.1.2.3", "port": 1883}}
+    assert os.stat(stage / "identity.json").st_mode & 0o077 == 0
+    assert json.loads((stage / "value.json").read_text()) == {"campaign": "cpu", "value": 42}
+    lines = out.splitlines()
+    assert "mpremote connect /dev/ttyACM0 fs mkdir :ldp" in out
+    copy = next(line for line in lines if " fs cp " in line)
+    for rel in ["ldp/hash.mpy", "ldp/device.mpy", "main.py", "identity.json", "value.json"]:
+        assert "%s :%s" % (stage / rel, rel) in copy
+    assert copy.rstrip().endswith("+ reset")
+
+
+def test_flash_refuses_a_bad_device_id(tmp_path):
+    key_file = tmp_path / "fleet.key"
+    key_file.write_text(FLEET_KEY.hex())
+    proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "flash", "--port", "x",
+                           "--device-id", "bad id", "--fleet-key-file", str(key_file), "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "device_id" in proc.stderr
+
+
+def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
+    stage, _ = flash(tmp_path, "--march", "x64", "--broker-host", "127.0.0.1", "--broker-port",
+                     str(mosquitto.port), "--campaign", "boardy", "--value", "3")
+    assert (stage / "ldp" / "hash.mpy").read_bytes()[2] >> 2 == MPY_ARCH["x64"]
+    doc = config_doc("boardy")
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/boardy/config", campaign_config.sign(doc, FLEET_KEY))
+        proc = subprocess.run([device_runner.micropython_binary(), "main.py", "--once", "--timeout", "30"],
+                              cwd=stage, env=device_runner.micropython_env(stage),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    assert [t for t, _ in reports] == ["ldp/boardy/r/board-1"]
+    ledger = json.loads((stage / "ledger.json").read_text())
+    assert ledger["spent_milli"] == 2000

@@ -1,0 +1,105 @@
+"""The MicroPython device client reproduces every shared vector byte for byte, run by the real
+`micropython` interpreter from the `.py` sources and from `.mpy` files (mpy-cross -march=x64):
+hash.json, thresholds.json and reports_<mech>.json of every mechanism (protocol_spec/v1)."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ldpfleet import device_runner
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTORS = ROOT / "protocol_spec" / "v1" / "vectors"
+RUNNER = ROOT / "device" / "tests" / "vectors.py"
+DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm"]
+
+
+def load(name):
+    return json.loads((VECTORS / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def mpy_dir(tmp_path_factory):
+    return device_runner.compile_mpy(tmp_path_factory.mktemp("mpy"), march="x64")
+
+
+@pytest.fixture(scope="module", params=["py", "mpy"])
+def device_results(request, mpy_dir, tmp_path_factory):
+    """The device's answers for every vector, from one interpreter run."""
+    lib = device_runner.DEVICE_DIR if request.param == "py" else mpy_dir
+    present = [m for m in DEVICE_MECHANISMS if (VECTORS / ("reports_%s.json" % m)).exists()]
+    out = tmp_path_factory.mktemp("out") / "results.json"
+    proc = subprocess.run([device_runner.micropython_binary(), str(RUNNER), str(VECTORS), str(out)]
+                          + present, env=device_runner.micropython_env(lib),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(out.read_text())
+    assert results["module_file"].endswith(".mpy" if request.param == "mpy" else ".py")
+    return results
+
+
+@pytest.mark.parametrize("march", ["armv6m", "armv7emsp", "xtensawin"])
+def test_device_code_compiles_for_boards(tmp_path, march):
+    """Viper on 32-bit targets: 31-bit small ints, so a literal >= 2^30 mixed with `uint` is a
+    compile error there and not on x64; mpy-cross for the board's arch catches it."""
+    out = device_runner.compile_mpy(tmp_path, march=march)
+    mpys = sorted(out.glob("ldp/*.mpy"))
+    assert len(mpys) == len(list((device_runner.DEVICE_DIR / "ldp").glob("*.py")))
+    assert (out / "ldp" / "hash.mpy").read_bytes()[2] >> 2 == {"armv6m": 4, "armv7emsp": 7,
+                                                               "xtensawin": 10}[march]
+
+
+@pytest.mark.parametrize("name,params", [("olh", {"g": 8}), ("hcms", {"k": 1024, "m": 1024})])
+def test_report_cycle_fits_a_16k_heap(mpy_dir, tmp_path, name, params):
+    """From .mpy, importing the mechanism, building it (ε = 2, d = 1024) and making 500 reports
+    runs with `-X heapsize=16k`; with 8k it does not (the limit is real)."""
+    script = tmp_path / "cycle.py"
+    script.write_text(device_runner.report_cycle_script(name, 2000, 1024, params, 5, 500))
+
+    def run(heap):
+        return subprocess.run([device_runner.micropython_binary(), "-X", "heapsize=%s" % heap,
+                               str(script)], env=device_runner.micropython_env(mpy_dir),
+                              capture_output=True, text=True, timeout=60)
+    ok = run("16k")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert len(ok.stdout.split()) == 4
+    small = run("8k")
+    assert small.returncode != 0 and "MemoryError" in small.stdout + small.stderr
+
+
+def test_hash_vectors(device_results):
+    vec = load("hash.json")
+    got = device_results["hash"]
+    assert got["murmur3"] == [c["hash"] for c in vec["murmur3_x86_32"]]
+    assert got["keyed"] == [c["hash"] for c in vec["keyed"]]
+    assert got["bucket_g5"] == [c["bucket_g5"] for c in vec["keyed"]]
+    assert got["bucket_m1024"] == [c["bucket_m1024"] for c in vec["keyed"]]
+    assert got["item_keys"] == [c["key"] for c in vec["item_keys"]]
+
+
+def test_threshold_vectors(device_results):
+    rows = load("thresholds.json")
+    got = device_results["thresholds"]
+    assert len(got) == len(rows)
+    for mine, row in zip(got, rows):
+        assert mine == {k: row[k] for k in mine}, row["eps_milli"]
+
+
+def test_every_device_mechanism_has_vectors():
+    missing = [m for m in DEVICE_MECHANISMS if not (VECTORS / ("reports_%s.json" % m)).exists()]
+    assert not missing, "no shared vectors yet for %s" % missing
+
+
+@pytest.mark.parametrize("name", DEVICE_MECHANISMS)
+def test_report_vectors(device_results, name):
+    path = VECTORS / ("reports_%s.json" % name)
+    if not path.exists():
+        pytest.skip("reports_%s.json not generated yet" % name)
+    cases = json.loads(path.read_text())
+    got = device_results["reports"][name]
+    assert len(got) == len(cases) > 0
+    for case, mine in zip(cases, got):
+        assert mine == case["report_hex"], (
+            "%s eps_milli=%d params=%s value=%r seq=%d" % (name, case["eps_milli"], case["params"],
+                                                       case["value"], case["seq"]))
