@@ -1,0 +1,313 @@
+"""An embedded MQTT broker for `ldpfleet demo` and benchmarks: a private `mosquitto` on a
+free loopback port, with sized queues and persistence in a temporary directory, started as a
+subprocess and stopped by its PID.
+
+Mosquitto drops QoS 1 messages for a slow subscriber once that subscriber's queue is full
+(docs/field-notes.md, "Mosquitto and MQTT clients"), so every config written here sizes the
+queue explicitly. There is no in-process fallback: without the binary, `BrokerUnavailable`
+says how to install it.
+"""
+import atexit
+import base64
+import csv
+import hashlib
+import io
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from urllib.parse import urlparse
+
+from .config import NAME_RE
+from .errors import ConfigError
+
+MOSQUITTO_PATHS = ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto", "/opt/homebrew/sbin/mosquitto")
+
+
+class BrokerUnavailable(RuntimeError):
+    """No broker binary could be found or started."""
+
+
+def mosquitto_binary() -> str:
+    """Path of the `mosquitto` binary (PATH first, then the usual sbin directories)."""
+    found = shutil.which("mosquitto")
+    if found:
+        return found
+    for path in MOSQUITTO_PATHS:
+        if os.access(path, os.X_OK):
+            return path
+    raise BrokerUnavailable(
+        "the mosquitto broker is not installed: `apt-get install mosquitto` (Debian/Ubuntu), "
+        "`brew install mosquitto` (macOS), or pass --broker mqtt://HOST:PORT of a running broker")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def parse_url(url: str):
+    """`mqtt://host:port` (or `host:port`) -> (host, port)."""
+    if "://" not in url:
+        url = "mqtt://" + url
+    parsed = urlparse(url)
+    if parsed.scheme not in ("mqtt", "tcp"):
+        raise ValueError("broker URL must be mqtt://HOST:PORT, got %r" % url)
+    return parsed.hostname or "127.0.0.1", parsed.port or 1883
+
+
+def queue_lines(max_queued_messages: int = 1_000_000, max_queued_bytes: int = 0,
+                max_inflight_messages: int = 0) -> list:
+    """Broker limits for a zero-loss ingest path: the aggregator's session queue must hold a
+    whole burst (field notes: the default 1000 loses QoS 1 messages to a slow subscriber)."""
+    return ["max_queued_messages %d" % max_queued_messages,
+            "max_queued_bytes %d" % max_queued_bytes,
+            "max_inflight_messages %d" % max_inflight_messages]
+
+
+class MosquittoProcess:
+    """A mosquitto subprocess running a given config file; `start()` waits until it listens
+    on (host, port); `stop()` signals its PID only."""
+
+    def __init__(self, conf: str, port: int, host: str = "127.0.0.1", log_path: str = None):
+        self.binary = mosquitto_binary()
+        self.conf = conf
+        self.host = host
+        self.port = port
+        self.log_path = log_path
+        self.proc = None
+
+    @property
+    def url(self) -> str:
+        return "mqtt://%s:%d" % (self.host, self.port)
+
+    def start(self, timeout: float = 10.0):
+        self.proc = subprocess.Popen([self.binary, "-c", self.conf], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        atexit.register(self.stop)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.proc = None
+                raise BrokerUnavailable("mosquitto exited with status %s; log:\n%s" % (code, self.log()))
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise BrokerUnavailable("mosquitto did not listen on %s:%d within %.0f s"
+                                % (self.host, self.port, timeout))
+
+    def stop(self):
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+    def log(self) -> str:
+        if not self.log_path:
+            return ""
+        try:
+            with open(self.log_path) as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class EmbeddedBroker(MosquittoProcess):
+    """A private, anonymous mosquitto on a free loopback port with sized queues and
+    persistence in its own temporary directory (removed by `close()`)."""
+
+    def __init__(self, port: int = None, host: str = "127.0.0.1", persistence: bool = True,
+                 max_queued_messages: int = 1_000_000, max_queued_bytes: int = 0,
+                 extra_conf: str = "", workdir: str = None):
+        self._own_dir = workdir is None
+        directory = workdir or tempfile.mkdtemp(prefix="ldpfleet-broker-")
+        os.makedirs(directory, exist_ok=True)
+        self.dir = directory
+        port = port or free_port(host)
+        conf = os.path.join(directory, "mosquitto.conf")
+        log_path = os.path.join(directory, "mosquitto.log")
+        lines = ["listener %d %s" % (port, host), "allow_anonymous true",
+                 "log_dest file %s" % log_path]
+        lines += queue_lines(max_queued_messages, max_queued_bytes)
+        if persistence:
+            lines += ["persistence true", "persistence_location %s/" % directory,
+                      "autosave_interval 60"]
+        with open(conf, "w") as f:
+            f.write("\n".join(lines) + "\n" + extra_conf)
+        super().__init__(conf, port, host, log_path)
+
+    def close(self):
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# --- a secured production config: password file + per-device ACL ---------------------------
+
+PBKDF2_ITERATIONS = 101  # mosquitto_passwd's default for the `$7$` (sha512-pbkdf2) format
+
+
+def password_hash(password: str, salt: bytes = None, iterations: int = PBKDF2_ITERATIONS) -> str:
+    """A Mosquitto 2 password-file hash: `$7$<iterations>$<b64 salt>$<b64 PBKDF2-HMAC-SHA512>`
+    (the format `mosquitto_passwd -H sha512-pbkdf2` writes; 12-byte salt, 64-byte key)."""
+    salt = os.urandom(12) if salt is None else salt
+    key = hashlib.pbkdf2_hmac("sha512", password.encode("utf-8"), salt, iterations)
+    return "$7$%d$%s$%s" % (iterations, base64.b64encode(salt).decode("ascii"),
+                            base64.b64encode(key).decode("ascii"))
+
+
+def read_device_ids(path: str) -> list:
+    """Device ids, one per line (blank lines and `#` comments skipped); each must match the
+    topic-segment rule of spec §4, and no id may repeat."""
+    ids, seen = [], set()
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            name = line.split("#", 1)[0].strip()
+            if not name:
+                continue
+            if not NAME_RE.match(name):
+                raise ConfigError("device_id", "%s:%d: %r does not match [A-Za-z0-9_-]{1,64}"
+                                  % (path, lineno, name))
+            if name in seen:
+                raise ConfigError("device_id", "%s:%d: %r listed twice" % (path, lineno, name))
+            seen.add(name)
+            ids.append(name)
+    if not ids:
+        raise ConfigError("device_id", "%s lists no device ids" % path)
+    return ids
+
+
+def acl_text(aggregator_user: str, campaigns=None) -> str:
+    """Mosquitto ACL: each device (username = device id) may publish only to its own report
+    topic and read its campaigns' config/phase2/status; only the aggregator user publishes
+    configs, phase-2 messages and status, and reads reports (spec §4).
+
+    `pattern` lines apply to every authenticated user, with %u replaced by the username
+    (Mosquitto refuses the substitution for usernames holding `+`, `#` or `/`)."""
+    scopes = list(campaigns) if campaigns else ["+"]
+    lines = ["# ldpfleet broker ACL (generated by `ldpfleet broker-config`)",
+             "# devices: username = device id"]
+    for scope in scopes:
+        lines.append("pattern write ldp/%s/r/%%u" % scope)
+        for leaf in ("config", "phase2", "status"):
+            lines.append("pattern read ldp/%s/%s" % (scope, leaf))
+    lines += ["", "# the aggregator", "user %s" % aggregator_user, "topic readwrite ldp/#", ""]
+    return "\n".join(lines)
+
+
+def _read_credentials(path: str) -> dict:
+    """Existing `role,username,password` rows, so a re-run keeps provisioned passwords."""
+    creds = {}
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                creds[row["username"]] = row["password"]
+    return creds
+
+
+def _write_private(path: str, text: str):
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", newline="") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def write_secured_config(out_dir: str, aggregator_user: str, device_ids: list, campaigns=None,
+                         port: int = 1883, bind: str = None, max_queued_messages: int = None,
+                         max_queued_bytes: int = 0, max_inflight_messages: int = 1000,
+                         certfile: str = None, keyfile: str = None, cafile: str = None,
+                         log_file: str = None, run_as: str = "mosquitto") -> dict:
+    """Write mosquitto.conf, passwd (PBKDF2-SHA512 hashes), acl and credentials.csv
+    (plain passwords for provisioning, mode 0600) into `out_dir`; returns their paths.
+
+    Passwords already in `out_dir/credentials.csv` are kept; new users get random ones.
+    Mosquitto started as root drops to `run_as` before it reads the password file, so when
+    this runs as root the broker's files (not credentials.csv) are handed to that user."""
+    if not NAME_RE.match(aggregator_user):
+        raise ConfigError("aggregator_user", "must match [A-Za-z0-9_-]{1,64}")
+    if aggregator_user in device_ids:
+        raise ConfigError("aggregator_user", "%r is also listed as a device" % aggregator_user)
+    for name in campaigns or []:
+        if not NAME_RE.match(name):
+            raise ConfigError("campaign", "%r does not match [A-Za-z0-9_-]{1,64}" % name)
+    if (certfile is None) != (keyfile is None):
+        raise ConfigError("tls", "give both --certfile and --keyfile, or neither")
+    out_dir = os.path.abspath(out_dir)
+    data_dir = os.path.join(out_dir, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    paths = {name: os.path.join(out_dir, name)
+             for name in ("mosquitto.conf", "passwd", "acl", "credentials.csv")}
+    known = _read_credentials(paths["credentials.csv"])
+    rows = [("aggregator", aggregator_user)] + [("device", d) for d in device_ids]
+    creds = [(role, user, known.get(user) or secrets.token_urlsafe(18)) for role, user in rows]
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["role", "username", "password"])
+    writer.writerows(creds)
+    _write_private(paths["credentials.csv"], buf.getvalue())
+    _write_private(paths["passwd"], "".join("%s:%s\n" % (user, password_hash(pw))
+                                            for _, user, pw in creds))
+    with open(paths["acl"], "w") as f:
+        f.write(acl_text(aggregator_user, campaigns))
+
+    if max_queued_messages is None:
+        max_queued_messages = max(100_000, 4 * len(device_ids))
+    listener = "listener %d" % port + (" %s" % bind if bind else "")
+    lines = ["# ldpfleet broker config (generated by `ldpfleet broker-config`)",
+             "per_listener_settings false", "user %s" % run_as, listener]
+    if certfile:
+        lines += ["certfile %s" % os.path.abspath(certfile), "keyfile %s" % os.path.abspath(keyfile)]
+        if cafile:
+            lines.append("cafile %s" % os.path.abspath(cafile))
+    lines += ["allow_anonymous false", "password_file %s" % paths["passwd"],
+              "acl_file %s" % paths["acl"],
+              "# queues sized so a slow aggregator loses nothing (QoS 1 is dropped past the limit)"]
+    lines += queue_lines(max_queued_messages, max_queued_bytes, max_inflight_messages)
+    lines += ["persistence true", "persistence_location %s/" % data_dir, "autosave_interval 60",
+              "persistent_client_expiration 30d",
+              "log_dest %s" % ("file %s" % os.path.abspath(log_file) if log_file else "stderr"),
+              "log_type error", "log_type warning", "log_type notice", "log_type information"]
+    with open(paths["mosquitto.conf"], "w") as f:
+        f.write("\n".join(lines) + "\n")
+    _hand_over(run_as, [paths["passwd"], paths["acl"], paths["mosquitto.conf"], data_dir]
+               + ([os.path.abspath(log_file)] if log_file else []))
+    return paths
+
+
+def _hand_over(user: str, paths: list):
+    """chown the broker's files to the user mosquitto drops to (only when running as root)."""
+    if os.name != "posix" or os.geteuid() != 0:
+        return
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise ConfigError("run_as", "user %r does not exist; create it or pass --run-as" % user)
+    for path in paths:
+        if not os.path.exists(path):
+            open(path, "a").close()
+        os.chown(path, entry.pw_uid, entry.pw_gid)

@@ -1,0 +1,160 @@
+"""`ldpfleet fleet` (load generator), `ldpfleet demo` (everything on one machine) and
+`ldpfleet broker-config` (a secured Mosquitto config with a per-device ACL)."""
+import json
+import os
+import sys
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "fleet", help="simulate a fleet of devices reporting to a campaign (load generator)",
+        description="Read and verify a campaign's signed config from the broker, then publish one "
+                    "report per device: N simulated devices (C kernels), M real MicroPython "
+                    "device processes and C C-client processes. Prints what was sent and the true "
+                    "per-item counts.")
+    p.add_argument("--broker", required=True, help="mqtt://HOST:PORT")
+    p.add_argument("--campaign", required=True)
+    p.add_argument("--devices", type=int, default=1000, help="simulated CPython devices")
+    p.add_argument("--micropython", type=int, default=0, help="real MicroPython device processes")
+    p.add_argument("--c-clients", type=int, default=0, help="C client processes (device/c_client)")
+    p.add_argument("--c-client", default=None, metavar="PATH",
+                   help="C client binary (default: device/c_client/build/ldp_client, or ldp_client on PATH)")
+    p.add_argument("--rate", type=float, default=None, help="publishes per second (default: unlimited)")
+    p.add_argument("--dist", default="zipf:1.1",
+                   help="zipf:S over the domain, or FILE with one `item [weight]` per line")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the simulator's item draws and perturbation words (and of the "
+                        "device ids: a re-run with the same seed re-sends the same reports)")
+    p.add_argument("--fleet-key-file", required=True, help="the campaign's fleet key (HMAC key)")
+    p.add_argument("--phase", type=int, default=None, help="phase to report in (default: the "
+                   "campaign's current phase from its status topic, else 1)")
+    p.add_argument("--id-prefix", default=None, help="prefix of simulated device ids")
+    p.add_argument("--max-inflight", type=int, default=128,
+                   help="bound on un-acknowledged QoS 1 publishes (paho hangs past 65,535 and "
+                        "slows down with thousands outstanding; 128 was fastest on loopback)")
+    p.add_argument("--set-size", type=int, default=None,
+                   help="items per device for set-valued mechanisms (default: the config's l)")
+    p.add_argument("--username", default=None,
+                   help="broker login of the generator (all simulated devices share one "
+                        "connection, so under the broker-config ACL it needs write access to "
+                        "ldp/+/r/#); MicroPython devices get it too, the C client has none")
+    p.add_argument("--password", default=None)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--progress", action="store_true", help="progress bar (default: on a terminal)")
+    p.set_defaults(func=run_fleet_command)
+
+    d = subparsers.add_parser(
+        "demo", help="run broker, aggregator, a campaign and a simulated fleet on this machine",
+        description="Start an embedded Mosquitto and the aggregator, create a campaign with a "
+                    "fresh fleet key, simulate a fleet (plus real MicroPython devices when "
+                    "`micropython` is installed), then show true vs estimated heavy hitters and "
+                    "write a PNG plot.")
+    d.add_argument("--devices", type=int, default=20000)
+    d.add_argument("--micropython", type=int, default=None,
+                   help="real MicroPython devices (default 3 when `micropython` is installed)")
+    d.add_argument("--mechanism", default="olh")
+    d.add_argument("--epsilon", type=float, default=2.0)
+    d.add_argument("--domain", type=int, default=64, help="domain size d")
+    d.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of the true items")
+    d.add_argument("--top", type=int, default=10, help="heavy hitters to show")
+    d.add_argument("--seed", type=int, default=None)
+    d.add_argument("--broker", default=None, help="use this broker instead of an embedded one")
+    d.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds to wait for the aggregator to accept every report")
+    d.add_argument("--out", default=None, help="directory for the plot and the state (default: a temp dir)")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=run_demo_command)
+
+    b = subparsers.add_parser(
+        "broker-config", help="write a Mosquitto config, password file and per-device ACL",
+        description="Each device (username = device id) may publish only to its own report topic "
+                    "ldp/<campaign>/r/<device-id> and read its campaigns' config, phase2 and status "
+                    "topics; only the aggregator user may publish those and read reports. Passwords "
+                    "are stored as PBKDF2-SHA512 hashes; plain ones go to credentials.csv (0600) for "
+                    "provisioning and are kept on re-runs.")
+    b.add_argument("--out", required=True, help="output directory")
+    b.add_argument("--aggregator-user", required=True)
+    b.add_argument("--devices-file", required=True, help="device ids, one per line")
+    b.add_argument("--campaigns", nargs="*", default=None,
+                   help="restrict devices to these campaigns (default: any campaign)")
+    b.add_argument("--port", type=int, default=1883)
+    b.add_argument("--bind", default=None, help="listen address (default: all interfaces)")
+    b.add_argument("--max-queued-messages", type=int, default=None,
+                   help="per-client queue (default: max(100000, 4 x devices))")
+    b.add_argument("--max-queued-bytes", type=int, default=0, help="0 = no byte limit")
+    b.add_argument("--certfile", default=None)
+    b.add_argument("--keyfile", default=None)
+    b.add_argument("--cafile", default=None)
+    b.add_argument("--log-file", default=None, help="broker log file (default: stderr)")
+    b.add_argument("--run-as", default="mosquitto",
+                   help="user mosquitto drops to when started as root (default: mosquitto)")
+    b.set_defaults(func=run_broker_config_command)
+
+
+def _guard(fn):
+    """Typed errors -> message with the field, exit 2; broker unreachable -> exit 3."""
+    def wrapped(args):
+        from ..broker import BrokerUnavailable
+        from ..errors import LdpError
+        try:
+            return fn(args)
+        except (LdpError, ValueError) as exc:
+            print("ldpfleet: error: %s" % exc, file=sys.stderr)
+            return 2
+        except (ConnectionError, BrokerUnavailable) as exc:
+            print("ldpfleet: broker: %s" % exc, file=sys.stderr)
+            return 3
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+def _progress_wanted(args) -> bool:
+    return bool(getattr(args, "progress", False)) or (not args.json and sys.stderr.isatty())
+
+
+@_guard
+def run_fleet_command(args):
+    from .. import fleet
+    from ..service.campaigns import read_fleet_key
+    fleet_key = read_fleet_key(args.fleet_key_file)
+    result = fleet.run_fleet(
+        args.broker, args.campaign, fleet_key, devices=args.devices, micropython=args.micropython,
+        c_clients=args.c_clients, rate=args.rate, dist=args.dist, seed=args.seed, phase=args.phase,
+        id_prefix=args.id_prefix, max_inflight=args.max_inflight, username=args.username,
+        password=args.password, set_size=args.set_size, progress=_progress_wanted(args),
+        c_client=args.c_client)
+    if args.json:
+        json.dump(result.to_json(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(result.summary())
+    return 0
+
+
+@_guard
+def run_demo_command(args):
+    from .. import fleet
+    result = fleet.run_demo(
+        devices=args.devices, micropython=args.micropython, mechanism=args.mechanism,
+        epsilon=args.epsilon, domain=args.domain, zipf=args.zipf, top=args.top, seed=args.seed,
+        broker_url=args.broker, timeout=args.timeout, out_dir=args.out,
+        progress=_progress_wanted(args), log=None if args.json else print)
+    if args.json:
+        json.dump(result, sys.stdout)
+        sys.stdout.write("\n")
+    return 0 if result["lost"] == 0 else 1
+
+
+@_guard
+def run_broker_config_command(args):
+    from .. import broker
+    device_ids = broker.read_device_ids(args.devices_file)
+    paths = broker.write_secured_config(
+        args.out, args.aggregator_user, device_ids, campaigns=args.campaigns, port=args.port,
+        bind=args.bind, max_queued_messages=args.max_queued_messages,
+        max_queued_bytes=args.max_queued_bytes, certfile=args.certfile, keyfile=args.keyfile,
+        cafile=args.cafile, log_file=args.log_file, run_as=args.run_as)
+    print("wrote %s (%d devices)" % (", ".join(os.path.basename(p) for p in paths.values()),
+                                     len(device_ids)))
+    print("run: mosquitto -c %s" % paths["mosquitto.conf"])
+    return 0

@@ -1,0 +1,474 @@
+"""`ldpfleet serve`, `ldpfleet campaign create|status|close|list|phase2|advance|keygen` and
+`ldpfleet estimate`: the aggregator service (ldpfleet.service).
+
+Two-phase protocols: `campaign create --protocol ldpminer-rappor|ldpminer-sh|ldplcm ...`,
+devices report phase 1, `campaign advance NAME` publishes the phase-2 message computed from
+the phase-1 sketch, devices report phase 2, `estimate NAME` prints the protocol's answer.
+
+Exit codes: 0 ok, 2 bad input (typed ldpfleet error, printed with its field), 3 broker
+unreachable.
+"""
+import json
+import logging
+import signal
+import sys
+
+from ..errors import ConfigError, LdpError
+
+
+def _broker_args(p, required=True):
+    p.add_argument("--broker", required=required, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
+    p.add_argument("--username", default=None)
+    p.add_argument("--password", default=None)
+    p.add_argument("--tls", action="store_true", help="TLS (implied by mqtts:// or --cafile)")
+    p.add_argument("--cafile", default=None, help="CA certificate(s) to verify the broker")
+
+
+def _state_arg(p):
+    p.add_argument("--state", required=True,
+                   help="state file: sqlite:///relative/path, sqlite:////absolute/path or a path")
+
+
+def _broker(args):
+    from ..service.broker import BrokerSettings
+    if not getattr(args, "broker", None):
+        return None
+    return BrokerSettings.from_url(args.broker, username=args.username, password=args.password,
+                                   tls=args.tls, cafile=args.cafile)
+
+
+def register(subparsers):
+    s = subparsers.add_parser(
+        "serve", help="run the aggregator: ingest reports from MQTT into the state file",
+        description="Subscribe to ldp/+/r/+ (QoS 1, persistent session, manual acks), "
+                    "validate, dedupe and fold reports into per-campaign sketches; every batch is "
+                    "committed to the state file before the broker is acknowledged.")
+    _broker_args(s)
+    _state_arg(s)
+    s.add_argument("--client-id", default="ldpfleet-aggregator",
+                   help="fixed MQTT client id of the persistent session")
+    s.add_argument("--batch-size", type=int, default=2000, help="messages per batch (upper bound)")
+    s.add_argument("--batch-ms", type=float, default=200.0,
+                   help="a batch is committed at most this long after its first message")
+    s.add_argument("--session-expiry", type=int, default=7 * 86400,
+                   help="with --mqtt 5: Session Expiry Interval in seconds (how long the broker keeps "
+                        "our queue while we are away; 3.1.1 sessions never expire in Mosquitto "
+                        "unless persistent_client_expiration is set)")
+    s.add_argument("--mqtt", type=int, choices=(4, 5), default=4,
+                   help="4 = MQTT 3.1.1, clean_session=False (default, faster in paho) or 5 = "
+                        "MQTT 5, clean_start=False + --session-expiry")
+    s.add_argument("--status-interval", type=float, default=30.0,
+                   help="seconds between retained status publications (0: never)")
+    s.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics here")
+    s.add_argument("--log-level", default="INFO")
+    s.set_defaults(func=run_serve)
+
+    c = subparsers.add_parser("campaign", help="create, inspect and close campaigns")
+    csub = c.add_subparsers(dest="campaign_command", metavar="ACTION")
+    cr = csub.add_parser(
+        "create", help="build, sign and publish (retained) a campaign config",
+        description="One mechanism (--mechanism), or a two-phase protocol (--protocol): "
+                    "ldpminer-rappor / ldpminer-sh (LDPMiner heavy hitters over sets: --set-size "
+                    "L --top K [--k-max] [--budget-split]) or ldplcm (LDPLCM learned sketch: "
+                    "[--sample-rate R] [--theta T] [--sketch-k K --sketch-m M]); then `campaign "
+                    "advance`. Hand-made two-phase campaigns: --mechanism sh,srappor --epsilon "
+                    "1,3 and phase-2 parameters as --param 2:NAME=VALUE.")
+    _broker_args(cr)
+    _state_arg(cr)
+    cr.add_argument("--fleet-key-file", required=True, help="HMAC key (hex line or raw bytes)")
+    cr.add_argument("--name", required=True)
+    kind = cr.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--mechanism", help="grr, olh, flh, oue, cms, hcms, sh, ... "
+                      "(comma-separated for two phases)")
+    kind.add_argument("--protocol", choices=("ldpminer-rappor", "ldpminer-sh", "ldplcm"),
+                      help="a two-phase protocol (see above)")
+    cr.add_argument("--epsilon", required=True, help="epsilon in nats (comma-separated per phase; "
+                    "with --protocol the whole budget of a device)")
+    cr.add_argument("--set-size", type=int, default=None, metavar="L",
+                    help="LDPMiner: set length l of phase 1 (phase 2 uses min(l, k_max))")
+    cr.add_argument("--top", type=int, default=None, metavar="K", help="LDPMiner: k heavy hitters")
+    cr.add_argument("--k-max", type=int, default=None,
+                    help="LDPMiner: phase-2 candidates (default 2k, at most the domain size)")
+    cr.add_argument("--budget-split", type=float, default=None,
+                    help="LDPMiner: phase 1's share of epsilon (default 0.5)")
+    cr.add_argument("--sample-rate", type=float, default=None, metavar="R",
+                    help="LDPLCM: share of devices in phase 1 (default 0.1)")
+    cr.add_argument("--theta", type=float, default=None, metavar="T",
+                    help="LDPLCM: mass share of the high-frequent items (default 0.5)")
+    cr.add_argument("--sketch-k", type=int, default=None,
+                    help="LDPLCM: sketch rows k (default 64)")
+    cr.add_argument("--sketch-m", type=int, default=None,
+                    help="LDPLCM: sketch width m (default 1024); LDPMiner: SH rows m (default 65536)")
+    cr.add_argument("--domain", required=True,
+                    help="N or 0-M (integer items) or a file with one string item per line")
+    cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",
+                    help="mechanism parameter, e.g. g=8 or 2:kc=16 (repeatable)")
+    cr.add_argument("--valid-days", type=float, default=30.0)
+    cr.add_argument("--salt", type=int, default=None, help="public hash salt (default: random)")
+    cr.add_argument("--json", action="store_true")
+    cr.set_defaults(func=run_create)
+
+    st = csub.add_parser("status", help="counters by reason and expected error of a campaign")
+    st.add_argument("name")
+    _state_arg(st)
+    st.add_argument("--confidence", type=float, default=0.95)
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=run_status)
+
+    cl = csub.add_parser("close", help="stop accepting reports (and publish the closed status)")
+    cl.add_argument("name")
+    _state_arg(cl)
+    _broker_args(cl, required=False)
+    cl.set_defaults(func=run_close)
+
+    ls = csub.add_parser("list", help="campaigns in the state file")
+    _state_arg(ls)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=run_list)
+
+    p2 = csub.add_parser("phase2", help="sign and publish the phase-2 message (candidates or model)")
+    p2.add_argument("name")
+    _state_arg(p2)
+    _broker_args(p2)
+    p2.add_argument("--candidates", default=None,
+                    help="comma-separated item keys, or a file with one item per line")
+    p2.add_argument("--model-file", default=None, help="LDPLCM model JSON")
+    p2.add_argument("--fleet-key-file", default=None, help="default: the one the campaign was made with")
+    p2.set_defaults(func=run_phase2)
+
+    ad = csub.add_parser(
+        "advance", help="two-phase protocol: compute, sign and publish the phase-2 message",
+        description="From the committed phase-1 sketch: LDPMiner's k_max candidates or LDPLCM's "
+                    "trained frequency model, signed and retained on ldp/NAME/phase2; the "
+                    "campaign then accepts phase-2 reports.")
+    ad.add_argument("name")
+    _state_arg(ad)
+    _broker_args(ad)
+    ad.add_argument("--fleet-key-file", default=None, help="default: the one the campaign was made with")
+    ad.add_argument("--json", action="store_true")
+    ad.set_defaults(func=run_advance)
+
+    kg = csub.add_parser("keygen", help="write a fresh random fleet key (hex, mode 0600)")
+    kg.add_argument("path")
+    kg.set_defaults(func=run_keygen)
+    c.set_defaults(func=lambda args: c.print_help() or 2)
+
+    e = subparsers.add_parser(
+        "estimate", help="frequency estimates with confidence intervals",
+        description="A two-phase protocol campaign in phase 2 prints the protocol's answer "
+                    "(LDPMiner: top-k with frequencies; LDPLCM: every item's frequency and "
+                    "whether the model calls it high-frequent; --top limits it); --phase N "
+                    "gives one phase's raw estimates instead.")
+    e.add_argument("name")
+    _state_arg(e)
+    e.add_argument("--phase", type=int, default=None, help="default: the campaign's current phase")
+    e.add_argument("--post", default=None, help="consistency post-processing (ldpfleet.post.METHODS)")
+    e.add_argument("--post-opt", action="append", default=[], metavar="K=V",
+                   help="option of the post-processing method (repeatable)")
+    e.add_argument("--top", type=int, default=None, help="only the K largest")
+    e.add_argument("--threshold", default=None,
+                   help="'auto' (significance threshold, NH Eq. 9) or a fraction of the reports")
+    e.add_argument("--confidence", type=float, default=0.95)
+    e.add_argument("--items", default=None,
+                   help="estimate only these items: comma-separated, or a file with one per line")
+    e.add_argument("--subset", default=None,
+                   help="set-value query: the fraction of users whose item is in this set "
+                        "(comma-separated, or a file with one per line)")
+    fmt = e.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    e.set_defaults(func=run_estimate)
+
+
+def _guard(fn):
+    """Typed errors -> message with the field and exit code 2; broker trouble -> 3."""
+    def wrapped(args):
+        try:
+            return fn(args)
+        except LdpError as exc:
+            print("ldpfleet: error: %s" % exc, file=sys.stderr)
+            return 2
+        except ConnectionError as exc:
+            print("ldpfleet: broker: %s" % exc, file=sys.stderr)
+            return 3
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+@_guard
+def run_serve(args):
+    from ..service.ingest import IngestOptions, Ingestor
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    options = IngestOptions(client_id=args.client_id, batch_size=max(1, args.batch_size),
+                            batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
+                            status_interval=args.status_interval, protocol=args.mqtt)
+    metrics = None
+    if args.metrics_port is not None:
+        from ..service.http_metrics import ServiceMetrics
+        metrics = ServiceMetrics()
+        metrics.serve(args.metrics_port)
+    ingestor = Ingestor(args.state, _broker(args), options, metrics=metrics)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: ingestor.stop())
+    logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
+    ingestor.run()
+    return 0
+
+
+def _split(text):
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+_PROTOCOL_ONLY = ("set_size", "top", "k_max", "budget_split", "sample_rate", "theta", "sketch_k",
+                  "sketch_m")
+
+
+def _create_protocol(args):
+    from ..service.campaigns import create_protocol_campaign
+    from ..service.store import Store
+    if args.param:
+        raise ConfigError("param", "--param is for --mechanism campaigns; --protocol takes its "
+                          "own options")
+    with Store(args.state) as store:
+        return create_protocol_campaign(
+            store, _broker(args), args.fleet_key_file, args.name, args.protocol, args.epsilon,
+            args.domain, set_size=args.set_size, top=args.top, k_max=args.k_max,
+            budget_split=args.budget_split, sample_rate=args.sample_rate, theta=args.theta,
+            sketch_k=args.sketch_k, sketch_m=args.sketch_m, valid_days=args.valid_days,
+            salt=args.salt)
+
+
+@_guard
+def run_create(args):
+    from ..service.campaigns import create_campaign, parse_params
+    from ..service.store import Store
+    if args.protocol:
+        camp = _create_protocol(args)
+        return _print_created(args, camp)
+    given = [f for f in _PROTOCOL_ONLY if getattr(args, f) is not None]
+    if given:
+        raise ConfigError(given[0], "--%s needs --protocol" % given[0].replace("_", "-"))
+    mechanisms = _split(args.mechanism)
+    epsilons = _split(args.epsilon)
+    if len(epsilons) != len(mechanisms):
+        raise ConfigError("epsilon", "give one epsilon per phase (%d mechanisms)" % len(mechanisms))
+    per_phase = [[] for _ in mechanisms]
+    for item in args.param:
+        head, sep, rest = item.partition(":")
+        phase, pair = (int(head), rest) if sep and head.isdigit() else (1, item)
+        if not 1 <= phase <= len(mechanisms):
+            raise ConfigError("param", "no phase %d for %r" % (phase, item))
+        per_phase[phase - 1].append(pair)
+    params = [parse_params(p) for p in per_phase]
+    with Store(args.state) as store:
+        camp = create_campaign(store, _broker(args), args.fleet_key_file, args.name, mechanisms,
+                               epsilons, args.domain, params=params, valid_days=args.valid_days,
+                               salt=args.salt)
+    return _print_created(args, camp)
+
+
+def _print_created(args, camp):
+    if args.json:
+        out = {"campaign": camp.name, "campaign_id": camp.campaign_id, "config": camp.config}
+        if camp.protocol:
+            out["protocol"] = camp.protocol
+        print(json.dumps(out, sort_keys=True))
+    else:
+        phases = ", ".join("phase %d %s eps %g %s" % (p["phase"], p["mechanism"], p["eps_milli"] / 1000,
+                                                      json.dumps(p["params"], sort_keys=True))
+                           for p in camp.config["phases"])
+        print("created campaign %s (id %d): %s; config retained on ldp/%s/config"
+              % (camp.name, camp.campaign_id, phases, camp.name))
+        if camp.protocol:
+            print("protocol %s" % json.dumps(camp.protocol, sort_keys=True))
+    return 0
+
+
+@_guard
+def run_status(args):
+    from ..service.campaigns import campaign_status
+    from ..service.store import Store
+    with Store(args.state, create=False) as store:
+        status = campaign_status(store, args.name, confidence=args.confidence)
+    if args.json:
+        print(json.dumps(status, sort_keys=True))
+        return 0
+    print("campaign %s (id %d): %s, phase %d, domain %s of %d items"
+          % (status["campaign"], status["campaign_id"], status["state"], status["phase"],
+             status["domain"]["type"], status["domain"]["size"]))
+    if status.get("protocol"):
+        print("protocol %s" % json.dumps(status["protocol"], sort_keys=True))
+    print("received %d  accepted %d  rejected %d" % (status["received"], status["accepted"],
+                                                     status["rejected_total"]))
+    for reason, count in status["rejected"].items():
+        print("  rejected %-16s %d" % (reason, count))
+    for ph in status["phases"]:
+        line = "phase %d %s eps %g: %d reports" % (ph["phase"], ph["mechanism"], ph["epsilon"],
+                                                   ph["reports"])
+        if not ph["open"]:
+            line += " (not open: waiting for its phase-2 message)"
+        err = ph.get("expected_error") or {}
+        if err.get("stddev_fraction") is not None:
+            line += "; per-item stddev %.3g of n (%.1f reports), %g%% interval +/- %.1f reports" % (
+                err["stddev_fraction"], err["stddev_count"], 100 * err["confidence"],
+                err["ci_halfwidth_count"])
+        print(line)
+    return 0
+
+
+@_guard
+def run_close(args):
+    from ..service.campaigns import close_campaign
+    from ..service.store import Store
+    with Store(args.state, create=False) as store:
+        camp = close_campaign(store, args.name, broker=_broker(args))
+    print("campaign %s closed" % camp.name)
+    return 0
+
+
+@_guard
+def run_list(args):
+    from ..service.store import Store
+    with Store(args.state, create=False) as store:
+        rows = []
+        for camp in store.campaigns():
+            counters = store.counters(camp.name)
+            rows.append({"campaign": camp.name, "campaign_id": camp.campaign_id, "state": camp.state,
+                         "phase": camp.phase,
+                         "mechanisms": [p["mechanism"] for p in camp.config["phases"]],
+                         "accepted": counters.get("accepted", 0),
+                         "rejected": sum(v for k, v in counters.items()
+                                         if k not in ("received", "accepted"))})
+    if args.json:
+        print(json.dumps(rows, sort_keys=True))
+        return 0
+    print("%-24s %10s %-7s %5s %-14s %10s %10s" % ("campaign", "id", "state", "phase", "mechanisms",
+                                                   "accepted", "rejected"))
+    for r in rows:
+        print("%-24s %10d %-7s %5d %-14s %10d %10d" % (r["campaign"], r["campaign_id"], r["state"],
+                                                       r["phase"], ",".join(r["mechanisms"]),
+                                                       r["accepted"], r["rejected"]))
+    return 0
+
+
+def _items(text, domain_type=None):
+    """Comma-separated items or a file of lines; ints where the domain is int."""
+    import os
+    if os.path.isfile(text):
+        with open(text, encoding="utf-8") as f:
+            raw = [line.rstrip("\r\n") for line in f if line.strip()]
+    else:
+        raw = _split(text)
+    if domain_type == "str":
+        return raw
+    try:
+        return [int(x) for x in raw]
+    except ValueError:
+        return raw
+
+
+@_guard
+def run_phase2(args):
+    from .. import protocol
+    from ..service.campaigns import publish_phase2
+    from ..service.store import Store
+    model = None
+    if args.model_file:
+        with open(args.model_file) as f:
+            model = json.load(f)
+    with Store(args.state, create=False) as store:
+        candidates = None
+        if args.candidates:
+            camp = store.require_campaign(args.name)
+            candidates = [protocol.item_key(i)
+                          for i in _items(args.candidates, camp.config["domain"]["type"])]
+        camp = publish_phase2(store, _broker(args), args.name, candidates=candidates, model=model,
+                              fleet_key_file=args.fleet_key_file)
+    print("campaign %s is in phase %d; phase-2 message retained on ldp/%s/phase2"
+          % (camp.name, camp.phase, camp.name))
+    return 0
+
+
+@_guard
+def run_advance(args):
+    from ..service.campaigns import advance_campaign
+    from ..service.store import Store
+    with Store(args.state, create=False) as store:
+        out = advance_campaign(store, _broker(args), args.name, fleet_key_file=args.fleet_key_file)
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+    elif "candidates" in out:
+        print("campaign %s is in phase 2: %d candidates from %d phase-1 reports (%s); phase-2 "
+              "message retained on ldp/%s/phase2" % (
+                  args.name, len(out["candidates"]), out["phase1_reports"],
+                  ",".join(str(c) for c in out["candidates"][:20])
+                  + (",..." if len(out["candidates"]) > 20 else ""), args.name))
+    else:
+        print("campaign %s is in phase 2: model of %d nodes from %d phase-1 reports, %d "
+              "high-frequent items, measured theta %.4g; phase-2 message retained on ldp/%s/phase2"
+              % (args.name, out["model_nodes"], out["phase1_reports"], out["high_items"],
+                 out["theta_measured"], args.name))
+    return 0
+
+
+@_guard
+def run_keygen(args):
+    from ..service.campaigns import write_fleet_key
+    try:
+        write_fleet_key(args.path)
+    except FileExistsError:
+        raise ConfigError("path", "%s exists; not overwriting a fleet key" % args.path) from None
+    print("wrote a 32-byte fleet key to %s" % args.path)
+    return 0
+
+
+@_guard
+def run_estimate(args):
+    from ..service.campaigns import parse_params
+    from ..service.estimates import compute_estimates
+    from ..service.store import Store
+    threshold = args.threshold
+    if threshold is not None and threshold != "auto":
+        try:
+            threshold = float(threshold)
+        except ValueError:
+            raise ConfigError("threshold", "'auto' or a number, got %r" % threshold) from None
+    with Store(args.state, create=False) as store:
+        camp = store.require_campaign(args.name)
+        if camp.protocol and camp.phase == 2 and args.phase is None:
+            return _print_answer(args, store)
+        items = None
+        if args.items:
+            camp = store.require_campaign(args.name)
+            items = _items(args.items, camp.config["domain"]["type"])
+        subset = None
+        if args.subset:
+            subset = _items(args.subset, camp.config["domain"]["type"])
+        table = compute_estimates(store, args.name, phase=args.phase, post=args.post, top=args.top,
+                                  threshold=threshold, confidence=args.confidence, items=items,
+                                  post_opts=parse_params(args.post_opt), subset=subset)
+    if args.json:
+        print(json.dumps(table.to_json(), sort_keys=True))
+    elif args.csv:
+        table.to_csv(sys.stdout)
+    else:
+        print(table.to_text())
+    return 0
+
+
+def _print_answer(args, store):
+    """`estimate` of a protocol campaign in phase 2: the protocol's final answer."""
+    from ..service.estimates import compute_answer
+    for flag in ("post", "threshold", "items", "subset"):
+        if getattr(args, flag):
+            raise ConfigError(flag, "--%s applies to one phase's estimates; add --phase 1 or 2"
+                              % flag)
+    answer = compute_answer(store, args.name, top=args.top)
+    if args.json:
+        print(json.dumps(answer.to_json(), sort_keys=True))
+    elif args.csv:
+        answer.to_csv(sys.stdout)
+    else:
+        print(answer.to_text())
+    return 0

@@ -1,0 +1,455 @@
+"""Campaign lifecycle: create (build + sign + publish retained config, store), status, close,
+phase-2 publication (protocol_spec/v1 §4, §5).
+
+Python API (all take an open `Store` and, where something is published, `BrokerSettings`):
+- `create_campaign(store, broker, fleet_key_file, name, mechanism, epsilon, domain, params=None,
+  valid_days=30, ...) -> Campaign`: the config goes retained to `ldp/<name>/config` (QoS 1) and
+  an `open` status to `ldp/<name>/status`; the store keeps the signed payload and the PATH of
+  the key file (the key itself is re-read when a phase-2 message must be signed).
+- `close_campaign(store, name, broker=None)`: state `closed` (the ingest rejects further reports
+  as `closed_campaign`), retained status published when a broker is given.
+- `publish_phase2(store, broker, name, candidates=None, model=None)`: signed phase-2 message,
+  retained on `ldp/<name>/phase2`; the campaign moves to phase 2.
+- `campaign_status(store, name) -> dict` and `status_document(store, campaign)` (what goes on
+  the status topic).
+
+Two-phase protocols (`ldpfleet.protocols`; protocol_spec/v1 §3, §5):
+- `create_protocol_campaign(store, broker, fleet_key_file, name, protocol, epsilon, domain,
+  set_size=, top=, ...)`: `ldpminer-rappor` / `ldpminer-sh` (LDPMiner, sh then srappor / sh)
+  or `ldplcm` (cms then lcm); the phases come from `ldpminer.campaign_phases` /
+  `ldplcm.campaign_phases`, and what only the aggregator needs (k, k_max, theta, ...) is kept
+  in the state file's `protocols` table (`Campaign.protocol`), never in the config.
+- `advance_campaign(store, broker, name)`: from the phase-1 sketch, LDPMiner's k_max
+  candidates (`candidates_from_phase1`) or LDPLCM's trained model (`train_model`), signed and
+  retained on `ldp/<name>/phase2`; the campaign moves to phase 2.
+
+Fleet key files: hex text (one line) or raw bytes, at least 16 bytes (same rule as
+`ldpfleet fleet`); `write_fleet_key(path)` makes a fresh one (mode 0600).
+"""
+import json
+import math
+import os
+import time
+
+from .. import config as cfgmod
+from .. import protocol
+from ..errors import ConfigError, LdpError
+from ..mechanisms import make_mechanism, mechanism_class
+from . import broker as brokermod
+from ..config import domain_extras
+from .store import Campaign, Store
+
+DEFAULT_VALID_DAYS = 30
+
+
+def read_fleet_key(path: str) -> bytes:
+    """The HMAC key in a fleet key file: hex text (one line) or raw bytes, >= 16 bytes."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ConfigError("fleet_key_file", "cannot read %s: %s" % (path, exc.strerror)) from None
+    text = data.strip()
+    try:
+        decoded = bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        decoded = None
+    key = decoded if decoded else data
+    if len(key) < 16:
+        raise ConfigError("fleet_key", "fleet key must have at least 16 bytes, got %d" % len(key))
+    return key
+
+
+def write_fleet_key(path: str, nbytes: int = 32) -> bytes:
+    """A fresh random fleet key, written as hex (0600); refuses to overwrite."""
+    key = os.urandom(nbytes)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key.hex() + "\n")
+    return key
+
+
+def parse_domain(spec) -> dict:
+    """`N` or `0-M` (int items 0..N-1 / 0..M), or a file of item lines (str domain)."""
+    if isinstance(spec, dict):
+        return spec
+    spec = str(spec)
+    if os.path.isfile(spec):
+        with open(spec, encoding="utf-8") as f:
+            items = [line.rstrip("\r\n") for line in f]
+        items = [i for i in items if i.strip()]
+        if len(set(items)) != len(items):
+            raise ConfigError("domain", "%s lists an item twice" % spec)
+        return {"type": "str", "items": items}
+    lo, sep, hi = spec.partition("-")
+    try:
+        size = int(hi) + 1 if sep else int(lo)
+        start = int(lo) if sep else 0
+    except ValueError:
+        raise ConfigError("domain", "%r is neither a file, N nor 0-M" % spec) from None
+    if start != 0:
+        raise ConfigError("domain", "an integer domain starts at 0 (items 0..d-1), got %r" % spec)
+    if not 2 <= size <= protocol.WORD:
+        raise ConfigError("domain", "domain size must be in [2, 2^32], got %d" % size)
+    return {"type": "int", "size": size}
+
+
+def parse_params(pairs) -> dict:
+    """["k=4", "m=1024"] -> {"k": 4, "m": 1024} (integers where they parse)."""
+    out = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError("param", "expected k=v, got %r" % pair)
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+def _eps_milli(epsilon) -> int:
+    """Epsilon in nats (2, 2.0, "2.0") -> integer milli-nats (spec §2)."""
+    try:
+        return protocol.eps_to_milli(float(epsilon))
+    except ValueError as exc:
+        raise ConfigError("epsilon", str(exc)) from None
+
+
+def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, salt: int = None,
+                 valid_days: float = DEFAULT_VALID_DAYS, campaign_id: int = None) -> dict:
+    """A checked config body. `mechanisms`/`epsilons`/`params` are one entry per phase (a bare
+    value means a one-phase campaign); parameters not given get the mechanism's defaults,
+    which are written into the config so every party uses the same ones."""
+    if isinstance(mechanisms, str):
+        mechanisms, epsilons, params = [mechanisms], [epsilons], [params or {}]
+    params = list(params) if params is not None else [{} for _ in mechanisms]
+    if not len(mechanisms) == len(epsilons) == len(params):
+        raise ConfigError("phases", "one mechanism, epsilon and parameter set per phase")
+    if not cfgmod.NAME_RE.match(name or ""):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
+    salt = int.from_bytes(os.urandom(4), "little") if salt is None else int(salt)
+    cid = cfgmod.campaign_id_for(name) if campaign_id is None else int(campaign_id)
+    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
+    probe = {"domain": domain}
+    phases = []
+    for phase, (mech_name, eps, p) in enumerate(zip(mechanisms, epsilons, params), start=1):
+        try:
+            mechanism_class(mech_name)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError("mechanism", str(exc)) from None
+        eps_milli = _eps_milli(eps)
+        kw = dict(p, **domain_extras(probe, mech_name))
+        try:
+            mech = make_mechanism(mech_name, eps_milli, size, salt=salt, campaign_id=cid,
+                                  phase=phase, **kw)
+            written = mech.config_params()
+        except (TypeError, ValueError) as exc:
+            if phase == 2 and getattr(exc, "field", None) == "candidates":
+                # The candidates come with the phase-2 message; build with a placeholder list
+                # so the config still spells out every other parameter (devices never guess).
+                mech = make_mechanism(mech_name, eps_milli, size, salt=salt, campaign_id=cid,
+                                      phase=phase, **dict(kw, candidates=[0, 1]))
+                written = {k: v for k, v in mech.config_params().items() if k != "candidates"}
+            elif isinstance(exc, LdpError):
+                raise
+            else:
+                raise ConfigError("param", str(exc)) from None
+        phases.append({"phase": phase, "mechanism": mech_name, "eps_milli": eps_milli,
+                       "params": written})
+    now = int(time.time())
+    return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=now - 60,
+                              not_after=now + int(valid_days * 86400))
+
+
+def status_document(store: Store, campaign: Campaign) -> dict:
+    """The JSON published retained on `ldp/<name>/status` (spec §4)."""
+    counters = store.counters(campaign.name)
+    rejected = sum(v for k, v in counters.items() if k not in ("received", "accepted"))
+    return {"campaign": campaign.name, "campaign_id": campaign.campaign_id, "state": campaign.state,
+            "phase": campaign.phase, "phases": campaign.phases,
+            "counters": {"received": counters.get("received", 0),
+                         "accepted": counters.get("accepted", 0), "rejected": rejected},
+            "time": int(time.time())}
+
+
+def publish_status(store: Store, broker: brokermod.BrokerSettings, name: str):
+    camp = store.require_campaign(name)
+    brokermod.publish(broker, "ldp/%s/status" % name,
+                      json.dumps(status_document(store, camp), sort_keys=True), qos=0)
+
+
+def create_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_file: str, name: str,
+                    mechanism, epsilon, domain, params=None, valid_days: float = DEFAULT_VALID_DAYS,
+                    salt: int = None, campaign_id: int = None) -> Campaign:
+    """Build, sign, store and publish a campaign config (see module docstring).
+
+    `mechanism`/`epsilon`/`params` may be lists (one per phase) for two-phase campaigns;
+    `domain` is a dict, `N`, `0-M` or a file of items. Publishing failure undoes the store."""
+    key = read_fleet_key(fleet_key_file)
+    doc = build_config(name, mechanism, epsilon, parse_domain(domain), params=params, salt=salt,
+                       valid_days=valid_days, campaign_id=campaign_id)
+    payload = cfgmod.sign(doc, key)
+    camp = store.add_campaign(doc, payload, os.path.abspath(fleet_key_file))
+    if broker is not None:
+        try:
+            brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
+            publish_status(store, broker, name)
+        except Exception:
+            store.remove_campaign(name)
+            raise
+    return camp
+
+
+def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = None) -> Campaign:
+    store.set_state(name, "closed")
+    if broker is not None:
+        publish_status(store, broker, name)
+    return store.require_campaign(name)
+
+
+def publish_phase2(store: Store, broker: brokermod.BrokerSettings, name: str, candidates=None,
+                   model=None, fleet_key_file: str = None, protocol: dict = None) -> Campaign:
+    """Sign and publish the phase-2 message (LDPMiner candidates or LDPLCM model); the campaign
+    then accepts phase-2 reports (and still late phase-1 ones). `protocol`: the campaign's
+    updated protocol document, stored in the same transaction. If the broker does not take
+    the message, the campaign goes back to phase 1 (and its old protocol document)."""
+    camp = store.require_campaign(name)
+    if camp.phases < 2:
+        raise ConfigError("phase", "campaign %s has a single phase" % name)
+    if not camp.open:
+        raise ConfigError("state", "campaign %s is closed" % name)
+    key = read_fleet_key(fleet_key_file or camp.fleet_key_ref)
+    body = cfgmod.make_phase2(camp.config, candidates=candidates, model=model)
+    payload = cfgmod.sign(body, key)
+    probe = Campaign(**{**camp.__dict__, "phase2": body, "phase": 2, "_mechanisms": {}})
+    probe.mechanism(2)  # refuse a phase-2 message the phase-2 mechanism cannot use
+    store.set_phase2(name, body, payload, protocol=protocol)
+    if broker is not None:
+        try:
+            brokermod.publish(broker, "ldp/%s/phase2" % name, payload, retain=True)
+        except Exception:
+            if camp.phase == 1:
+                store.reopen_phase1(name, protocol=camp.protocol)
+            raise
+        publish_status(store, broker, name)
+    return store.require_campaign(name)
+
+
+# --- two-phase protocols ---------------------------------------------------------------------
+
+PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm"}
+"""CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner)."""
+DEFAULT_SAMPLE_RATE = 0.1
+DEFAULT_THETA = 0.5
+DEFAULT_SKETCH_K = 64
+DEFAULT_SKETCH_M = 1024
+"""LDPLCM §5's setting for its Zipf data: r = 0.1, theta = 0.5, (k, m) = (64, 1024)."""
+
+
+def _check_share(value, field):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(field, "must be a number in (0, 1), got %r" % (value,)) from None
+    if not (math.isfinite(v) and 0.0 < v < 1.0):
+        raise ConfigError(field, "must be in (0, 1), got %r" % (value,))
+    return v
+
+
+def _positive(value, field):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(field, "must be a positive integer, got %r" % (value,))
+    return value
+
+
+def protocol_phases(protocol_name: str, eps_milli: int, domain: dict, set_size: int = None,
+                    top: int = None, k_max: int = None, budget_split: float = None,
+                    sample_rate: float = None, theta: float = None, sketch_k: int = None,
+                    sketch_m: int = None):
+    """(phases of the config, protocol document) of a two-phase protocol campaign.
+
+    LDPMiner: `set_size` is l (phase-1 set length), `top` is k, `k_max` (candidates) defaults
+    to 2k (§4.1) capped at the domain size, `budget_split` is eps1's share (§5.1.2),
+    `sketch_m` the SH projection rows m. LDPLCM: `sample_rate` r, `theta`, `sketch_k`/`sketch_m`
+    the CMS (k, m)."""
+    from ..protocols import ldplcm, ldpminer
+    if protocol_name not in PROTOCOLS:
+        raise ConfigError("protocol", "unknown protocol %r (known: %s)"
+                          % (protocol_name, ", ".join(PROTOCOLS)))
+    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
+    if protocol_name == "ldplcm":
+        for field, value in (("set_size", set_size), ("top", top), ("k_max", k_max),
+                             ("budget_split", budget_split)):
+            if value is not None:
+                raise ConfigError(field, "not a parameter of ldplcm (each device reports once, "
+                                  "with the whole epsilon)" if field == "budget_split"
+                                  else "not a parameter of ldplcm")
+        rate = DEFAULT_SAMPLE_RATE if sample_rate is None else _check_share(sample_rate, "sample_rate")
+        ppm = ldplcm.rate_ppm(rate)
+        th = DEFAULT_THETA if theta is None else _check_share(theta, "theta")
+        k = DEFAULT_SKETCH_K if sketch_k is None else _positive(sketch_k, "sketch_k")
+        m = DEFAULT_SKETCH_M if sketch_m is None else _positive(sketch_m, "sketch_m")
+        phases = ldplcm.campaign_phases(eps_milli, k, m, ppm)
+        return phases, {"protocol": protocol_name, "theta": th, "sample_rate_ppm": ppm,
+                        "train_seed": 0}
+    for field, value in (("sample_rate", sample_rate), ("theta", theta), ("sketch_k", sketch_k)):
+        if value is not None:
+            raise ConfigError(field, "not a parameter of %s" % protocol_name)
+    if set_size is None or top is None:
+        raise ConfigError("set_size" if set_size is None else "top",
+                          "%s needs --set-size L and --top K" % protocol_name)
+    l, k = _positive(set_size, "set_size"), _positive(top, "top")
+    kc = min(2 * k, size) if k_max is None else _positive(k_max, "k_max")
+    if not k <= kc <= min(size, ldpminer.MAX_CANDIDATES):
+        raise ConfigError("k_max", "need top <= k_max <= min(domain size, %d), got k=%d, k_max=%d"
+                          % (ldpminer.MAX_CANDIDATES, k, kc))
+    share = ldpminer.DEFAULT_SHARE if budget_split is None else _check_share(budget_split,
+                                                                             "budget_split")
+    m = ldpminer.DEFAULT_M if sketch_m is None else _positive(sketch_m, "sketch_m")
+    phases = ldpminer.campaign_phases(PROTOCOLS[protocol_name], eps_milli, l, kc, m, share)
+    return phases, {"protocol": protocol_name, "k": k, "k_max": kc, "set_size": l,
+                    "budget_split": share}
+
+
+def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
+    """Every phase's parameters as its mechanism writes them (defaults included; srappor's
+    candidates come later), checked by building the mechanism."""
+    probe = {"domain": domain}
+    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
+    out = []
+    for ph in phases:
+        kw = dict(ph["params"], **domain_extras(probe, ph["mechanism"]))
+        if ph["mechanism"] == "srappor":
+            kw["candidates"] = [0, 1]  # placeholder: the list comes with the phase-2 message
+        try:
+            mech = make_mechanism(ph["mechanism"], ph["eps_milli"], size, salt=salt,
+                                  campaign_id=cid, phase=ph["phase"], **kw)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, LdpError):
+                raise
+            raise ConfigError("param", str(exc)) from None
+        params = {k: v for k, v in mech.config_params().items() if k != "candidates"}
+        out.append(dict(ph, params=params))
+    return out
+
+
+def create_protocol_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_file: str,
+                             name: str, protocol_name: str, epsilon, domain, set_size: int = None,
+                             top: int = None, k_max: int = None, budget_split: float = None,
+                             sample_rate: float = None, theta: float = None, sketch_k: int = None,
+                             sketch_m: int = None, valid_days: float = DEFAULT_VALID_DAYS,
+                             salt: int = None, campaign_id: int = None) -> Campaign:
+    """Build, sign, store and publish a two-phase protocol campaign (module docstring).
+    `epsilon` is the whole budget: LDPMiner splits it between its phases (every device
+    reports twice, sequential composition); LDPLCM gives it to both (each device reports once)."""
+    if not cfgmod.NAME_RE.match(name or ""):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
+    key = read_fleet_key(fleet_key_file)
+    dom = parse_domain(domain)
+    phases, proto = protocol_phases(protocol_name, _eps_milli(epsilon), dom, set_size, top, k_max,
+                                    budget_split, sample_rate, theta, sketch_k, sketch_m)
+    salt = int.from_bytes(os.urandom(4), "little") if salt is None else int(salt)
+    cid = cfgmod.campaign_id_for(name) if campaign_id is None else int(campaign_id)
+    now = int(time.time())
+    doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
+                             campaign_id=cid, not_before=now - 60,
+                             not_after=now + int(valid_days * 86400))
+    payload = cfgmod.sign(doc, key)
+    camp = store.add_campaign(doc, payload, os.path.abspath(fleet_key_file), protocol=proto)
+    if broker is not None:
+        try:
+            brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
+            publish_status(store, broker, name)
+        except Exception:
+            store.remove_campaign(name)
+            raise
+    return camp
+
+
+def advance_campaign(store: Store, broker: brokermod.BrokerSettings, name: str,
+                     fleet_key_file: str = None) -> dict:
+    """Phase 1 -> phase 2 of a protocol campaign: compute the phase-2 message from the
+    phase-1 sketch as it is committed now, sign and publish it retained, persist it (with
+    LDPLCM's measured theta). Returns what was decided: {"campaign", "protocol",
+    "phase1_reports", "candidates"} (LDPMiner) or {..., "high_items", "theta_measured",
+    "model_nodes"} (LDPLCM)."""
+    from ..protocols import ldplcm, ldpminer
+    from .estimates import load_sketch
+    camp = store.require_campaign(name)
+    proto = camp.protocol
+    if not proto:
+        raise ConfigError("protocol", "campaign %s was not created with --protocol; publish its "
+                          "phase-2 message with `campaign phase2`" % name)
+    if camp.phase != 1:
+        raise ConfigError("phase", "campaign %s is already in phase %d" % (name, camp.phase))
+    if not camp.open:
+        raise ConfigError("state", "campaign %s is closed" % name)
+    sketch1 = load_sketch(store, name, 1)
+    if sketch1.n < 1:
+        raise ConfigError("phase1", "campaign %s has no phase-1 reports yet" % name)
+    keys = cfgmod.domain_keys(camp.config)
+    out = {"campaign": name, "protocol": proto["protocol"], "phase1_reports": int(sketch1.n)}
+    if proto["protocol"] == "ldplcm":
+        training = ldplcm.train_model(sketch1, keys, theta=proto["theta"],
+                                      seed=int(proto.get("train_seed", 0)))
+        model = training.model
+        updated = dict(proto, theta_measured=training.theta_measured)
+        publish_phase2(store, broker, name, model=ldplcm.model_to_doc(model),
+                       fleet_key_file=fleet_key_file, protocol=updated)
+        high = ldplcm.high_mask(model, range(len(keys)))
+        out.update(theta_measured=training.theta_measured, high_items=int(high.sum()),
+                   model_nodes=len(model.split))
+        return out
+    cand = ldpminer.candidates_from_phase1(sketch1, int(proto["k_max"]), keys)
+    publish_phase2(store, broker, name, candidates=[int(c) for c in cand],
+                   fleet_key_file=fleet_key_file)
+    out["candidates"] = [int(c) for c in cand]
+    return out
+
+
+def expected_error(campaign: Campaign, phase: int, n: int, confidence: float = 0.95) -> dict:
+    """Standard deviation of one item's estimate from `mech.variance(n)` (f -> 0), as a fraction
+    and as a count, and the half-width of the two-sided `confidence` interval."""
+    from scipy import stats
+    if n <= 0:
+        return {"n": 0, "stddev_fraction": None, "stddev_count": None, "ci_halfwidth_count": None,
+                "confidence": confidence}
+    var = campaign.mechanism(phase).variance(n)
+    sd = math.sqrt(var)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    return {"n": n, "stddev_fraction": sd, "stddev_count": sd * n,
+            "ci_halfwidth_count": z * sd * n, "confidence": confidence}
+
+
+def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
+    """Everything `ldpfleet campaign status` prints."""
+    camp = store.require_campaign(name)
+    counters = store.counters(name)
+    phases = []
+    for ph in camp.config["phases"]:
+        stored = store.sketch_blob(name, ph["phase"])
+        n = stored[0] if stored else 0
+        entry = {"phase": ph["phase"], "mechanism": ph["mechanism"],
+                 "epsilon": ph["eps_milli"] / 1000.0, "params": ph.get("params", {}), "reports": n,
+                 "open": ph["phase"] <= camp.phase}
+        if "sample_rate_ppm" in ph:
+            entry["sample_rate_ppm"] = ph["sample_rate_ppm"]
+        if ph["phase"] <= camp.phase:
+            try:
+                entry["expected_error"] = expected_error(camp, ph["phase"], n, confidence)
+            except Exception as exc:  # a mechanism without variance() yet
+                entry["expected_error"] = {"error": str(exc)}
+        phases.append(entry)
+    rejected = {k: v for k, v in sorted(counters.items()) if k not in ("received", "accepted")}
+    return {"campaign": name, "campaign_id": camp.campaign_id, "state": camp.state,
+            "phase": camp.phase, "domain": {"type": camp.config["domain"]["type"],
+                                            "size": cfgmod.domain_size(camp.config)},
+            "created_at": camp.created_at, "closed_at": camp.closed_at,
+            "not_after": camp.config["not_after"],
+            "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),
+            "rejected": rejected, "rejected_total": sum(rejected.values()), "phases": phases,
+            "protocol": camp.protocol}

@@ -1,0 +1,333 @@
+"""Frequency estimates of a campaign from its stored sketch, with confidence intervals.
+
+`compute_estimates(store, name, ...) -> EstimateTable`:
+- raw estimates: `sketch.estimate(keys)` (unbiased counts), as fractions of the n reports;
+- interval: estimate ± z·σ with σ² = `mech.variance(n)` (the mechanism's theoretical variance
+  of one item's estimated fraction, f -> 0 approximation; Wang et al. 2017 §3 / [NH] Eq. 5 for
+  the pure protocols) and z the normal quantile of `confidence` (CLT over n reports);
+- optional consistency post-processing `post.postprocess(method, est, var, n)` over the whole
+  domain ([NH] §3), shown next to the raw estimate;
+- `threshold="auto"`: keep items whose raw estimate exceeds T = Φ⁻¹(1 − α/d)·σ with α = 2
+  ([NH] §3.1, Eq. 9: about two false positives among d items that all have frequency 0); a
+  number keeps items whose raw estimate exceeds that fraction of n;
+- `top=K`: the K largest, ranked by the post-processed value if a method is given, else raw;
+- `subset=[items]`: a set-value query, the fraction of users whose item is in the set: the sum
+  of the estimates, interval ± z·σ·sqrt(|S|) (independent per-item errors, [NH] §5.2), and with
+  a method the sum of its post-processed values (Post-Pos clips the query answer, [NH] §3.1).
+
+`EstimateTable.to_json()` / `to_csv(file)` / `to_text()` render it.
+
+Two-phase protocol campaigns in phase 2: `compute_answer(store, name) -> ProtocolAnswer`, the
+protocol's final answer (LDPMiner: `ldpminer.final_topk` over the candidates, top-k with
+frequencies; LDPLCM: `ldplcm.estimate_frequencies`, Alg. 4, with the high-frequent flag).
+"""
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import config as cfgmod
+from ..errors import ConfigError
+from ..mechanisms.base import Sketch
+from .store import Store
+
+MAX_ENUMERATED_DOMAIN = 1 << 22
+"""Domains larger than this need an explicit list of items to estimate."""
+
+DEFAULT_ALPHA = 2.0
+"""[NH] §3.1, Eq. 9: alpha = 2 expected false positives (post.DEFAULT_CUT_ALPHA)."""
+
+
+@dataclass
+class EstimateTable:
+    campaign: str
+    phase: int
+    mechanism: str
+    epsilon: float
+    n: int
+    confidence: float
+    stddev_fraction: float
+    post: str = None
+    threshold: float = None
+    rows: list = field(default_factory=list)
+    subset: dict = None
+
+    def to_json(self) -> dict:
+        return {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
+                "epsilon": self.epsilon, "n": self.n, "confidence": self.confidence,
+                "stddev_fraction": self.stddev_fraction,
+                "stddev_count": None if self.stddev_fraction is None else self.stddev_fraction * self.n,
+                "post": self.post, "threshold": self.threshold, "items": self.rows,
+                "subset": self.subset}
+
+    def columns(self):
+        cols = ["rank", "item", "key", "estimate", "frequency", "ci_low", "ci_high"]
+        return cols + (["post"] if self.post else [])
+
+    def to_csv(self, stream=None) -> str:
+        out = stream or io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=self.columns(), lineterminator="\n")
+        writer.writeheader()
+        for row in self.rows:
+            writer.writerow({k: row.get(k) for k in self.columns()})
+        return out.getvalue() if stream is None else ""
+
+    def to_text(self) -> str:
+        lines = ["campaign %s phase %d (%s, epsilon %g): n = %d reports" % (
+            self.campaign, self.phase, self.mechanism, self.epsilon, self.n)]
+        if self.n == 0:
+            return lines[0] + "; no estimate yet"
+        lines.append("per-item stddev %.3g of n (%.1f reports); %g%% intervals%s%s" % (
+            self.stddev_fraction, self.stddev_fraction * self.n, 100 * self.confidence,
+            "; post-processing %s" % self.post if self.post else "",
+            "; threshold %.4g" % self.threshold if self.threshold is not None else ""))
+        head = "%5s  %-24s %12s %10s  %-23s" % ("rank", "item", "estimate", "fraction", "interval")
+        lines.append(head + ("  %10s" % "post" if self.post else ""))
+        for row in self.rows:
+            line = "%5d  %-24s %12.1f %10.5f  [%9.5f, %9.5f]" % (
+                row["rank"], str(row["item"])[:24], row["estimate"], row["frequency"],
+                row["ci_low"], row["ci_high"])
+            lines.append(line + ("  %10.5f" % row["post"] if self.post else ""))
+        if self.subset is not None:
+            q = self.subset
+            lines.append("subset of %d items: fraction %.5f [%.5f, %.5f]%s" % (
+                len(q["items"]), q["frequency"], q["ci_low"], q["ci_high"],
+                "; %s %.5f" % (self.post, q["post"]) if "post" in q else ""))
+        return "\n".join(lines)
+
+
+def _query_keys(campaign, phase, items):
+    """(display items, item keys) of the estimate query."""
+    from .. import protocol
+    doc = campaign.config
+    if items is not None:
+        shown = list(items)
+        return shown, [protocol.item_key(i) for i in shown]
+    if phase == 2 and campaign.phase2 and "candidates" in campaign.phase2:
+        keys = list(campaign.phase2["candidates"])
+        if doc["domain"]["type"] == "str":
+            names = {protocol.item_key(i): i for i in doc["domain"]["items"]}
+            return [names.get(k, k) for k in keys], keys
+        return keys, keys
+    if doc["domain"]["type"] == "str":
+        return list(doc["domain"]["items"]), cfgmod.domain_keys(doc)
+    size = doc["domain"]["size"]
+    if size > MAX_ENUMERATED_DOMAIN:
+        raise ConfigError("items", "domain of %d items is too large to enumerate; pass items" % size)
+    return list(range(size)), list(range(size))
+
+
+def _subset_query(subset, keys, freq, post_values, post, sd, z) -> dict:
+    """Set-value query over `subset` (items of the campaign's domain)."""
+    from .. import protocol
+    index = {k: i for i, k in enumerate(keys)}
+    wanted = list(dict.fromkeys(subset))
+    missing = [item for item in wanted if protocol.item_key(item) not in index]
+    if not wanted or missing:
+        raise ConfigError("subset", "items not in the estimated domain: %r" % (missing[:5],))
+    idx = np.array([index[protocol.item_key(item)] for item in wanted])
+    total = float(freq[idx].sum())
+    half = z * sd * math.sqrt(len(idx))
+    out = {"items": wanted, "frequency": total, "ci_low": total - half, "ci_high": total + half}
+    if post_values is not None:
+        from .. import post as postmod
+        out["post"] = float(postmod.query_transform(post)(float(post_values[idx].sum())))
+    return out
+
+
+def load_sketch(store: Store, name: str, phase: int):
+    """The stored sketch of a campaign phase (a fresh empty one if no report was accepted)."""
+    camp = store.require_campaign(name)
+    stored = store.sketch_blob(name, phase)
+    if stored is None:
+        return camp.mechanism(phase).new_sketch()
+    return Sketch.deserialize(stored[1])
+
+
+def compute_estimates(store: Store, name: str, phase: int = None, post: str = None, top: int = None,
+                      threshold=None, confidence: float = 0.95, items=None,
+                      post_opts: dict = None, subset=None) -> EstimateTable:
+    """See the module docstring. `items`: restrict the query to these items (ints or strs);
+    `subset`: answer the set-value query over these items as well."""
+    from scipy import stats
+    camp = store.require_campaign(name)
+    phase = camp.phase if phase is None else int(phase)
+    if not 1 <= phase <= camp.phases:
+        raise ConfigError("phase", "campaign %s has no phase %d" % (name, phase))
+    if phase > camp.phase:
+        raise ConfigError("phase", "campaign %s has not opened phase %d yet" % (name, phase))
+    if not 0 < confidence < 1:
+        raise ConfigError("confidence", "must be in (0, 1), got %r" % confidence)
+    mech = camp.mechanism(phase)
+    sketch = load_sketch(store, name, phase)
+    n = sketch.n
+    table = EstimateTable(campaign=name, phase=phase, mechanism=mech.name, epsilon=mech.eps, n=n,
+                          confidence=confidence, stddev_fraction=None, post=post)
+    if n == 0:
+        return table
+    shown, keys = _query_keys(camp, phase, items)
+    counts = np.asarray(sketch.estimate(keys), dtype=np.float64)
+    freq = counts / n
+    var = float(mech.variance(n))
+    sd = math.sqrt(var)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    table.stddev_fraction = sd
+    value = freq
+    post_values = None
+    if post:
+        from .. import post as postmod
+        if items is not None:
+            raise ConfigError("post", "post-processing needs the whole domain, not a list of items")
+        opts = dict(post_opts or {})
+        if post == "mle-apx" and "p" not in opts and hasattr(mech, "support_pq"):
+            p, q = mech.support_pq()
+            opts.update(p=float(p), q=float(q))
+        post_values = np.asarray(postmod.postprocess(post, freq, var, n, **opts), dtype=np.float64)
+        value = post_values
+    if threshold is not None:
+        if threshold == "auto":
+            table.threshold = float(stats.norm.ppf(1 - DEFAULT_ALPHA / len(keys))) * sd
+        else:
+            table.threshold = float(threshold)
+    if subset is not None:
+        table.subset = _subset_query(subset, keys, freq, post_values, post, sd, z)
+    order = np.arange(len(keys))
+    if top is not None or table.threshold is not None:
+        order = np.argsort(-value, kind="stable")
+    if table.threshold is not None:
+        order = order[freq[order] > table.threshold]
+    if top is not None:
+        order = order[:int(top)]
+    for rank, i in enumerate(order.tolist(), start=1):
+        row = {"rank": rank, "item": shown[i], "key": int(keys[i]), "estimate": float(counts[i]),
+               "frequency": float(freq[i]), "ci_low": float(freq[i] - z * sd),
+               "ci_high": float(freq[i] + z * sd)}
+        if post_values is not None:
+            row["post"] = float(post_values[i])
+        table.rows.append(row)
+    return table
+
+
+# --- two-phase protocols' final answers ---------------------------------------------------------
+
+@dataclass
+class ProtocolAnswer:
+    """The final answer of a two-phase protocol campaign. rows: {rank, item, key, frequency,
+    estimate (count = frequency * phase-2 reports)} plus `high` (LDPLCM) or `phase1_frequency`
+    (LDPMiner)."""
+
+    campaign: str
+    protocol: str
+    phase_reports: list
+    params: dict
+    rows: list = field(default_factory=list)
+    high_items: list = None
+
+    def to_json(self) -> dict:
+        out = {"campaign": self.campaign, "protocol": self.protocol, "phase": 2,
+               "phase_reports": self.phase_reports, "n": self.phase_reports[1],
+               "params": self.params, "items": self.rows}
+        if self.high_items is not None:
+            out["high_items"] = self.high_items
+        return out
+
+    def columns(self):
+        extra = ["high"] if self.protocol == "ldplcm" else ["phase1_frequency"]
+        return ["rank", "item", "key", "estimate", "frequency"] + extra
+
+    def to_csv(self, stream=None) -> str:
+        out = stream or io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=self.columns(), lineterminator="\n")
+        writer.writeheader()
+        for row in self.rows:
+            writer.writerow({k: row.get(k) for k in self.columns()})
+        return out.getvalue() if stream is None else ""
+
+    def to_text(self) -> str:
+        n1, n2 = self.phase_reports
+        head = "campaign %s (%s): phase 1 %d reports, phase 2 %d reports; %s" % (
+            self.campaign, self.protocol, n1, n2,
+            ", ".join("%s %s" % (k, v) for k, v in sorted(self.params.items())))
+        if n2 == 0:
+            return head + "\nno phase-2 report yet"
+        lines = [head]
+        if self.protocol == "ldplcm":
+            lines.append("high-frequent items (model): %d; frequencies from the model for those, "
+                         "the lcm sketch for the rest" % len(self.high_items))
+            lines.append("%5s  %-24s %10s  %s" % ("rank", "item", "fraction", "high"))
+            for row in self.rows:
+                lines.append("%5d  %-24s %10.5f  %s" % (row["rank"], str(row["item"])[:24],
+                                                       row["frequency"], "yes" if row["high"] else ""))
+        else:
+            lines.append("top-%d of %d candidates, ranked by their phase-2 estimates"
+                         % (len(self.rows), self.params["k_max"]))
+            lines.append("%5s  %-24s %10s %12s" % ("rank", "item", "fraction", "phase-1"))
+            for row in self.rows:
+                lines.append("%5d  %-24s %10.5f %12.5f" % (row["rank"], str(row["item"])[:24],
+                                                          row["frequency"], row["phase1_frequency"]))
+        return "\n".join(lines)
+
+
+def _display(doc, keys):
+    """Domain items of item keys (the item itself for an int domain)."""
+    from .. import protocol
+    if doc["domain"]["type"] == "str":
+        names = {protocol.item_key(i): i for i in doc["domain"]["items"]}
+        return [names.get(int(k), int(k)) for k in keys]
+    return [int(k) for k in keys]
+
+
+def compute_answer(store: Store, name: str, top: int = None) -> ProtocolAnswer:
+    """The final answer of a protocol campaign in phase 2 (module docstring). `top`: LDPMiner
+    reports its k (at most k_max) items, LDPLCM every domain item by default (in domain
+    order) or its `top` largest."""
+    from ..protocols import ldplcm, ldpminer
+    camp = store.require_campaign(name)
+    proto = camp.protocol
+    if not proto:
+        raise ConfigError("protocol", "campaign %s is not a two-phase protocol campaign" % name)
+    if camp.phase != 2 or not camp.phase2:
+        raise ConfigError("phase", "campaign %s is in phase 1; run `ldpfleet campaign advance` "
+                          "first (or pass --phase 1 for the phase-1 estimates)" % name)
+    sketch1, sketch2 = load_sketch(store, name, 1), load_sketch(store, name, 2)
+    reports = [int(sketch1.n), int(sketch2.n)]
+    doc = camp.config
+    if proto["protocol"] == "ldplcm":
+        model = ldplcm.check_model(camp.phase2["model"])
+        keys = np.asarray(cfgmod.domain_keys(doc), np.uint32)
+        theta = proto.get("theta_measured")
+        params = {"theta": proto["theta"], "theta_measured": theta,
+                  "sample_rate_ppm": proto["sample_rate_ppm"]}
+        answer = ProtocolAnswer(name, "ldplcm", reports, params)
+        if sketch2.n == 0:
+            answer.high_items = []
+            return answer
+        est, high = ldplcm.estimate_frequencies(sketch2, model, keys, theta=theta)
+        order = np.arange(keys.size)
+        if top is not None:
+            order = np.argsort(-est, kind="stable")[:int(top)]
+        shown = _display(doc, keys)
+        answer.high_items = [shown[i] for i in np.flatnonzero(high).tolist()]
+        for rank, i in enumerate(order.tolist(), start=1):
+            answer.rows.append({"rank": rank, "item": shown[i], "key": int(keys[i]),
+                                "estimate": float(est[i]) * sketch2.n,
+                                "frequency": float(est[i]), "high": bool(high[i])})
+        return answer
+    cand = np.asarray(camp.phase2["candidates"], np.uint32)
+    k = int(proto["k"]) if top is None else int(top)
+    params = {"k": int(proto["k"]), "k_max": int(proto["k_max"]), "set_size": proto["set_size"],
+              "budget_split": proto["budget_split"]}
+    answer = ProtocolAnswer(name, proto["protocol"], reports, params)
+    if sketch2.n == 0:
+        return answer
+    best = ldpminer.final_topk(sketch1, sketch2, k, candidates=cand)
+    phase1 = np.asarray(sketch1.estimate(best.keys), np.float64) / max(sketch1.n, 1)
+    shown = _display(doc, best.keys)
+    for rank, (key, f, f1, item) in enumerate(zip(best.keys.tolist(), best.frequencies.tolist(),
+                                                  phase1.tolist(), shown), start=1):
+        answer.rows.append({"rank": rank, "item": item, "key": int(key),
+                            "estimate": float(f) * sketch2.n, "frequency": float(f),
+                            "phase1_frequency": float(f1)})
+    return answer

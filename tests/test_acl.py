@@ -1,0 +1,294 @@
+"""`ldpfleet broker-config` against a real private mosquitto running the generated config:
+devices publish only to their own report topic, only the aggregator publishes configs and
+reads reports. Refused publishes are silent in MQTT 3.1.1, so each check publishes a legit
+sentinel after the forbidden message from the same client: the broker keeps per-client order,
+so once the aggregator sees the sentinel it would already have seen the forbidden message."""
+import base64
+import csv
+import getpass
+import os
+import queue
+import shutil
+import subprocess
+import threading
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from ldpfleet import broker, cli
+from ldpfleet.errors import ConfigError
+
+DEVICES = ["dev-a", "dev-b", "dev_c"]
+
+
+class Client:
+    """A paho client that records every message it receives."""
+
+    def __init__(self, port, username, password, client_id=None):
+        self.messages = queue.Queue()
+        self.connected = threading.Event()
+        self.reason = None
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id or username,
+                                  protocol=mqtt.MQTTv311)
+        if username is not None:
+            self.client.username_pw_set(username, password)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = lambda c, u, m: self.messages.put((m.topic, m.payload, m.retain))
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties):
+        self.reason = reason_code
+        self.connected.set()
+
+    def wait_connected(self):
+        assert self.connected.wait(10), "no CONNACK"
+        return not self.reason.is_failure
+
+    def subscribe(self, topic):
+        done = threading.Event()
+        self.client.on_subscribe = lambda *a: done.set()
+        self.client.subscribe(topic, qos=1)
+        assert done.wait(10)
+
+    def publish(self, topic, payload, retain=False):
+        self.client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(10)
+
+    def wait_for(self, topic, payload, timeout=10):
+        """Messages received up to and including (topic, payload)."""
+        seen = []
+        while True:
+            item = self.messages.get(timeout=timeout)
+            seen.append(item)
+            if item[:2] == (topic, payload):
+                return seen
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@pytest.fixture
+def secured(tmp_path):
+    """The generated config, run by a real mosquitto on a free loopback port."""
+    devices_file = tmp_path / "devices.txt"
+    devices_file.write_text("# fleet\n" + "\n".join(DEVICES) + "\n")
+    port = broker.free_port()
+    out = tmp_path / "broker"
+    assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
+                     "--devices-file", str(devices_file), "--campaigns", "c1",
+                     "--port", str(port), "--bind", "127.0.0.1", "--run-as", getpass.getuser(),
+                     "--log-file", str(tmp_path / "mosquitto.log")]) == 0
+    with open(out / "credentials.csv") as f:
+        creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
+    proc = broker.MosquittoProcess(str(out / "mosquitto.conf"), port,
+                                   log_path=str(tmp_path / "mosquitto.log")).start()
+    clients = []
+
+    def connect(user, password=None, client_id=None):
+        c = Client(port, user, creds.get(user) if password is None else password, client_id)
+        clients.append(c)
+        return c
+
+    yield connect, out, creds
+    for c in clients:
+        c.close()
+    proc.stop()
+
+
+def test_device_publishes_only_its_own_report_topic(secured):
+    connect, _, _ = secured
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.subscribe("ldp/#")
+    dev = connect("dev-a")
+    assert dev.wait_connected()
+
+    forbidden = [("ldp/c1/r/dev-b", b"impersonation"), ("ldp/c1/config", b"forged config"),
+                 ("ldp/c1/phase2", b"forged phase2"), ("ldp/c1/status", b"forged status"),
+                 ("ldp/c2/r/dev-a", b"other campaign"), ("ldp/c1/r/dev-a/x", b"deeper topic")]
+    for topic, payload in forbidden:
+        dev.publish(topic, payload)
+    dev.publish("ldp/c1/r/dev-a", b"legit report")
+    seen = agg.wait_for("ldp/c1/r/dev-a", b"legit report")
+    assert seen == [("ldp/c1/r/dev-a", b"legit report", False)]
+
+
+def test_devices_read_campaign_topics_but_not_reports(secured):
+    connect, _, _ = secured
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.subscribe("ldp/#")
+    agg.publish("ldp/c1/config", b"signed config", retain=True)
+    agg.publish("ldp/c1/phase2", b"signed phase2", retain=True)
+    agg.wait_for("ldp/c1/phase2", b"signed phase2")
+
+    dev_a = connect("dev-a")
+    assert dev_a.wait_connected()
+    dev_a.subscribe("ldp/c1/config")
+    dev_a.subscribe("ldp/c1/phase2")
+    dev_a.subscribe("ldp/c1/status")
+    dev_a.subscribe("ldp/c1/r/+")  # refused by the ACL: reads of reports are never delivered
+    got = {t: p for t, p, _ in (dev_a.messages.get(timeout=10) for _ in range(2))}
+    assert got == {"ldp/c1/config": b"signed config", "ldp/c1/phase2": b"signed phase2"}
+
+    dev_b = connect("dev-b")
+    assert dev_b.wait_connected()
+    dev_b.publish("ldp/c1/r/dev-b", b"report of b")
+    agg.wait_for("ldp/c1/r/dev-b", b"report of b")
+    agg.publish("ldp/c1/status", b"status after b")
+    seen = dev_a.wait_for("ldp/c1/status", b"status after b")
+    assert seen == [("ldp/c1/status", b"status after b", False)]
+
+
+def test_aggregator_config_survives_forged_retained_publish(secured):
+    connect, _, _ = secured
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.publish("ldp/c1/config", b"genuine", retain=True)
+    dev = connect("dev_c")
+    assert dev.wait_connected()
+    dev.publish("ldp/c1/config", b"forged", retain=True)
+    dev.publish("ldp/c1/r/dev_c", b"sentinel")
+    agg.subscribe("ldp/c1/r/dev_c")
+    late = connect("dev-b")
+    assert late.wait_connected()
+    late.subscribe("ldp/c1/config")
+    assert late.messages.get(timeout=10) == ("ldp/c1/config", b"genuine", True)
+
+
+def test_unknown_users_and_wrong_passwords_are_refused(secured):
+    connect, _, _ = secured
+    assert not connect("dev-a", password="wrong", client_id="x1").wait_connected()
+    assert not connect("intruder", password="anything", client_id="x2").wait_connected()
+    assert not connect(None, client_id="x3").wait_connected()
+
+
+def test_rerun_keeps_passwords_and_adds_devices(secured, tmp_path):
+    _, out, creds = secured
+    more = tmp_path / "more.txt"
+    more.write_text("\n".join(DEVICES + ["dev-d"]) + "\n")
+    assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
+                     "--devices-file", str(more)]) == 0
+    with open(out / "credentials.csv") as f:
+        again = {row["username"]: row["password"] for row in csv.DictReader(f)}
+    assert set(again) == set(creds) | {"dev-d"}
+    assert all(again[u] == creds[u] for u in creds)
+    assert os.stat(out / "credentials.csv").st_mode & 0o077 == 0
+    assert os.stat(out / "passwd").st_mode & 0o077 == 0
+
+
+def test_bad_device_ids_are_refused(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("dev-a\ndev/b\n")
+    with pytest.raises(ConfigError) as err:
+        broker.read_device_ids(str(bad))
+    assert err.value.field == "device_id"
+    dup = tmp_path / "dup.txt"
+    dup.write_text("dev-a\ndev-a\n")
+    with pytest.raises(ConfigError):
+        broker.read_device_ids(str(dup))
+
+
+@pytest.mark.skipif(shutil.which("mosquitto_passwd") is None, reason="mosquitto_passwd not installed")
+def test_password_hash_matches_mosquitto_passwd(tmp_path):
+    path = tmp_path / "pw"
+    subprocess.run(["mosquitto_passwd", "-c", "-b", str(path), "user", "s3cret"], check=True)
+    line = path.read_text().strip()
+    stored = line.split(":", 1)[1]
+    _, kind, iterations, salt, _ = stored.split("$")
+    assert kind == "7"
+    assert broker.password_hash("s3cret", base64.b64decode(salt), int(iterations)) == stored
+    assert broker.password_hash("s3creT", base64.b64decode(salt), int(iterations)) != stored
+
+
+@pytest.mark.skipif(shutil.which("micropython") is None, reason="micropython binary not installed")
+def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
+    """The generated ACL with the real parts: `serve` and `campaign create` log in as the
+    aggregator user; MicroPython devices log in as themselves and get their report accepted;
+    a device logging in as dev-a but reporting as dev-b is dropped by the broker."""
+    from ldpfleet import device_runner
+    from ldpfleet.service import BrokerSettings, ServeProcess, Store, create_campaign
+    from ldpfleet.service.campaigns import write_fleet_key
+
+    connect, out, creds = secured
+    conf = (out / "mosquitto.conf").read_text()
+    port = int(next(line.split()[1] for line in conf.splitlines() if line.startswith("listener")))
+    url = "mqtt://127.0.0.1:%d" % port
+    state = "sqlite:///%s" % (tmp_path / "agg.db")
+    key_file = str(tmp_path / "fleet.key")
+    key = write_fleet_key(key_file)
+    serve = ServeProcess(url, state, log_path=str(tmp_path / "serve.log"),
+                         extra_args=["--username", "agg", "--password", creds["agg"]]).start()
+    try:
+        with Store(state) as store:
+            create_campaign(store, BrokerSettings.from_url(url, "agg", creds["agg"]), key_file, "c1",
+                            "grr", 2.0, "8")
+
+        def run(device_id, user):
+            st = device_runner.prepare_device(tmp_path / device_id, device_id, key, value=3,
+                                              campaign="c1",
+                                              broker={"host": "127.0.0.1", "port": port, "user": user,
+                                                      "password": creds[user]})
+            done = device_runner.run_device(st, "127.0.0.1", port, "c1", wait=40)
+            assert done.returncode == 0, done.stdout[-2000:]
+
+        run("dev-a", "dev-a")
+        serve.wait_counts("c1", lambda c: c.get("accepted", 0) >= 1, timeout=30)
+        run("dev-b", "dev-a")  # impostor: its publish to ldp/c1/r/dev-b is refused
+        run("dev_c", "dev_c")
+        counters = serve.wait_counts("c1", lambda c: c.get("accepted", 0) >= 2, timeout=30)
+        assert counters == {"received": 2, "accepted": 2}
+        with Store(state) as store:  # the second accepted report is dev_c's, not the impostor's
+            assert set(store.seen_seqs("c1", 1, ["dev-a", "dev-b", "dev_c"])) == {"dev-a", "dev_c"}
+    finally:
+        serve.stop()
+
+
+def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
+    """The C client (device/c_client) under the generated ACL: with its broker credentials in
+    identity.json it logs in as itself and its report reaches the aggregator on its own topic;
+    with a wrong password the broker refuses the CONNACK, so it spends and publishes nothing;
+    `--password` overrides the identity's password."""
+    from c_client_build import build_client, run_client
+    from device_support import FLEET_KEY, config_doc
+    from ldpfleet import config as campaign_config
+    from ldpfleet import device_runner
+
+    connect, out, creds = secured
+    conf = (out / "mosquitto.conf").read_text()
+    port = int(next(line.split()[1] for line in conf.splitlines() if line.startswith("listener")))
+    binary = build_client()
+    doc = config_doc("c1", mechanism="grr", eps_milli=1000)
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.publish("ldp/c1/config", campaign_config.sign(doc, FLEET_KEY), retain=True)
+    agg.subscribe("ldp/c1/r/+")
+
+    def state_for(device_id, password):
+        return device_runner.prepare_device(tmp_path / device_id, device_id, FLEET_KEY,
+                                            broker={"host": "127.0.0.1", "port": port,
+                                                    "user": device_id, "password": password})
+
+    def ledgered_report(state):
+        return bytes.fromhex(device_runner.read_ledger(state)["reports"]["%d:1" % doc["campaign_id"]][2])
+
+    good = state_for("dev-a", creds["dev-a"])
+    done = run_client(binary, good, port, "c1", 5)
+    assert done.returncode == device_runner.EXIT_DONE, done.stdout + done.stderr
+    assert "CONNACK refused" not in done.stdout
+    report_a = ledgered_report(good)
+    assert agg.wait_for("ldp/c1/r/dev-a", report_a) == [("ldp/c1/r/dev-a", report_a, False)]
+
+    wrong = state_for("dev-b", creds["dev-b"] + "x")
+    refused = run_client(binary, wrong, port, "c1", 5, wait=15, timeout=3, backoff_max=0.5)
+    assert refused.returncode == device_runner.EXIT_TIMEOUT, refused.stdout + refused.stderr
+    assert "ldp dev-b connection-lost CONNACK refused:" in refused.stdout, refused.stdout
+    assert "spent" not in refused.stdout and "published" not in refused.stdout
+    assert device_runner.read_ledger(wrong) is None
+
+    overridden = run_client(binary, wrong, port, "c1", 5, extra=["--password", creds["dev-b"]])
+    assert overridden.returncode == device_runner.EXIT_DONE, overridden.stdout + overridden.stderr
+    report_b = ledgered_report(wrong)
+    # the only dev-b report the aggregator ever saw is the one sent with the right password
+    assert agg.wait_for("ldp/c1/r/dev-b", report_b) == [("ldp/c1/r/dev-b", report_b, False)]

@@ -1,0 +1,129 @@
+"""100,000 bad messages mixed with 15,000 good reports: the service stays up, every bad
+message is counted under its own reason, every good report is counted exactly once and the
+sketch equals an in-process sketch fed only the good reports."""
+import numpy as np
+
+from ldpfleet.service import ServeProcess, Store, close_campaign
+from ldpfleet.service.ingest import Ingestor
+from ldpfleet.service.store import GLOBAL
+from service_support import BoundedPublisher, direct_sketch, new_campaign, report_messages
+
+SEED = 99173
+D = 64
+
+
+def mutate(report: bytes, pos: int, value: int) -> bytes:
+    b = bytearray(report)
+    b[pos] = value
+    return bytes(b)
+
+
+def with_u32(report: bytes, offset: int, value: int) -> bytes:
+    return report[:offset] + int(value).to_bytes(4, "little") + report[offset + 4:]
+
+
+def bad_messages(rng, mech, closed_mech, wave1, good_msgs):
+    """[(topic, payload)] and {(campaign key, reason): count} of what the service must count."""
+    spare = mech.perturb_batch(rng.integers(0, D, 80000), rng, seq_start=1000)
+    closed_reports = closed_mech.perturb_batch(rng.integers(0, D, 6000), rng)
+    pool = iter(row.tobytes() for row in spare)
+    out, want = [], {}
+
+    def add(reason, topic, payload, key="good"):
+        out.append((topic, payload))
+        want[(key, reason)] = want.get((key, reason), 0) + 1
+
+    for i in range(12000):  # truncated, down to empty
+        add("size", "ldp/good/r/t%d" % i, next(pool)[:int(rng.integers(0, 16))])
+    for i in range(8000):  # oversized, a few by 100 kB
+        extra = 100_000 if i < 5 else int(rng.integers(1, 200))
+        add("size", "ldp/good/r/o%d" % i, next(pool) + rng.bytes(extra))
+    for i in range(6000):
+        add("version", "ldp/good/r/v%d" % i, mutate(next(pool), 0, int(rng.choice([0, 2, 7, 255]))))
+    for i in range(6000):
+        add("mechanism", "ldp/good/r/m%d" % i, mutate(next(pool), 1, int(rng.integers(2, 256))))
+    for i in range(8000):  # wrong phase: the campaign is in phase 1
+        add("phase", "ldp/good/r/p%d" % i, mutate(next(pool), 2, int(rng.choice([0, 2, 3, 255]))))
+    for i in range(4000):
+        add("flags", "ldp/good/r/f%d" % i, mutate(next(pool), 3, int(rng.integers(1, 256))))
+    for i in range(6000):
+        add("campaign_id", "ldp/good/r/c%d" % i, with_u32(next(pool), 4, mech.campaign_id ^ (1 + i)))
+    for i in range(8000):
+        add("y", "ldp/good/r/y%d" % i, with_u32(next(pool), 12, int(rng.integers(D, 2**32))))
+    for i in range(12000):  # unknown campaigns, many names: counted globally
+        add("unknown_campaign", "ldp/nosuch%d/r/u%d" % (i % 500, i), next(pool), key=GLOBAL)
+    for i in range(6000):
+        add("closed_campaign", "ldp/shut/r/s%d" % i, closed_reports[i].tobytes(), key="shut")
+    bad_topics = ["ldp/good/r/dev.%d", "ldp/good/r/" + "x" * 60 + "%05d", "ldp/go!od/r/d%d",
+                  "ldp/good/r/d%d é"]
+    for i in range(6000):
+        add("bad_topic", bad_topics[i % len(bad_topics)] % i, next(pool), key=GLOBAL)
+    for i in rng.integers(0, len(good_msgs), 12000):  # replayed: same device, same seq
+        add("duplicate", *good_msgs[i])
+    for i in rng.integers(0, len(wave1), 6000):  # another seq from a device that reported
+        topic, payload = wave1[i]
+        add("second_report", topic, with_u32(payload, 8, 1 + int(rng.integers(0, 2**31))))
+    return out, want
+
+
+def test_malformed_flood_is_counted_by_reason(tmp_path, mosquitto):
+    rng = np.random.default_rng(SEED)
+    state, camp = new_campaign(tmp_path, mosquitto.url, "good", "grr", 1.0, str(D))
+    _, shut = new_campaign(tmp_path, mosquitto.url, "shut", "grr", 1.0, str(D))
+    with Store(state) as store:
+        close_campaign(store, "shut")
+    mech = camp.mechanism(1)
+    good = mech.perturb_batch(rng.zipf(1.5, 15000) % D, rng)
+    good_msgs = report_messages("good", good, "g")
+    wave1, wave2 = good_msgs[:5000], good_msgs[5000:]
+    bad, want = bad_messages(rng, mech, shut.mechanism(1), wave1, good_msgs)
+    assert len(bad) == 100_000
+    mixed = wave2 + bad
+    order = rng.permutation(len(mixed))
+
+    serve = ServeProcess(mosquitto.url, state, batch_size=2000, batch_ms=50).start()
+    try:
+        pub = BoundedPublisher(mosquitto.url, "pub-malformed")
+        pub.publish_all(wave1)  # first, so that second reports of these devices come after
+        serve.wait_counts("good", lambda c: c.get("accepted", 0) >= 5000)
+        pub.publish_all(mixed[i] for i in order)
+        pub.wait_acked()
+        pub.close()
+        serve.wait_counts(None, lambda c: c.get("received", 0) >= len(good_msgs) + len(bad))
+        assert serve.alive()
+    finally:
+        assert serve.stop() == 0, serve.log()
+
+    want[("good", "accepted")] = len(good_msgs)
+    with Store(state) as store:
+        got = {(key, reason): n for key, reasons in store.all_counters().items()
+               for reason, n in reasons.items() if reason != "received"}
+        received = {key: reasons["received"] for key, reasons in store.all_counters().items()}
+        n, blob = store.sketch_blob("good", 1)
+        assert store.sketch_blob("shut", 1) is None
+    assert got == want
+    assert sum(received.values()) == len(good_msgs) + len(bad)
+    for key in received:
+        assert received[key] == sum(v for (k, _), v in want.items() if k == key)
+    assert n == len(good_msgs)
+    assert blob == direct_sketch(mech, good).serialize()
+
+
+def test_process_batch_without_broker(tmp_path, mosquitto):
+    """The batch step alone: a topic that is not UTF-8 (None), an empty payload, a good report
+    and its replay in the same batch; nothing is folded twice."""
+    state, camp = new_campaign(tmp_path, mosquitto.url, "unit", "olh", 2.0, "0-31")
+    mech = camp.mechanism(1)
+    reports = mech.perturb_batch(np.arange(4), np.random.default_rng(SEED))
+    ingest = Ingestor(state)
+    msgs = [(None, reports[0].tobytes()), ("ldp/unit/r/a", b""), ("ldp/unit/r/a", reports[1].tobytes()),
+            ("ldp/unit/r/a", reports[1].tobytes()), ("ldp/unit/r/b", reports[2].tobytes())]
+    counts = ingest.process_batch(msgs)
+    assert counts == {(GLOBAL, "received"): 1, (GLOBAL, "bad_topic"): 1, ("unit", "received"): 4,
+                      ("unit", "size"): 1, ("unit", "accepted"): 2, ("unit", "duplicate"): 1}
+    again = ingest.process_batch([("ldp/unit/r/b", reports[2].tobytes()),
+                                  ("ldp/unit/r/b", reports[3].tobytes())])
+    assert again == {("unit", "received"): 2, ("unit", "duplicate"): 1, ("unit", "second_report"): 1}
+    ingest.store.close()
+    with Store(state) as store:
+        assert store.sketch_blob("unit", 1)[1] == direct_sketch(mech, reports[1:3]).serialize()

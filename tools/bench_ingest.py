@@ -1,0 +1,294 @@
+"""Ingest benchmark: reports/s through a private Mosquitto into the aggregator's sketches,
+beside the broker's own ceiling for a bare paho subscriber measured in the same run.
+
+Method (both sides the same, so the ratio isolates the aggregator's own cost):
+1. a persistent MQTT session subscribes to `ldp/+/r/+` at QoS 1 and goes away;
+2. the fleet generator publishes N reports (the broker queues them for the absent session;
+   its queue is sized for N, docs/field-notes.md);
+3. the subscriber comes back and drains the backlog, so the publisher does not compete for
+   the 2 cores; the rate is the messages after the first one counted, over the time from the
+   first to the last (start-up costs excluded on both sides).
+The bare subscriber is paho-mqtt with the aggregator's protocol version and QoS, counting
+messages in `on_message` and nothing else; its clock runs from the first message to the last.
+Because paho's per-message cost can exceed the aggregator's own (which batches acks), the
+broker's true ceiling is also measured with a minimal MQTT 3.1.1 socket subscriber (QoS 1,
+PUBACKs written once per received chunk), the "minimal batched socket subscriber" of
+docs/field-notes.md.
+The aggregator is `ldpfleet serve` (subprocess): validation, dedupe, the mechanism's C decode,
+SQLite commit, then PUBACKs; its committed counters are polled every 20 ms, and its clock runs
+from the first poll that shows a committed batch to the one that shows all N accepted.
+
+Prints one JSON object. Not a test: no assertion on timing.
+"""
+import argparse
+import json
+import os
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "aggregator"))
+
+from ldpfleet import fleet  # noqa: E402
+from ldpfleet.broker import EmbeddedBroker  # noqa: E402
+from ldpfleet.service import BrokerSettings, ServeProcess, Store, create_campaign  # noqa: E402
+from ldpfleet.service import broker as brokermod  # noqa: E402
+from ldpfleet.service.campaigns import write_fleet_key  # noqa: E402
+
+
+class BareSubscriber:
+    """A paho subscriber on a persistent session that only counts messages."""
+
+    def __init__(self, settings, protocol: int, client_id: str = "bench-bare"):
+        self.settings = settings
+        self.protocol = brokermod.PROTOCOLS[protocol]
+        self.client_id = client_id
+        self.count = 0
+        self.target = None
+        self.done = threading.Event()
+        self.ready = threading.Event()
+        self.first_at = None
+        self.connected_at = None
+
+    def _client(self):
+        client = self.settings.make_client(self.client_id, persistent=True, protocol=self.protocol)
+        client.on_message = self._on_message
+        client.on_connect = self._on_connect
+        client.on_subscribe = lambda *a: self.ready.set()
+        return client
+
+    def _on_connect(self, client, userdata, flags, reason, props):
+        self.connected_at = time.perf_counter()
+        client.subscribe("ldp/+/r/+", qos=1)
+
+    def _on_message(self, client, userdata, msg):
+        self.count += 1
+        if self.count == 1:
+            self.first_at = time.perf_counter()
+        if self.target is not None and self.count >= self.target:
+            self.last_at = time.perf_counter()
+            self.done.set()
+
+    def subscribe_and_leave(self):
+        client = self._client()
+        brokermod.connect(client, self.settings, persistent=True, session_expiry=3600)
+        client.loop_start()
+        if not self.ready.wait(10):
+            raise RuntimeError("bare subscriber got no SUBACK")
+        client.disconnect()
+        client.loop_stop()
+
+    def drain(self, n: int, timeout: float) -> float:
+        """Reconnect and receive the n queued messages; returns messages/s after the first."""
+        self.count, self.target = 0, n
+        self.done.clear()
+        client = self._client()
+        brokermod.connect(client, self.settings, persistent=True, session_expiry=3600)
+        client.loop_start()
+        try:
+            if not self.done.wait(timeout):
+                raise TimeoutError("bare subscriber got %d of %d" % (self.count, n))
+            return (n - 1) / (self.last_at - self.first_at)
+        finally:
+            client.unsubscribe("ldp/+/r/+")  # so the next run's reports are not queued for us
+            client.disconnect()
+            client.loop_stop()
+
+
+class RawSubscriber:
+    """A minimal MQTT 3.1.1 QoS 1 subscriber on a raw socket: counts PUBLISH packets and
+    acknowledges each received chunk's packets with one write (persistent session)."""
+
+    def __init__(self, host, port, client_id="bench-raw"):
+        self.host, self.port, self.client_id = host, port, client_id
+
+    def _connect(self, clean: bool = False):
+        cid = self.client_id.encode()
+        body = (struct.pack("!H", 4) + b"MQTT" + bytes([4, 0x02 if clean else 0x00, 0, 60])
+                + struct.pack("!H", len(cid)) + cid)
+        sock = socket.create_connection((self.host, self.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(bytes([0x10]) + _varint(len(body)) + body)
+        if sock.recv(4)[:1] != b"\x20":
+            raise RuntimeError("raw subscriber: no CONNACK")
+        return sock
+
+    def subscribe_and_leave(self):
+        sock = self._connect()
+        topic = b"ldp/+/r/+"
+        body = struct.pack("!H", 1) + struct.pack("!H", len(topic)) + topic + bytes([1])
+        sock.sendall(bytes([0x82]) + _varint(len(body)) + body)
+        if sock.recv(5)[:1] != b"\x90":
+            raise RuntimeError("raw subscriber: no SUBACK")
+        sock.sendall(b"\xe0\x00")
+        sock.close()
+
+    def forget(self):
+        """End the persistent session (a clean-session connect discards it)."""
+        sock = self._connect(clean=True)
+        sock.sendall(b"\xe0\x00")
+        sock.close()
+
+    def drain(self, n: int, timeout: float) -> float:
+        """Receive n queued PUBLISH packets; returns messages/s after the first."""
+        sock = self._connect()
+        sock.settimeout(timeout)
+        buf = bytearray()
+        count, first_at = 0, None
+        while count < n:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                raise RuntimeError("raw subscriber: connection closed after %d" % count)
+            buf += chunk
+            acks = bytearray()
+            pos = 0
+            while True:
+                parsed = _packet(buf, pos)
+                if parsed is None:
+                    break
+                kind, start, end = parsed
+                if kind >> 4 == 3:
+                    if first_at is None:
+                        first_at = time.perf_counter()
+                    count += 1
+                    if (kind >> 1) & 3:
+                        (tlen,) = struct.unpack_from("!H", buf, start)
+                        acks += b"\x40\x02" + bytes(buf[start + 2 + tlen:start + 4 + tlen])
+                pos = end
+            del buf[:pos]
+            if acks:
+                sock.sendall(acks)
+        last_at = time.perf_counter()
+        sock.sendall(b"\xe0\x00")
+        sock.close()
+        return (n - 1) / (last_at - first_at)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        n, digit = n >> 7, n & 0x7F
+        out.append(digit | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _packet(buf, pos):
+    """(first byte, body start, end) of the complete packet at `pos`, or None."""
+    if pos + 2 > len(buf):
+        return None
+    length, mult, i = 0, 1, pos + 1
+    while True:
+        if i >= len(buf):
+            return None
+        length += (buf[i] & 0x7F) * mult
+        mult <<= 7
+        i += 1
+        if not buf[i - 1] & 0x80:
+            break
+    if i + length > len(buf):
+        return None
+    return buf[pos], i, i + length
+
+
+def publish(url, campaign, key, n, seed):
+    result = fleet.run_fleet(url, campaign, key, devices=n, seed=seed, id_prefix="b%d" % seed)
+    if result.sent != n:
+        raise RuntimeError("fleet sent %d of %d" % (result.sent, n))
+    return result
+
+
+def aggregator_drain(serve, state, n, timeout):
+    """Start `serve` (in a thread: start() blocks until it is ready) and poll its committed
+    counters; returns (reports/s between the first committed batch and the last, counters,
+    reports accepted at the first poll that showed any)."""
+    starter = threading.Thread(target=serve.start)
+    starter.start()
+    deadline = time.perf_counter() + timeout
+    first = first_at = None
+    try:
+        with Store(state) as store:
+            while True:
+                counters = store.counters("bench")
+                now = time.perf_counter()
+                accepted = counters.get("accepted", 0)
+                if first is None and accepted:
+                    first, first_at = accepted, now
+                if accepted >= n:
+                    break
+                if now > deadline:
+                    raise TimeoutError("aggregator accepted %d of %d" % (accepted, n))
+                time.sleep(0.02)
+    finally:
+        starter.join()
+        serve.stop()
+    if first >= n:
+        raise RuntimeError("the first committed poll already held all %d reports; use more" % n)
+    return (n - first) / (now - first_at), counters, first
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reports", type=int, default=200_000)
+    ap.add_argument("--mechanism", default="olh")
+    ap.add_argument("--epsilon", type=float, default=2.0)
+    ap.add_argument("--domain", type=int, default=256)
+    ap.add_argument("--mqtt", type=int, choices=(4, 5), default=5,
+                    help="MQTT version of both subscribers (serve's --mqtt)")
+    ap.add_argument("--batch-size", type=int, default=2000)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="ldpfleet-bench-") as tmp, \
+            EmbeddedBroker(max_queued_messages=max(1_000_000, 2 * args.reports)) as broker:
+        settings = BrokerSettings.from_url(broker.url)
+        state = "sqlite:///%s" % os.path.join(tmp, "agg.db")
+        key_file = os.path.join(tmp, "fleet.key")
+        key = write_fleet_key(key_file)
+        with Store(state) as store:
+            create_campaign(store, settings, key_file, "bench", args.mechanism, args.epsilon,
+                            str(args.domain))
+
+        raw = RawSubscriber(broker.host, broker.port)
+        raw.subscribe_and_leave()
+        pub_raw = publish(broker.url, "bench", key, args.reports, seed=3)
+        raw_rate = raw.drain(args.reports, args.timeout)
+        raw.forget()  # so the later runs' reports are not queued for it
+
+        bare = BareSubscriber(settings, args.mqtt)
+        bare.subscribe_and_leave()
+        pub_bare = publish(broker.url, "bench", key, args.reports, seed=1)
+        bare_rate = bare.drain(args.reports, args.timeout)
+
+        serve_args = dict(batch_size=args.batch_size, log_path=os.path.join(tmp, "serve.log"),
+                          extra_args=["--mqtt", str(args.mqtt), "--status-interval", "0"])
+        serve = ServeProcess(broker.url, state, **serve_args).start()
+        serve.stop()
+        pub_agg = publish(broker.url, "bench", key, args.reports, seed=2)
+        agg_rate, counters, first = aggregator_drain(ServeProcess(broker.url, state, **serve_args),
+                                                     state, args.reports, args.timeout)
+
+    pubs = (pub_raw, pub_bare, pub_agg)
+    print(json.dumps({
+        "reports": args.reports, "mechanism": args.mechanism, "epsilon": args.epsilon,
+        "domain": args.domain, "mqtt": args.mqtt, "qos": 1, "batch_size": args.batch_size,
+        "publish_rate": round(sum(p.sent for p in pubs) / sum(p.seconds for p in pubs), 1),
+        "broker_ceiling_rate": round(bare_rate, 1),
+        "broker_ceiling_raw_rate": round(raw_rate, 1),
+        "aggregator_rate": round(agg_rate, 1),
+        "ratio": round(agg_rate / bare_rate, 3),
+        "ratio_raw": round(agg_rate / raw_rate, 3),
+        "aggregator_accepted": counters.get("accepted", 0),
+        "aggregator_rejected": sum(v for k, v in counters.items() if k not in ("received", "accepted")),
+        "aggregator_accepted_before_clock": first,
+        "method": "pre-queued backlog drained by a returning persistent session (see docstring)",
+    }, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
