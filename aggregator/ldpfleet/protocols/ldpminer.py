@@ -1,0 +1,354 @@
+"""LDPMiner: heavy hitters over set-valued data (Qin et al., CCS'16;
+/work/shared/papers/ldpminer-set-valued-heavy-hitters.md).
+
+Protocols (the names of §5.1.3 "Competitors"):
+
+* ``lm-rp`` LDPMiner-RAPPOR: phase 1 sampling SH (Alg. 2) with eps1 over the whole domain; the
+  k_max items with the highest phase-1 estimates are the candidates (§4.1; k_max = 2k by
+  default); phase 2 sampling RAPPOR with eps2 over the candidates (§4.4).
+* ``lm-sh`` LDPMiner-SH: the same with sampling SH in phase 2.
+* ``rp`` single-phase sampling RAPPOR with the whole eps over the whole domain (§4.2, Prop. 3).
+* ``sh`` single-phase sampling SH with the whole eps (§4.2-4.3, Prop. 4).
+
+Budget: eps1 + eps2 = eps exactly, in integer milli-nats (sequential composition, Thm 2.1 and
+4.4), split by ``phase1_share`` (default 1/2, §5.1.2).
+
+Sets (§3): a user holds s distinct item keys, the campaign fixes l, and the mechanisms pick one
+of L = max(l, s) slots, slots >= s being the dummy (padding when s < l, uniform sampling when
+s > l); estimates are scaled by l (Alg. 1 line 5).
+
+Phase 2 (§4.4, proof of Thm 4.3): a device TRIMS its set to the candidates
+(`trim_to_candidates`: a deterministic function of its set and the public list) and reports the
+trimmed set padded with the dummy to the phase-2 length l2 (sampling RAPPOR: bit kc; sampling
+SH: the fair coin of Alg. 2 line 7), estimates scaled by l2. l2 = min(l, k_max) by default:
+after trimming nobody holds more than k_max items, and shrinking the set length from l to O(k)
+is where the two-phase gain comes from (§4.1 "if we can reduce l ...", §5.3.2 "reducing the size
+of item sets from l to O(k)"); ``phase2_pad="l"`` pads to l instead (§4.4's literal wording).
+l2 is public (config), so padding reveals nothing. A user with s <= l items holds at most l2
+candidates, so the phase-2 estimate is unbiased for every such user.
+
+Final answer (§4.1): the top-k candidates ranked by their phase-2 estimates, with frequencies as
+fractions of users. Of §4.4's optimisation:
+
+* implemented (option ``combine="ivw"``): using both phases' information at the collector, as
+  the inverse-variance weighted mean of a candidate's phase-1 and phase-2 estimates (variances:
+  the mechanisms' exact item variances at plug-in frequencies). Caveat: candidates were chosen
+  for large phase-1 estimates, so those carry a winner's-curse upward bias; the default
+  ``combine="phase2"`` ranks and reports with the phase-2 estimates alone.
+* not implemented: the correlated perturbation of [29] with consistent hashing, under which a
+  device that samples the same item in both phases releases its phase-2 report at eps1 + eps2
+  and the collector forms f = (f1 + (l-1) f2) / l. It needs the device to keep its phase-1
+  sample and coin and to perturb phase 2 conditioned on them, which protocol v1's report
+  formats and word layouts (spec §3, ids 7 and 8) do not define.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from .. import config, datasets, metrics, protocol
+from ..errors import ConfigError
+from ..mechanisms.cms import as_keys
+from ..mechanisms.sh import KeySets, key_sets
+
+PROTOCOLS = ("lm-rp", "lm-sh", "rp", "sh")
+PHASE2_MECHANISM = {"lm-rp": "srappor", "lm-sh": "sh"}
+SINGLE_MECHANISM = {"rp": "srappor", "sh": "sh"}
+DEFAULT_M = 65536
+"""SH projection rows: the collision term gamma sum F^2 shrinks as 1/m (sh.item_variances)."""
+DEFAULT_SHARE = 0.5
+MAX_CANDIDATES = 65536
+CHUNK_USERS = 1 << 16
+SIM_SALT_BITS = 32
+
+TopK = namedtuple("TopK", "keys frequencies")
+TopK.__doc__ = "Top-k answer: item keys, best first, and their estimated frequencies (fractions)."
+
+Answer = namedtuple("Answer", "top_index top_freq order estimates")
+Answer.__doc__ = ("A simulated run's answer over an int domain 0..d-1: the top-k indices and "
+                  "frequencies; `order`, the whole domain ranked (for NDCG); `estimates`, the "
+                  "collector's best frequency estimate of every item (final estimate for "
+                  "candidates, phase-1 estimate otherwise).")
+
+
+# --- campaign set-up ------------------------------------------------------------------------
+
+def check_protocol(name: str) -> str:
+    if name not in PROTOCOLS:
+        raise ConfigError("protocol", "unknown LDPMiner protocol %r (known: %s)"
+                          % (name, ", ".join(PROTOCOLS)))
+    return name
+
+
+def split_budget(eps_milli: int, phase1_share: float = DEFAULT_SHARE):
+    """(eps1_milli, eps2_milli), both >= 1 and summing to eps_milli exactly (Thm 4.4)."""
+    if isinstance(eps_milli, bool) or not isinstance(eps_milli, int) or eps_milli < 2:
+        raise ConfigError("eps_milli", "a two-phase campaign needs an integer eps_milli >= 2, "
+                          "got %r" % (eps_milli,))
+    if not 0.0 < float(phase1_share) < 1.0:
+        raise ConfigError("phase1_share", "must be in (0, 1), got %r" % (phase1_share,))
+    eps1 = min(max(int(round(eps_milli * float(phase1_share))), 1), eps_milli - 1)
+    return eps1, eps_milli - eps1
+
+
+def phase2_length(l: int, k_max: int, phase2_pad: str = "kmax") -> int:
+    """l2, the phase-2 set length: min(l, k_max) ("kmax", default) or l ("l"); module doc."""
+    if phase2_pad == "kmax":
+        return min(int(l), int(k_max))
+    if phase2_pad == "l":
+        return int(l)
+    raise ConfigError("phase2_pad", "must be 'kmax' or 'l', got %r" % (phase2_pad,))
+
+
+def campaign_phases(name: str, eps_milli: int, l: int, k_max: int = None, m: int = DEFAULT_M,
+                    phase1_share: float = DEFAULT_SHARE, phase2_pad: str = "kmax") -> list:
+    """The `phases` list of a campaign config (config.make_config) for one protocol; the
+    two-phase ones need k_max (it fixes the phase-2 set length l2)."""
+    check_protocol(name)
+    if name in SINGLE_MECHANISM:
+        mech = SINGLE_MECHANISM[name]
+        params = {"l": l} if mech == "srappor" else {"m": m, "l": l}
+        return [{"phase": 1, "mechanism": mech, "eps_milli": eps_milli, "params": params}]
+    if k_max is None:
+        raise ConfigError("k_max", "a two-phase campaign needs k_max")
+    eps1, eps2 = split_budget(eps_milli, phase1_share)
+    mech2 = PHASE2_MECHANISM[name]
+    l2 = phase2_length(l, k_max, phase2_pad)
+    params2 = {"l": l2} if mech2 == "srappor" else {"m": m, "l": l2}
+    return [{"phase": 1, "mechanism": "sh", "eps_milli": eps1, "params": {"m": m, "l": l}},
+            {"phase": 2, "mechanism": mech2, "eps_milli": eps2, "params": params2}]
+
+
+def phase1_mechanism(cfg: dict):
+    """Phase-1 mechanism of a campaign config: sampling SH over the domain (Alg. 2)."""
+    mech = config.mechanism_for_phase(cfg, 1)
+    if len(cfg["phases"]) == 2 and mech.name != "sh":
+        raise ConfigError("phases.mechanism", "LDPMiner phase 1 is sampling SH, not %r" % mech.name)
+    return mech
+
+
+def candidates_from_phase1(sketch, k_max: int, domain_keys) -> np.ndarray:
+    """The k_max domain keys with the highest phase-1 estimates, best first (ties: domain
+    order) -- LDPMiner §4.1's candidate set."""
+    keys = as_keys(domain_keys)
+    if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) \
+            or not 1 <= k_max <= min(keys.size, MAX_CANDIDATES):
+        raise ConfigError("k_max", "must be an integer in [1, %d], got %r"
+                          % (min(keys.size, MAX_CANDIDATES), k_max))
+    est = np.asarray(sketch.estimate(keys), np.float64)
+    return keys[np.argsort(-est, kind="stable")[:int(k_max)]]
+
+
+def phase2_message(cfg: dict, candidates) -> dict:
+    """The phase-2 body (spec §5) carrying the candidate keys; sign it with config.sign."""
+    return config.make_phase2(cfg, candidates=[int(c) for c in as_keys(candidates)])
+
+
+def phase2_mechanism(cfg: dict, candidates):
+    """Phase-2 mechanism: sampling RAPPOR over `candidates` (bit c = candidates[c]), or
+    sampling SH (the candidates only shape the devices' trimmed sets)."""
+    if len(cfg["phases"]) != 2:
+        raise ConfigError("phases", "the campaign has no phase 2")
+    name = cfg["phases"][1]["mechanism"]
+    if name == "srappor":
+        return config.mechanism_for_phase(cfg, 2, candidates=[int(c) for c in as_keys(candidates)])
+    if name == "sh":
+        return config.mechanism_for_phase(cfg, 2)
+    raise ConfigError("phases.mechanism", "LDPMiner phase 2 is srappor or sh, not %r" % name)
+
+
+# --- trimming (client side, §4.4) ----------------------------------------------------------
+
+def trim_to_candidates(keys, candidates) -> list:
+    """A device's phase-2 input: its keys that are candidates, in its own order (§4.4)."""
+    wanted = {int(c) for c in as_keys(candidates)}
+    return [int(k) for k in as_keys(keys) if int(k) in wanted]
+
+
+def trim_sets(sets, candidates) -> KeySets:
+    """trim_to_candidates for many users: a (n, s) array, a list of sets or KeySets in,
+    KeySets out (users may end with an empty set: they report the dummy)."""
+    cand = np.unique(as_keys(candidates))
+    if isinstance(sets, np.ndarray) and sets.ndim == 2:
+        arr = as_keys(sets).reshape(sets.shape)
+        keep = np.isin(arr, cand)
+        counts = keep.sum(axis=1)
+        keys = arr[keep]
+    else:
+        ks = key_sets(sets)
+        n = ks.offsets.size - 1
+        keep = np.isin(ks.keys, cand)
+        owner = np.repeat(np.arange(n), np.diff(ks.offsets.astype(np.int64)))
+        counts = np.bincount(owner[keep], minlength=n)
+        keys = ks.keys[keep]
+    offsets = np.zeros(counts.size + 1, np.uint64)
+    np.cumsum(counts, out=offsets[1:])
+    return KeySets(np.ascontiguousarray(keys, np.uint32), offsets)
+
+
+# --- answers -----------------------------------------------------------------------------------
+
+def _frequencies(sketch, keys) -> np.ndarray:
+    return np.asarray(sketch.estimate(keys), np.float64) / max(sketch.n, 1)
+
+
+def _combined(phase1_sketch, phase2_sketch, cand, combine):
+    f2 = _frequencies(phase2_sketch, cand)
+    if combine == "phase2":
+        return f2
+    if combine != "ivw":
+        raise ConfigError("combine", "must be 'phase2' or 'ivw', got %r" % (combine,))
+    f1 = _frequencies(phase1_sketch, cand)
+    v1 = phase1_sketch.mechanism.item_variances(max(phase1_sketch.n, 1), np.clip(f1, 0.0, 1.0))
+    v2 = phase2_sketch.mechanism.item_variances(max(phase2_sketch.n, 1), np.clip(f2, 0.0, 1.0))
+    w1, w2 = 1.0 / np.asarray(v1), 1.0 / np.asarray(v2)
+    return (w1 * f1 + w2 * f2) / (w1 + w2)
+
+
+def final_topk(phase1_sketch, phase2_sketch, k: int, candidates=None,
+               combine: str = "phase2") -> TopK:
+    """LDPMiner's answer: the k candidates with the highest (combined) estimates, best first.
+
+    `candidates` defaults to the sampling-RAPPOR phase-2 mechanism's list (an SH phase 2 does
+    not carry it). `combine`: "phase2" (default) or "ivw" (module docstring)."""
+    if candidates is None:
+        candidates = getattr(phase2_sketch.mechanism, "candidates", None)
+        if candidates is None:
+            raise ConfigError("candidates", "an sh phase 2 needs the candidate list")
+    cand = as_keys(candidates)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= cand.size:
+        raise ConfigError("k", "must be an integer in [1, %d candidates], got %r" % (cand.size, k))
+    f = _combined(phase1_sketch, phase2_sketch, cand, combine)
+    order = np.argsort(-f, kind="stable")[:int(k)]
+    return TopK(cand[order], f[order])
+
+
+def single_phase_topk(sketch, k: int, domain_keys) -> TopK:
+    """Single-phase sampling RAPPOR / SH answer: the top-k of the whole domain."""
+    keys = as_keys(domain_keys)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= keys.size:
+        raise ConfigError("k", "must be an integer in [1, %d], got %r" % (keys.size, k))
+    f = _frequencies(sketch, keys)
+    order = np.argsort(-f, kind="stable")[:int(k)]
+    return TopK(keys[order], f[order])
+
+
+# --- in-process simulation ---------------------------------------------------------------------
+
+def draw_sets(n: int, set_size: int, d: int, dist: str, rng) -> np.ndarray:
+    """(n, set_size) item sets (datasets.draw_sets), drawn chunk by chunk to bound memory;
+    uint16 when d <= 2^16 (the simulation's int domain 0..d-1: index == key)."""
+    dtype = np.uint16 if d <= 1 << 16 else np.uint32
+    out = np.empty((int(n), int(set_size)), dtype)
+    for start in range(0, int(n), CHUNK_USERS):
+        stop = min(int(n), start + CHUNK_USERS)
+        out[start:stop] = datasets.draw_sets(stop - start, set_size, d, dist, rng)
+    return out
+
+
+def _run_phase(mech, sets, rng, candidates=None):
+    """All users through `mech` (C kernels), chunk by chunk; phase-2 sets trimmed first."""
+    sketch = mech.new_sketch()
+    for start in range(0, sets.shape[0], CHUNK_USERS):
+        chunk = as_keys(sets[start:start + CHUNK_USERS]).reshape(-1, sets.shape[1])
+        values = chunk if candidates is None else trim_sets(chunk, candidates)
+        sketch.update(mech.perturb_batch(values, rng))
+    return sketch
+
+
+def _ranked(first, rest_scores, rest_index):
+    """Whole-domain ranking: `first` (already ordered), then `rest_index` by `rest_scores`."""
+    tail = rest_index[np.argsort(-rest_scores, kind="stable")]
+    return np.concatenate([first, tail])
+
+
+def run_ldpminer(name: str, sets: np.ndarray, d: int, eps_milli: int, ks, rng, l: int = None,
+                 k_max: int = None, k_max_factor: int = 2, phase1_share: float = DEFAULT_SHARE,
+                 m: int = DEFAULT_M, combine: str = "phase2", phase2_pad: str = "kmax") -> dict:
+    """One simulated campaign per k of `ks` over the given sets (int domain 0..d-1); the
+    two-phase protocols share one phase-1 run across the ks. Returns {k: Answer}.
+
+    k_max: candidates (default k_max_factor * k, §4.1's O(k)); the salt of the hash functions
+    is drawn from `rng`, so repeated runs average over hash functions too."""
+    check_protocol(name)
+    l = int(sets.shape[1]) if l is None else int(l)
+    keys = np.arange(d, dtype=np.uint32)
+    salt = int(rng.integers(0, 1 << SIM_SALT_BITS))
+
+    def campaign(kc):
+        return config.make_config("sim-ldpminer", campaign_phases(
+            name, eps_milli, l, kc, m, phase1_share, phase2_pad),
+            {"type": "int", "size": int(d)}, salt, campaign_id=1)
+
+    out = {}
+    if name in SINGLE_MECHANISM:
+        sketch = _run_phase(config.mechanism_for_phase(campaign(None), 1), sets, rng)
+        f = _frequencies(sketch, keys)
+        order = np.argsort(-f, kind="stable")
+        for k in ks:
+            out[k] = Answer(order[:k], f[order[:k]], order, f)
+        return out
+    sketch1 = None
+    for k in ks:
+        kc = int(k_max) if k_max is not None else min(d, k_max_factor * int(k))
+        cfg = campaign(kc)
+        if sketch1 is None:
+            sketch1 = _run_phase(phase1_mechanism(cfg), sets, rng)
+            f1 = _frequencies(sketch1, keys)
+        cand = candidates_from_phase1(sketch1, kc, keys)
+        sketch2 = _run_phase(phase2_mechanism(cfg, cand), sets, rng, candidates=cand)
+        f = _combined(sketch1, sketch2, cand, combine)
+        by_final = np.argsort(-f, kind="stable")
+        rest = np.setdiff1d(keys, cand).astype(np.int64)
+        order = _ranked(cand[by_final].astype(np.int64), f1[rest], rest)
+        estimates = f1.copy()
+        estimates[cand] = f
+        out[k] = Answer(cand[by_final[:k]].astype(np.int64), f[by_final[:k]], order, estimates)
+    return out
+
+
+def score(f_true: np.ndarray, answer: Answer, k: int) -> dict:
+    """§5.1.3's RE and NDCG, plus two diagnostics.
+
+    re: median over the true top-k of |f^ - f| / f with the collector's estimate of each item
+        (§5.2 notes a missed heavy hitter still has an estimate);
+    re_list: the same when only the reported top-k list counts (missed items estimated 0, the
+        convention of Fig. 4's bars);
+    ndcg: estimated ranks are positions in `answer.order` (top-k first, then the rest as the
+        protocol ranks them);
+    recall: share of the true top-k in the reported top-k."""
+    d = f_true.size
+    listed = np.zeros(d)
+    listed[answer.top_index] = answer.top_freq
+    rank_score = np.empty(d)
+    rank_score[answer.order] = np.arange(d, 0, -1, dtype=np.float64)
+    truth = metrics.top_indices(f_true, k)
+    return {"re": metrics.relative_error(f_true, answer.estimates, k),
+            "re_list": metrics.relative_error(f_true, listed, k),
+            "ndcg": metrics.ndcg(f_true, rank_score, k),
+            "recall": len(set(truth.tolist()) & set(np.asarray(answer.top_index).tolist())) / k}
+
+
+def simulate_ldpminer(protocol_name: str, eps: float, n: int, d: int, set_size: int, dist: str,
+                      k: int, seed: int, l: int = None, k_max: int = None,
+                      phase1_share: float = DEFAULT_SHARE, m: int = DEFAULT_M,
+                      combine: str = "phase2", phase2_pad: str = "kmax") -> dict:
+    """Draw n users' sets of `set_size` items from `dist` over d items, run one protocol,
+    score its top-k: {"re", "re_list", "ndcg", "recall", ...}. The same seed gives the same
+    dataset for every protocol (paired comparisons)."""
+    check_protocol(protocol_name)
+    eps_milli = protocol.eps_to_milli(eps)
+    data_seq, noise_seq = np.random.SeedSequence(seed).spawn(2)
+    sets = draw_sets(n, set_size, d, dist, np.random.default_rng(data_seq))
+    f_true = datasets.true_counts(sets, d) / n
+    answers = run_ldpminer(protocol_name, sets, d, eps_milli, [k], np.random.default_rng(noise_seq),
+                           l=l, k_max=k_max, phase1_share=phase1_share, m=m, combine=combine,
+                           phase2_pad=phase2_pad)
+    two = protocol_name not in SINGLE_MECHANISM
+    kc = (k_max if k_max is not None else min(d, 2 * k)) if two else None
+    result = score(f_true, answers[k], k)
+    result.update({"protocol": protocol_name, "epsilon": eps, "users": n, "domain": d,
+                   "set_size": set_size, "l": set_size if l is None else l, "dist": dist, "k": k,
+                   "k_max": kc, "l2": phase2_length(set_size if l is None else l, kc, phase2_pad)
+                   if two else None, "phase1_share": phase1_share, "combine": combine,
+                   "seed": seed})
+    return result

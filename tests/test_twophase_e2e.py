@@ -1,0 +1,229 @@
+"""Two-phase protocols end to end through real parts: a private mosquitto, `ldpfleet serve` as a
+subprocess, campaigns made and advanced with the CLI (`campaign create --protocol`, `campaign
+advance`, `estimate`), the fleet generator's simulated devices (C kernels), real MicroPython
+device processes (device/) and C client processes (device/c_client), both of which keep their
+own budget ledgers.
+
+* LDPMiner (`ldpminer-rappor`: sampling SH over the domain, then sampling RAPPOR over the
+  k_max candidates): every device reports in both phases; the real devices' ledgers hold
+  eps1 + eps2; the answer's top-k are the two planted heavy hitters, and their phase-2
+  frequencies lie within z = Phi^-1(1 - alpha/4), alpha = 1e-4, standard deviations of the
+  truth, with the srappor estimator's exact variance (`SrapporMechanism.item_variances`, LDPMiner
+  Prop. 3 with the realised flip probability; unbiased because after trimming (§4.4) no device
+  holds more than l2 = k_max candidates). Devices that skipped the trimming would report their
+  6-item sets with the phase-2 l = 4, which shrinks the estimates by 4/6 (about 0.3 here, ~6
+  standard deviations), so the bound checks the trimming too.
+* LDPLCM (cms for the sampled devices, then lcm for the others): the public sampling rule
+  splits the fleet (real devices of both kinds in both phases, by the salt), each ledger holds
+  only its own phase's eps, honest devices are never `wrong_phase_device`, a report from the
+  wrong side of the rule is (in both directions); the final estimates are finite and the model
+  calls the Zipf head high-frequent.
+
+Both: accepted == sent in each phase (the per-phase sketch counts), nothing lost, a phase-2
+report before `campaign advance` is counted as `phase_not_open`. The simulated devices draw from
+fixed seeds and the campaigns have fixed salts; only the few real devices use the OS RNG.
+"""
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from c_client_build import build_client
+from ldpfleet import cli, device_runner, fleet
+from ldpfleet.protocols import ldplcm
+from ldpfleet.service import BrokerSettings, ServeProcess, Store
+from ldpfleet.service.broker import publish
+from ldpfleet.service.campaigns import write_fleet_key
+
+pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
+                                reason="micropython binary not installed")
+
+SEED = 4242
+DEVICES = 3000
+ALPHA = 1e-4
+PLANTED = (7, 42)
+
+
+@pytest.fixture
+def service(mosquitto, tmp_path):
+    state = "sqlite:///%s" % (tmp_path / "agg.db")
+    serve = ServeProcess(mosquitto.url, state, log_path=str(tmp_path / "serve.log")).start()
+    key_file = str(tmp_path / "fleet.key")
+    key = write_fleet_key(key_file)
+    yield mosquitto, serve, state, key_file, key
+    serve.stop()
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """`ldpfleet ...` in this process; returns the parsed JSON it printed."""
+    def call(*args):
+        capsys.readouterr()
+        status = cli.main([str(a) for a in args] + ["--json"])
+        out, err = capsys.readouterr()
+        assert status == 0, err
+        return json.loads(out)
+    return call
+
+
+def settled(total):
+    """Every sent message is accounted for once: accepted or rejected (duplicates aside)."""
+    return lambda c: sum(v for k, v in c.items() if k not in ("received", "duplicate")) >= total
+
+
+def sketch_counts(state, name):
+    """Reports folded into each phase's committed sketch."""
+    with Store(state) as store:
+        return [(store.sketch_blob(name, phase) or (0, None))[0] for phase in (1, 2)]
+
+
+def ledger(workdir, kind, device_id):
+    return device_runner.read_ledger("%s/%s/%s" % (workdir, kind, device_id))
+
+
+def test_ldpminer_two_phases_find_the_planted_heavy_hitters(service, run_cli, tmp_path):
+    broker, serve, state, key_file, key = service
+    dist = tmp_path / "planted.txt"  # two heavy items, 62 light ones (weight 1 each)
+    dist.write_text("".join("%d %d\n" % (i, 40 if i in PLANTED else 1) for i in range(64)))
+    made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
+                   "--fleet-key-file", key_file, "--name", "lm", "--protocol", "ldpminer-rappor",
+                   "--epsilon", 6, "--domain", 64, "--set-size", 6, "--top", 2, "--salt", 11)
+    assert made["protocol"] == {"protocol": "ldpminer-rappor", "k": 2, "k_max": 4, "set_size": 6,
+                                "budget_split": 0.5}
+    phases = made["config"]["phases"]
+    assert [(p["mechanism"], p["eps_milli"], p["params"]["l"]) for p in phases] == [
+        ("sh", 3000, 6), ("srappor", 3000, 4)]
+    workdir = str(tmp_path / "devices")
+    run = dict(devices=DEVICES, micropython=3, c_clients=2, dist=str(dist), seed=SEED,
+               workdir=workdir, c_client=str(build_client()))
+
+    first = fleet.run_fleet(broker.url, "lm", key, phase=1, **run)
+    assert first.sent_by_kind == {"simulated": DEVICES, "micropython": 3, "c": 2}
+    counters = serve.wait_counts("lm", settled(first.sent), timeout=60)
+    assert counters.get("accepted") == first.sent and sketch_counts(state, "lm") == [first.sent, 0]
+
+    early = bytearray(phase1_report(state, "lm"))  # a phase-2 report before `advance`
+    early[2] = 2
+    publish(BrokerSettings.from_url(broker.url), "ldp/lm/r/early-bird", bytes(early), retain=False)
+    counters = serve.wait_counts("lm", settled(first.sent + 1), timeout=60)
+    assert counters.get("phase_not_open") == 1
+
+    advanced = run_cli("campaign", "advance", "lm", "--state", state, "--broker", broker.url)
+    assert advanced["phase1_reports"] == first.sent and len(advanced["candidates"]) == 4
+    assert set(PLANTED) <= set(advanced["candidates"])
+
+    second = fleet.run_fleet(broker.url, "lm", key, phase=2, **run)
+    assert second.phase == 2 and second.sent_by_kind == first.sent_by_kind
+    assert second.true_counts == first.true_counts  # the same devices hold the same sets
+    counters = serve.wait_counts("lm", settled(first.sent + 1 + second.sent), timeout=60)
+    assert counters.get("accepted") == first.sent + second.sent
+    assert sketch_counts(state, "lm") == [first.sent, second.sent]
+    rejected = {k: v for k, v in counters.items() if k not in ("received", "accepted", "duplicate")}
+    assert rejected == {"phase_not_open": 1}  # lost 0; no wrong_phase_device, nothing malformed
+
+    status = run_cli("campaign", "status", "lm", "--state", state)
+    assert status["phase"] == 2 and [p["reports"] for p in status["phases"]] == [first.sent,
+                                                                                   second.sent]
+    for kind, dirname in (("micropython", "mp"), ("c", "c")):
+        for device_id in second.device_ids[kind]:
+            book = ledger(workdir, dirname, device_id)
+            assert book["spent_milli"] == 6000, device_id  # eps1 + eps2
+            assert sorted(book["reports"]) == ["%d:%d" % (made["campaign_id"], p) for p in (1, 2)]
+
+    answer = run_cli("estimate", "lm", "--state", state)
+    assert answer["protocol"] == "ldpminer-rappor" and answer["phase_reports"] == [first.sent,
+                                                                                    second.sent]
+    top = {row["item"]: row["frequency"] for row in answer["items"]}
+    assert set(top) == set(PLANTED)
+    with Store(state) as store:
+        mech = store.require_campaign("lm").mechanism(2)
+    n = second.sent
+    z = stats.norm.ppf(1 - ALPHA / 4)
+    for item in PLANTED:
+        f = first.true_counts[item] / n
+        sd = math.sqrt(float(mech.item_variances(n, [f])[0]))
+        assert abs(top[item] - f) <= z * sd, (item, top[item], f, sd)
+        assert abs(f * 4 / 6 - f) > z * sd  # untrimmed sets would be caught
+
+
+def phase1_report(state, name):
+    """A well-formed phase-1 report of the campaign (header fields right, body valid)."""
+    with Store(state) as store:
+        mech = store.require_campaign(name).mechanism(1)
+    value = [[0, 1]] if mech.set_valued else np.array([0], np.uint32)
+    return mech.perturb_batch(value, np.random.default_rng(1))[0].tobytes()
+
+
+def test_ldplcm_sampled_phases_and_the_wrong_phase_rule(service, run_cli, tmp_path):
+    broker, serve, state, key_file, key = service
+    salt, ppm = 3, 300000
+    made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
+                   "--fleet-key-file", key_file, "--name", "lc", "--protocol", "ldplcm",
+                   "--epsilon", 4, "--domain", 64, "--sample-rate", 0.3, "--theta", 0.5,
+                   "--sketch-k", 16, "--sketch-m", 64, "--salt", salt)
+    cid = made["campaign_id"]
+    assert [p["sample_rate_ppm"] for p in made["config"]["phases"]] == [ppm, ppm]
+    assert made["protocol"]["theta"] == 0.5
+    real = {kind: ["sim%d-%s-%d" % (SEED, kind, i) for i in range(count)]
+            for kind, count in (("mp", 4), ("c", 6))}
+    in_first = {d: ldplcm.in_phase1(d, salt, ppm) for ids in real.values() for d in ids}
+    for ids in real.values():  # real devices of each kind in both phases
+        assert any(in_first[d] for d in ids) and not all(in_first[d] for d in ids)
+    workdir = str(tmp_path / "devices")
+    run = dict(devices=DEVICES, micropython=4, c_clients=6, dist="zipf:1.1", seed=SEED,
+               workdir=workdir, c_client=str(build_client()))
+    bus = BrokerSettings.from_url(broker.url)
+
+    first = fleet.run_fleet(broker.url, "lc", key, phase=1, **run)
+    assert first.sent_by_kind["micropython"] == sum(in_first[d] for d in real["mp"])
+    assert first.sent_by_kind["c"] == sum(in_first[d] for d in real["c"])
+    assert 0 < first.sent_by_kind["simulated"] < DEVICES and first.skipped_by_sampling > 0
+    counters = serve.wait_counts("lc", settled(first.sent), timeout=60)
+    assert counters.get("accepted") == first.sent and counters.get("wrong_phase_device", 0) == 0
+
+    outsider = next("x%d" % i for i in range(100) if not ldplcm.in_phase1("x%d" % i, salt, ppm))
+    publish(bus, "ldp/lc/r/" + outsider, phase1_report(state, "lc"), retain=False)
+    early = bytearray(phase1_report(state, "lc"))
+    early[2] = 2
+    publish(bus, "ldp/lc/r/" + outsider, bytes(early), retain=False)
+    counters = serve.wait_counts("lc", settled(first.sent + 2), timeout=60)
+    assert counters.get("wrong_phase_device") == 1 and counters.get("phase_not_open") == 1
+
+    advanced = run_cli("campaign", "advance", "lc", "--state", state, "--broker", broker.url)
+    assert advanced["phase1_reports"] == first.sent and advanced["high_items"] >= 1
+    assert 0 < advanced["theta_measured"] <= 0.5
+
+    second = fleet.run_fleet(broker.url, "lc", key, phase=2, **run)
+    assert second.sent_by_kind["micropython"] == 4 - first.sent_by_kind["micropython"]
+    assert second.sent_by_kind["c"] == 6 - first.sent_by_kind["c"]
+    assert first.sent_by_kind["simulated"] + second.sent_by_kind["simulated"] == DEVICES
+    counters = serve.wait_counts("lc", settled(first.sent + 2 + second.sent), timeout=60)
+    assert counters.get("accepted") == first.sent + second.sent
+    assert sketch_counts(state, "lc") == [first.sent, second.sent]
+    assert counters.get("wrong_phase_device") == 1  # honest devices never
+
+    insider = next("y%d" % i for i in range(100) if ldplcm.in_phase1("y%d" % i, salt, ppm))
+    with Store(state) as store:
+        lcm = store.require_campaign("lc").mechanism(2)
+    late = lcm.perturb_batch(np.array([5], np.uint32), np.random.default_rng(2))[0].tobytes()
+    publish(bus, "ldp/lc/r/" + insider, late, retain=False)
+    counters = serve.wait_counts("lc", settled(first.sent + 3 + second.sent), timeout=60)
+    assert counters.get("wrong_phase_device") == 2 and counters.get("accepted") == first.sent + second.sent
+    rejected = {k: v for k, v in counters.items() if k not in ("received", "accepted", "duplicate")}
+    assert rejected == {"wrong_phase_device": 2, "phase_not_open": 1}
+
+    for kind, ids in real.items():
+        for device_id in ids:
+            book = ledger(workdir, kind, device_id)
+            assert book["spent_milli"] == 4000, device_id  # only its own phase's eps
+            assert list(book["reports"]) == ["%d:%d" % (cid, 1 if in_first[device_id] else 2)]
+
+    answer = run_cli("estimate", "lc", "--state", state)
+    assert answer["phase_reports"] == [first.sent, second.sent]
+    freqs = np.array([row["frequency"] for row in answer["items"]])
+    assert freqs.size == 64 and np.all(np.isfinite(freqs))
+    assert answer["high_items"] and 0 in answer["high_items"]  # the Zipf head (f ~ 0.2)
+    assert [row["item"] for row in answer["items"] if row["high"]] == answer["high_items"]
