@@ -21,7 +21,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from urllib.parse import urlparse
 
 from .config import NAME_RE
 from .errors import ConfigError
@@ -50,16 +49,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def parse_url(url: str):
-    """`mqtt://host:port` (or `host:port`) -> (host, port)."""
-    if "://" not in url:
-        url = "mqtt://" + url
-    parsed = urlparse(url)
-    if parsed.scheme not in ("mqtt", "tcp"):
-        raise ValueError("broker URL must be mqtt://HOST:PORT, got %r" % url)
-    return parsed.hostname or "127.0.0.1", parsed.port or 1883
 
 
 def queue_lines(max_queued_messages: int = 1_000_000, max_queued_bytes: int = 0,

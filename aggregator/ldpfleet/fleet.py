@@ -42,8 +42,8 @@ import numpy as np
 
 from . import config as campaign_config
 from . import datasets, protocol
-from .broker import parse_url
 from .errors import ConfigError
+from .service.broker import BrokerSettings
 
 CONFIG_TIMEOUT = 10.0
 ACK_TIMEOUT = 60.0
@@ -53,18 +53,25 @@ MAX_SIMULATED_DOMAIN = 1 << 24
 
 # --- the campaign as devices see it ---------------------------------------------------------
 
-def _mqtt_client(client_id: str, username=None, password=None):
+def broker_settings(broker) -> BrokerSettings:
+    """`broker` as BrokerSettings: an mqtt:// or mqtts:// URL, or settings already."""
+    return broker if isinstance(broker, BrokerSettings) else BrokerSettings.from_url(broker)
+
+
+def _mqtt_client(client_id: str, broker: BrokerSettings):
     import paho.mqtt.client as mqtt
     client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                          protocol=mqtt.MQTTv311, clean_session=True)
-    if username is not None:
-        client.username_pw_set(username, password)
+    if broker.username is not None:
+        client.username_pw_set(broker.username, broker.password)
+    if broker.tls:
+        client.tls_set(ca_certs=broker.cafile)
     return client
 
 
-def _connect(client, url: str, timeout: float = 10.0):
+def _connect(client, broker: BrokerSettings, timeout: float = 10.0):
     """Connect and start the network thread; raise ConnectionError on refusal."""
-    host, port = parse_url(url)
+    host, port, url = broker.host, broker.port, broker.url
     done = threading.Event()
     outcome = {}
 
@@ -95,9 +102,11 @@ class CampaignView:
     status: dict = None
 
 
-def fetch_campaign(url: str, campaign: str, fleet_key: bytes, phase: int = None,
-                   timeout: float = CONFIG_TIMEOUT, username=None, password=None) -> CampaignView:
-    """Read the retained config (and status, phase 2) of `campaign`; verify the signatures."""
+def fetch_campaign(broker, campaign: str, fleet_key: bytes, phase: int = None,
+                   timeout: float = CONFIG_TIMEOUT) -> CampaignView:
+    """Read the retained config (and status, phase 2) of `campaign`; verify the signatures.
+    `broker`: URL or BrokerSettings."""
+    broker = broker_settings(broker)
     if not campaign_config.NAME_RE.match(campaign):
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
     retained = {}
@@ -117,10 +126,10 @@ def fetch_campaign(url: str, campaign: str, fleet_key: bytes, phase: int = None,
             barrier.set()
 
     barrier = threading.Event()
-    client = _mqtt_client("ldpfleet-fetch-%s" % uuid.uuid4().hex[:12], username, password)
+    client = _mqtt_client("ldpfleet-fetch-%s" % uuid.uuid4().hex[:12], broker)
     client.on_message = on_message
     client.on_subscribe = on_subscribe
-    _connect(client, url)
+    _connect(client, broker)
     try:
         client.subscribe([(topics["config"], 1), (topics["status"], 0), (topics["phase2"], 1)])
         # Mosquitto queues a subscription's retained messages while it handles the SUBSCRIBE,
@@ -128,7 +137,7 @@ def fetch_campaign(url: str, campaign: str, fleet_key: bytes, phase: int = None,
         # every retained message of the first has arrived (its SUBACK may be a refusal).
         client.subscribe("ldp/%s/config/barrier" % campaign, 0)
         if not barrier.wait(timeout):
-            raise ConnectionError("no SUBACK from %s within %.0f s" % (url, timeout))
+            raise ConnectionError("no SUBACK from %s within %.0f s" % (broker.url, timeout))
         if not got_config.is_set():
             raise ConfigError("config", "no retained config on %s (is the campaign created?)"
                               % topics["config"])
@@ -277,12 +286,11 @@ class ReportPublisher:
     """One MQTT connection publishing QoS 1 with at most `max_inflight` un-acknowledged
     messages (a semaphore released by PUBACK) and an optional rate limit."""
 
-    def __init__(self, url: str, max_inflight: int = 128, rate: float = None,
-                 username=None, password=None, client_id=None):
+    def __init__(self, broker, max_inflight: int = 128, rate: float = None, client_id=None):
         if not 1 <= max_inflight <= 65000:
             raise ValueError("max_inflight must be in [1, 65000], got %d" % max_inflight)
-        self.client = _mqtt_client(client_id or "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
-                                   username, password)
+        broker = broker_settings(broker)
+        self.client = _mqtt_client(client_id or "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12], broker)
         self.client.max_inflight_messages_set(max_inflight)
         self.client.max_queued_messages_set(0)
         self.window = threading.BoundedSemaphore(max_inflight)
@@ -294,7 +302,7 @@ class ReportPublisher:
         self._lock = threading.Lock()
         self._t0 = None
         self.client.on_publish = self._on_publish
-        _connect(self.client, url)
+        _connect(self.client, broker)
 
     def _on_publish(self, client, userdata, mid, reason_code, properties):
         with self._lock:
@@ -428,9 +436,13 @@ def run_fleet(url: str, campaign: str, fleet_key: bytes, devices: int = 1000, mi
               c_clients: int = 0, rate: float = None, dist: str = "zipf:1.1", seed: int = None,
               phase: int = None, id_prefix: str = None, max_inflight: int = 128,
               username=None, password=None, set_size: int = None, progress: bool = False,
-              workdir: str = None, c_client: str = None) -> FleetResult:
+              workdir: str = None, c_client: str = None, cafile: str = None) -> FleetResult:
     """Verify the campaign's config, then publish one report per device (module docstring).
-    `c_client`: path of the C client binary (default: `c_client_binary()`)."""
+    `url`: mqtt:// or mqtts:// (TLS; `cafile` verifies the broker and is handed to the real
+    devices). `c_client`: path of the C client binary (default: `c_client_binary()`)."""
+    broker = BrokerSettings.from_url(url, username=username, password=password, cafile=cafile)
+    if broker.tls and broker.cafile is None and (micropython or c_clients):
+        raise ConfigError("cafile", "real devices on a TLS broker need the CA file (--cafile)")
     for name, value in (("devices", devices), ("micropython", micropython), ("c_clients", c_clients)):
         if value < 0:
             raise ValueError("%s must be >= 0, got %d" % (name, value))
@@ -438,7 +450,7 @@ def run_fleet(url: str, campaign: str, fleet_key: bytes, devices: int = 1000, mi
         raise ValueError("rate must be > 0, got %r" % rate)
     if c_clients:
         c_client = c_client or c_client_binary()
-    view = fetch_campaign(url, campaign, fleet_key, phase, username=username, password=password)
+    view = fetch_campaign(broker, campaign, fleet_key, phase)
     mech = phase_mechanism(view)
     distribution = item_distribution(dist, view.config)
     if mech.set_valued:
@@ -462,9 +474,9 @@ def run_fleet(url: str, campaign: str, fleet_key: bytes, devices: int = 1000, mi
                 indices = draw_indices(count, distribution, rng, set_size)
                 extra = {"binary": c_client} if kind == "c" else {}
                 real.append((kind, count, pool.submit(
-                    _REAL_DEVICE_KINDS[kind], url, view, distribution, indices, fleet_key,
-                    username, password, workdir, id_prefix, **extra)))
-        publisher = ReportPublisher(url, max_inflight, rate, username, password)
+                    _REAL_DEVICE_KINDS[kind], broker, view, distribution, indices, fleet_key,
+                    workdir, id_prefix, **extra)))
+        publisher = ReportPublisher(broker, max_inflight, rate)
         try:
             ids, counts = run_simulated(publisher, view, mech, distribution,
                                         simulated_device_ids(devices, id_prefix), rng, set_size, tick)
@@ -515,8 +527,7 @@ def c_client_binary() -> str:
                       "(needs libmosquitto-dev libssl-dev libcjson-dev)")
 
 
-def run_micropython(url, view, dist, indices, fleet_key, username, password, workdir, id_prefix,
-                    wait: float = 60.0):
+def run_micropython(broker, view, dist, indices, fleet_key, workdir, id_prefix, wait: float = 60.0):
     """Real MicroPython device processes (device/main.py --once), one per row of `indices`,
     run from the device/ sources (on the host that starts as fast as precompiled .mpy)."""
     from . import device_runner
@@ -525,12 +536,12 @@ def run_micropython(url, view, dist, indices, fleet_key, username, password, wor
         return device_runner.start_device(state, host, port, campaign, once=True,
                                           timeout=max(1.0, wait - 5))
 
-    return _run_real_devices("mp", launch, url, view, dist, indices, fleet_key, username, password,
-                             workdir, id_prefix, wait)
+    return _run_real_devices("mp", launch, broker, view, dist, indices, fleet_key, workdir,
+                             id_prefix, wait)
 
 
-def run_c_clients(url, view, dist, indices, fleet_key, username, password, workdir, id_prefix,
-                  wait: float = 60.0, binary: str = None):
+def run_c_clients(broker, view, dist, indices, fleet_key, workdir, id_prefix, wait: float = 60.0,
+                  binary: str = None):
     """C client processes (`ldp_client --once`), one per row of `indices`. Like the MicroPython
     devices they log in with the `broker` credentials of their identity.json, if any."""
     binary = binary or c_client_binary()
@@ -541,12 +552,12 @@ def run_c_clients(url, view, dist, indices, fleet_key, username, password, workd
                 "--timeout", str(int(max(1, wait - 5)))]
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    return _run_real_devices("c", launch, url, view, dist, indices, fleet_key, username, password,
-                             workdir, id_prefix, wait)
+    return _run_real_devices("c", launch, broker, view, dist, indices, fleet_key, workdir,
+                             id_prefix, wait)
 
 
-def _run_real_devices(kind, launch, url, view, dist, indices, fleet_key, username, password,
-                      workdir, id_prefix, wait):
+def _run_real_devices(kind, launch, broker, view, dist, indices, fleet_key, workdir, id_prefix,
+                      wait):
     """Run one real device process per row of `indices` (its item, or its set), all at once.
 
     Each gets its own state directory (identity.json, value.json, ledger.json, the layout both
@@ -558,12 +569,12 @@ def _run_real_devices(kind, launch, url, view, dist, indices, fleet_key, usernam
     Returns (device ids that sent, their true counts, how many sent)."""
     if workdir is None:
         with tempfile.TemporaryDirectory(prefix="ldpfleet-%s-" % kind) as root:
-            return _run_devices_in(root, kind, launch, url, view, dist, indices, fleet_key,
-                                   username, password, id_prefix, wait)
+            return _run_devices_in(root, kind, launch, broker, view, dist, indices, fleet_key,
+                                   id_prefix, wait)
     root = os.path.join(workdir, kind)
     os.makedirs(root, exist_ok=True)
-    return _run_devices_in(root, kind, launch, url, view, dist, indices, fleet_key, username,
-                           password, id_prefix, wait)
+    return _run_devices_in(root, kind, launch, broker, view, dist, indices, fleet_key, id_prefix,
+                           wait)
 
 
 class _DeviceProcess:
@@ -606,13 +617,14 @@ class _DeviceProcess:
         return "".join(self.lines)[-400:]
 
 
-def _run_devices_in(root, kind, launch, url, view, dist, indices, fleet_key, username, password,
-                    id_prefix, wait):
+def _run_devices_in(root, kind, launch, broker, view, dist, indices, fleet_key, id_prefix, wait):
     from . import device_runner
-    host, port = parse_url(url)
-    broker = {"host": host, "port": port}
-    if username is not None:
-        broker.update(user=username, password=password)
+    host, port = broker.host, broker.port
+    login = {"host": host, "port": port}
+    if broker.username is not None:
+        login.update(user=broker.username, password=broker.password)
+    if broker.tls:
+        login["tls"] = {"ca_file": os.path.abspath(broker.cafile)}
     doc, phase = view.config, view.phase
     running = []
     try:
@@ -622,7 +634,7 @@ def _run_devices_in(root, kind, launch, url, view, dist, indices, fleet_key, use
                 continue
             value = _device_value(dist, indices[i])
             state = device_runner.prepare_device(os.path.join(root, device_id), device_id, fleet_key,
-                                                 value=value, campaign=doc["campaign"], broker=broker)
+                                                 value=value, campaign=doc["campaign"], broker=login)
             proc = launch(state, host, port, doc["campaign"], value)
             running.append((i, _DeviceProcess(device_id, state, proc, phase)))
         deadline = time.monotonic() + wait
@@ -709,7 +721,7 @@ def run_demo(devices: int = 20000, micropython: int = None, mechanism: str = "ol
     import shutil
     from . import metrics
     from .broker import EmbeddedBroker
-    from .service import BrokerSettings, ServeProcess, Store, create_campaign
+    from .service import ServeProcess, Store, create_campaign
     from .service.campaigns import write_fleet_key
     from .service.estimates import load_sketch
 

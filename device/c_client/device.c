@@ -25,21 +25,25 @@ static int broker_string(const cJSON *broker, const char *name, char *out, int *
     return 0;
 }
 
-/* The identity's optional "broker": {host, port, user, password}, as device/ldp/app.py reads it. */
+/* The identity's optional "broker": {host, port, user, password, tls: {ca_file}}, as
+ * device/ldp/app.py reads it. */
 static int broker_load(const cJSON *doc, struct ldpc_broker *b, struct ldpc_reason *why)
 {
     const cJSON *broker = cJSON_GetObjectItemCaseSensitive(doc, "broker");
-    const cJSON *port;
+    const cJSON *port, *tls;
     int64_t p = 0;
     if (broker == NULL || cJSON_IsNull(broker))
         return 0;
     port = cJSON_GetObjectItemCaseSensitive(broker, "port");
+    tls = cJSON_GetObjectItemCaseSensitive(broker, "tls");
     if (!cJSON_IsObject(broker) || broker_string(broker, "host", b->host, &b->has_host) != 0
         || broker_string(broker, "user", b->user, &b->has_user) != 0
         || broker_string(broker, "password", b->password, &b->has_password) != 0
+        || (tls != NULL && !cJSON_IsNull(tls)
+            && (!cJSON_IsObject(tls) || broker_string(tls, "ca_file", b->ca_file, &b->has_ca_file) != 0))
         || (port != NULL && !cJSON_IsNull(port) && (!ldpc_json_int(port, &p) || p < 1 || p > 65535))) {
-        ldpc_reason_set(why, "broker", "broker must be {host, port, user, password}: strings shorter "
-                        "than %d bytes and a port in 1..65535", LDPC_MAX_CREDENTIAL);
+        ldpc_reason_set(why, "broker", "broker must be {host, port, user, password, tls: {ca_file}}: "
+                        "strings shorter than %d bytes and a port in 1..65535", LDPC_MAX_CREDENTIAL);
         return -1;
     }
     if (port != NULL && !cJSON_IsNull(port)) {

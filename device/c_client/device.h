@@ -24,12 +24,14 @@
 #define LDPC_MAX_KEY 128
 #define LDPC_MAX_CREDENTIAL 256 /* longest broker host, user or password, NUL included */
 
-/* The identity file's optional "broker": {host, port, user, password} (device/README.md);
- * an absent entry leaves its has_ flag 0. */
+/* The identity file's optional "broker": {host, port, user, password, tls: {ca_file}}
+ * (device/README.md); an absent entry leaves its has_ flag 0. ca_file is a PEM file, relative
+ * to the state directory unless absolute; with it the client speaks TLS. */
 struct ldpc_broker {
     char host[LDPC_MAX_CREDENTIAL], user[LDPC_MAX_CREDENTIAL], password[LDPC_MAX_CREDENTIAL];
+    char ca_file[LDPC_MAX_CREDENTIAL];
     int port;
-    int has_host, has_port, has_user, has_password;
+    int has_host, has_port, has_user, has_password, has_ca_file;
 };
 
 struct ldpc_identity {

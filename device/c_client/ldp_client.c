@@ -2,9 +2,12 @@
  *
  *   ldp_client [run] --host H --port P --campaign C --state-dir DIR [--identity FILE]
  *              [--device-id ID] --value V [--high] [--once] [--timeout S] [--keepalive S]
- *              [--backoff-max S] [--username U] [--password P] [--crash-point after-commit]
- *     (host, port, username and password default to the identity file's optional
- *     "broker": {host, port, user, password}, as on the MicroPython client; flags override)
+ *              [--backoff-max S] [--username U] [--password P] [--cafile PEM]
+ *              [--crash-point after-commit]
+ *     (host, port, username, password and CA default to the identity file's optional
+ *     "broker": {host, port, user, password, tls: {ca_file}}, as on the MicroPython client;
+ *     flags override. With a CA the client speaks TLS (default port 8883) and accepts only a
+ *     broker certificate chaining to that CA and naming the host.)
  *   ldp_client vector --case JSON --words-hex HEX     (test vectors: report hex on stdout;
  *                                                      a case with "config" and "phase2" runs
  *                                                      the device's phase-2 path)
@@ -31,7 +34,7 @@
     "usage: ldp_client [run] --host H --port P --campaign C --state-dir DIR [--identity FILE]\n" \
     "                  [--device-id ID] --value V [--high] [--once] [--timeout S]\n" \
     "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n" \
-    "                  [--crash-point after-commit]\n" \
+    "                  [--cafile PEM] [--crash-point after-commit]\n" \
     "       ldp_client vector --case JSON --words-hex HEX\n" \
     "       ldp_client check-model [--model-file F] [--d D]\n" \
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
@@ -104,16 +107,17 @@ static int run(int argc, char **argv)
     static const char *const options[] = {"--host", "--port", "--campaign", "--state-dir", "--identity",
                                           "--device-id", "--value", "--timeout", "--keepalive",
                                           "--backoff-max", "--crash-point", "--username", "--password",
-                                          NULL};
+                                          "--cafile", NULL};
     static const char *const flags[] = {"--once", "--high", NULL};
     const char *state_dir = opt(argc, argv, "--state-dir"), *identity_path = opt(argc, argv, "--identity");
     const char *device_id = opt(argc, argv, "--device-id"), *crash = opt(argc, argv, "--crash-point");
     const char *username = opt(argc, argv, "--username"), *password = opt(argc, argv, "--password");
+    const char *ca_file = opt(argc, argv, "--cafile");
     struct ldpc_session_opts so;
     struct ldpc_identity id;
     struct ldpc_device dev;
     struct ldpc_reason why;
-    char path[4096];
+    char path[4096], ca_path[4096 + LDPC_MAX_CREDENTIAL];
     double port = -1, keepalive = 30, backoff_max = 30, timeout = -1;
     int code;
     if (!check_args(argc, argv, options, flags))
@@ -148,8 +152,16 @@ static int run(int argc, char **argv)
         password = id.broker.password;
     if (password != NULL && username == NULL)
         return usage("a broker password needs a username (--username or broker.user in the identity file)");
+    if (ca_file == NULL && id.broker.has_ca_file) {
+        if (id.broker.ca_file[0] == '/')
+            ca_file = id.broker.ca_file;
+        else {
+            snprintf(ca_path, sizeof ca_path, "%s/%s", state_dir, id.broker.ca_file);
+            ca_file = ca_path;
+        }
+    }
     if (port < 0)
-        port = id.broker.has_port ? id.broker.port : 1883;
+        port = id.broker.has_port ? id.broker.port : ca_file != NULL ? 8883 : 1883;
     if (ldpc_device_init(&dev, &id, state_dir, opt(argc, argv, "--campaign"), opt(argc, argv, "--value"),
                          flag(argc, argv, "--high"), flag(argc, argv, "--once"), &why) != 0) {
         fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
@@ -161,6 +173,7 @@ static int run(int argc, char **argv)
     so.port = (int)port;
     so.username = username;
     so.password = password;
+    so.ca_file = ca_file;
     so.keepalive = (int)keepalive;
     so.backoff_max = backoff_max;
     so.run_for = timeout;

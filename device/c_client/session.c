@@ -22,6 +22,7 @@ struct session {
     struct ldpc_device *dev;
     const struct ldpc_session_opts *opts;
     int connected;
+    int loss_logged; /* the current connection's loss has been logged */
     double backoff;
     struct {
         int mid, phase; /* phase 0: free slot */
@@ -70,8 +71,19 @@ static void on_disconnect(struct mosquitto *mosq, void *obj, int rc)
     (void)mosq;
     s->connected = 0;
     requeue_inflight(s);
-    if (rc != 0)
+    if (rc != 0) {
         ldpc_log(s->dev->id.device_id, "connection-lost", "%s", mosquitto_strerror(rc));
+        s->loss_logged = 1;
+    }
+}
+
+/* libmosquitto's own errors (e.g. OpenSSL's reason a broker certificate was refused). */
+static void on_log(struct mosquitto *mosq, void *obj, int level, const char *text)
+{
+    struct session *s = obj;
+    (void)mosq;
+    if (level == MOSQ_LOG_ERR)
+        ldpc_log(s->dev->id.device_id, "mqtt-error", "%s", text);
 }
 
 static void on_message(struct mosquitto *mosq, void *obj, const struct mosquitto_message *msg)
@@ -175,6 +187,16 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
         mosquitto_lib_cleanup();
         return LDPC_EXIT_USAGE;
     }
+    if (opts->ca_file != NULL
+        && ((code = mosquitto_tls_set(mosq, opts->ca_file, NULL, NULL, NULL, NULL)) != MOSQ_ERR_SUCCESS
+            || (code = mosquitto_tls_opts_set(mosq, 1, NULL, NULL)) != MOSQ_ERR_SUCCESS)) {
+        /* SSL_VERIFY_PEER; the host name is checked too (mosquitto_tls_insecure_set stays off) */
+        fprintf(stderr, "ldp_client: ca_file %s: %s\n", opts->ca_file, mosquitto_strerror(code));
+        mosquitto_destroy(mosq);
+        mosquitto_lib_cleanup();
+        return LDPC_EXIT_USAGE;
+    }
+    mosquitto_log_callback_set(mosq, on_log);
     mosquitto_connect_callback_set(mosq, on_connect);
     mosquitto_disconnect_callback_set(mosq, on_disconnect);
     mosquitto_message_callback_set(mosq, on_message);
@@ -190,11 +212,13 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
                 continue;
             }
             socket_up = 1;
+            s.loss_logged = 0;
         }
         rc = mosquitto_loop(mosq, 100, 1);
         if (rc != MOSQ_ERR_SUCCESS) {
-            if (s.connected)
-                ldpc_log(dev->id.device_id, "connection-lost", "%s", mosquitto_strerror(rc));
+            if (!s.loss_logged)
+                ldpc_log(dev->id.device_id, "connection-lost", "%s%s", s.connected ? "" : "before CONNACK: ",
+                         mosquitto_strerror(rc));
             s.connected = 0;
             socket_up = 0;
             requeue_inflight(&s);

@@ -1,20 +1,26 @@
 """ldpfleet device entry point (device/main.py runs `main(sys.argv[1:])`).
 
 On a board (no arguments): reads identity.json {device_id, fleet_key_hex, eps_cap_milli,
-lifetime_budget_milli, broker: {host, port, user, password}, wifi: {ssid, password}} and value.json
-{campaign, value, high} from the filesystem root and runs forever.
+lifetime_budget_milli, broker: {host, port, user, password, tls: {ca_file}}, wifi: {ssid,
+password}} and value.json {campaign, value, high} from the filesystem root and runs forever.
+With `broker.tls` the device connects over TLS (port 8883 unless given) and accepts only a
+broker certificate signed by the CA in `ca_file` (PEM or DER, relative to the state
+directory) whose name matches the broker host.
 
 On the unix port:
   micropython main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON]
                       [--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]
-Exit codes: 0 done, 2 config refused (--once), 3 timed out (--once), 75 test crash point.
+                      [--ca-file PATH]
+Exit codes: 0 done, 2 config refused (--once) or unusable CA file, 3 timed out (--once),
+75 test crash point.
 """
 import json
 
 from .device import Device, join
 
 USAGE = "usage: main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON] " \
-        "[--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]"
+        "[--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S] [--ca-file PATH]"
+EXIT_BAD_CA = 2
 FLAGS = ("--once", "--high")
 
 
@@ -56,6 +62,17 @@ def wifi(identity):
             time.sleep_ms(100)
 
 
+def tls_settings(state, broker, opts):
+    """The SSLContext for the broker, or None for plain TCP; raises OSError/ValueError when
+    the CA file cannot be read or parsed."""
+    ca_file = opts.get("ca_file", broker.get("tls", {}).get("ca_file"))
+    if ca_file is None:
+        return None
+    from .mqtt import tls_context
+    with open(ca_file if ca_file.startswith("/") else join(state, ca_file), "rb") as f:
+        return tls_context(f.read())
+
+
 def main(argv):
     opts = parse_args(argv)
     state = opts.get("state", "")
@@ -70,17 +87,22 @@ def main(argv):
         except ValueError:
             value_doc["value"] = opts["value"]
     broker = identity.get("broker", {})
+    try:
+        ssl = tls_settings(state, broker, opts)
+    except (OSError, ValueError) as exc:
+        print("ldp %s refused ca_file %r" % (identity.get("device_id"), exc))
+        return EXIT_BAD_CA
     wifi(identity)
     timeout = opts.get("timeout")
     device = Device(
         state, identity, opts.get("campaign", value_doc.get("campaign")), value_doc.get("value"),
         opts.get("host", broker.get("host", "127.0.0.1")),
-        int(opts.get("port", broker.get("port", 1883))),
+        int(opts.get("port", broker.get("port", 8883 if ssl else 1883))),
         keepalive=int(opts.get("keepalive", 30)),
         backoff_max=float(opts.get("backoff_max", 30)),
         once=opts.get("once", False),
         run_for=float(timeout) if timeout is not None else None,
         high=opts.get("high", value_doc.get("high", False)),
         crash_point=opts.get("crash_point"),
-        user=broker.get("user"), password=broker.get("password"))
+        user=broker.get("user"), password=broker.get("password"), ssl=ssl)
     return device.run()

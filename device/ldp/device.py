@@ -31,11 +31,11 @@ def join(state_dir, name):
     return state_dir + "/" + name if state_dir else name
 
 
-def default_client(client_id, host, port, keepalive, timeout, user=None, password=None):
+def default_client(client_id, host, port, keepalive, timeout, user=None, password=None, ssl=None):
     """This package's MQTT client (see device/README.md for umqtt.simple)."""
     from .mqtt import MQTTClient
     return MQTTClient(client_id, host, port, user=user, password=password, keepalive=keepalive,
-                      timeout=timeout)
+                      timeout=timeout, ssl=ssl)
 
 
 class Device:
@@ -46,13 +46,14 @@ class Device:
     `high`: LDPLCM phase-2 decision when the phase-2 message carries no model.
     `once`: exit when every phase this device takes part in has been delivered, or at the
     first refused config. `crash_point="after-commit"` (tests only) stops the process
-    right after the ledger write, before publishing.
+    right after the ledger write, before publishing. `ssl`: an `ssl.SSLContext` for a TLS
+    broker (`ldp.mqtt.tls_context`), None for plain TCP.
     """
 
     def __init__(self, state_dir, identity, campaign, value, host, port=1883, keepalive=30,
                  timeout=5.0, backoff_max=30.0, once=False, run_for=None, high=False,
                  crash_point=None, log=None, client_factory=default_client, user=None,
-                 password=None):
+                 password=None, ssl=None):
         self.device_id = identity["device_id"]
         if not cfg.valid_name(self.device_id) or not cfg.valid_name(campaign):
             raise ValueError("device id and campaign must match [A-Za-z0-9_-]{1,64}")
@@ -63,6 +64,7 @@ class Device:
         self.high = bool(high)
         self.host, self.port = host, port
         self.user, self.password = user, password
+        self.ssl = ssl
         self.keepalive = keepalive
         self.timeout = timeout
         self.backoff_max = backoff_max
@@ -261,7 +263,7 @@ class Device:
     # --- connection -------------------------------------------------------------------------
     def _connect(self):
         self.client = self.client_factory(self.device_id, self.host, self.port, self.keepalive,
-                                          self.timeout, self.user, self.password)
+                                          self.timeout, self.user, self.password, self.ssl)
         self.client.set_callback(self._on_message)
         self.client.connect(clean_session=True)
         self.log("connected", "%s:%d" % (self.host, self.port))

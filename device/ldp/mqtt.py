@@ -6,6 +6,11 @@ write and TCP_NODELAY is set after connect (no Nagle/delayed-ACK stalls); every 
 deadline (`timeout` seconds), so a dead connection surfaces as OSError instead of a hang;
 a QoS 1 publish returns only after its PUBACK; `last_rx` (ticks_ms of the last packet
 from the broker) lets the caller detect a silent broker with PINGREQ/PINGRESP.
+
+TLS as in current `umqtt.simple`: pass `ssl=` an `ssl.SSLContext` (see `tls_context`); the
+TCP socket is wrapped after connect with `server_hostname` = the broker host, and the port
+defaults to 8883. Reads keep their deadlines: polling an SSL socket also reports bytes that
+are already decrypted and buffered.
 """
 import select
 import socket
@@ -37,11 +42,12 @@ def _utf8(s):
 
 
 class MQTTClient:
-    def __init__(self, client_id, server, port=1883, user=None, password=None, keepalive=0,
-                 timeout=5):
+    def __init__(self, client_id, server, port=0, user=None, password=None, keepalive=0,
+                 timeout=5, ssl=None):
         self.client_id = client_id
         self.server = server
-        self.port = port or 1883
+        self.ssl = ssl
+        self.port = port or (8883 if ssl else 1883)
         self.user = user
         self.pswd = password
         self.keepalive = keepalive
@@ -127,6 +133,10 @@ class MQTTClient:
                 self.sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
             except OSError:
                 pass  # a stack without the option: packets still go out in one write each
+            if self.ssl is not None:
+                # The handshake verifies the broker's certificate chain and name; a failure
+                # raises here (OSError or ValueError) and the caller retries with backoff.
+                self.sock = self.ssl.wrap_socket(self.sock, server_hostname=self.server)
             self.poller = select.poll()
             self.poller.register(self.sock, select.POLLIN)
             flags = 0x02 if clean_session else 0
@@ -250,3 +260,29 @@ class MQTTClient:
             op, body = self._read_packet(self._deadline())
             kind = self._handle(op, body)
         return kind
+
+
+def pem_to_der(data):
+    """The first certificate of a PEM file as DER (MicroPython's mbedTLS build loads DER);
+    DER input is returned unchanged."""
+    if not data.startswith(b"-----BEGIN"):
+        return data
+    from binascii import a2b_base64
+    lines = data.split(b"\n")
+    body = bytearray()
+    for line in lines[1:]:
+        line = line.strip()
+        if line.startswith(b"-----END"):
+            return a2b_base64(bytes(body))
+        body.extend(line)
+    raise ValueError("unterminated PEM certificate")
+
+
+def tls_context(ca_data):
+    """A client SSLContext that requires a broker certificate signed by the CA in `ca_data`
+    (PEM or DER bytes); the host name is checked against the certificate at wrap time."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(cadata=pem_to_der(ca_data))
+    return ctx

@@ -1,7 +1,8 @@
 """`ldpfleet flash`: install the MicroPython device client on a board.
 
 Precompiles device/ldp with `mpy-cross -march=<arch>` (viper code is architecture specific),
-writes identity.json (device id, fleet key, the device's own ε cap and lifetime budget, broker)
+writes identity.json (device id, fleet key, the device's own ε cap and lifetime budget, broker;
+with --broker-ca the CA certificate goes to the board as ca.der and the device speaks TLS)
 and optionally value.json, then copies everything with one `mpremote connect PORT fs cp ...`
 chain. `--dry-run` prints the files and the command without touching a board.
 """
@@ -36,7 +37,11 @@ def register(subparsers):
     p.add_argument("--budget", type=float, default=40.0,
                    help="the device's lifetime ε budget (nats; default 40)")
     p.add_argument("--broker-host", default=None, help="MQTT broker host written to identity.json")
-    p.add_argument("--broker-port", type=int, default=1883)
+    p.add_argument("--broker-port", type=int, default=None, help="default 1883, 8883 with --broker-ca")
+    p.add_argument("--broker-ca", default=None, metavar="PEM",
+                   help="CA certificate of the broker's TLS certificate: copied to the board as "
+                        "ca.der; the device then connects over TLS and verifies the broker's "
+                        "certificate and host name")
     p.add_argument("--username", default=None, help="MQTT username (broker-config ACLs)")
     p.add_argument("--password", default=None, help="MQTT password")
     p.add_argument("--wifi-ssid", default=None)
@@ -64,6 +69,18 @@ def read_fleet_key(path) -> bytes:
     return key
 
 
+def ca_der(path) -> bytes:
+    """The CA certificate at `path` (PEM or DER) as DER, the form MicroPython's mbedTLS loads."""
+    import ssl
+    data = Path(path).read_bytes()
+    if data.lstrip().startswith(b"-----BEGIN"):
+        try:
+            return ssl.PEM_cert_to_DER_cert(data.decode("ascii"))
+        except ValueError as exc:
+            raise ConfigError("broker_ca", "%s: %s" % (path, exc)) from None
+    return data
+
+
 def parse_value(text):
     if text is None:
         return None
@@ -80,10 +97,18 @@ def stage(out_dir, args, fleet_key: bytes) -> list:
     out = Path(out_dir)
     device_runner.compile_mpy(out, march=args.march)
     broker = None
+    extra_files = []
+    if args.broker_ca and not args.broker_host:
+        raise ConfigError("broker_ca", "--broker-ca needs --broker-host")
     if args.broker_host:
-        broker = {"host": args.broker_host, "port": args.broker_port}
+        default_port = 8883 if args.broker_ca else 1883
+        broker = {"host": args.broker_host, "port": args.broker_port or default_port}
         if args.username is not None:
             broker.update(user=args.username, password=args.password)
+        if args.broker_ca:
+            (out / "ca.der").write_bytes(ca_der(args.broker_ca))
+            broker["tls"] = {"ca_file": "ca.der"}
+            extra_files.append("ca.der")
     wifi = {"ssid": args.wifi_ssid, "password": args.wifi_password or ""} if args.wifi_ssid else None
     identity = device_runner.identity_doc(args.device_id, fleet_key,
                                           protocol.eps_to_milli(args.eps_cap),
@@ -92,7 +117,7 @@ def stage(out_dir, args, fleet_key: bytes) -> list:
     with os.fdopen(fd, "w") as f:
         json.dump(identity, f)
     files = sorted(str(p.relative_to(out)) for p in (out / "ldp").glob("*.mpy"))
-    files += ["main.py", "identity.json"]
+    files += ["main.py", "identity.json"] + extra_files
     if args.campaign is not None or args.value is not None:
         (out / "value.json").write_text(json.dumps({"campaign": args.campaign,
                                                     "value": parse_value(args.value)}))

@@ -12,7 +12,10 @@ def register(subparsers):
                     "report per device: N simulated devices (C kernels), M real MicroPython "
                     "device processes and C C-client processes. Prints what was sent and the true "
                     "per-item counts.")
-    p.add_argument("--broker", required=True, help="mqtt://HOST:PORT")
+    p.add_argument("--broker", required=True, help="mqtt://HOST:PORT or mqtts://HOST:PORT (TLS)")
+    p.add_argument("--cafile", default=None,
+                   help="CA certificate (PEM) that signed the broker's; implies TLS and is given "
+                        "to the MicroPython and C devices as their identity's broker.tls.ca_file")
     p.add_argument("--campaign", required=True)
     p.add_argument("--devices", type=int, default=1000, help="simulated CPython devices")
     p.add_argument("--micropython", type=int, default=0, help="real MicroPython device processes")
@@ -37,7 +40,7 @@ def register(subparsers):
     p.add_argument("--username", default=None,
                    help="broker login of the generator (all simulated devices share one "
                         "connection, so under the broker-config ACL it needs write access to "
-                        "ldp/+/r/#); MicroPython devices get it too, the C client has none")
+                        "ldp/+/r/#); the MicroPython and C devices get it too")
     p.add_argument("--password", default=None)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--progress", action="store_true", help="progress bar (default: on a terminal)")
@@ -122,7 +125,7 @@ def run_fleet_command(args):
         c_clients=args.c_clients, rate=args.rate, dist=args.dist, seed=args.seed, phase=args.phase,
         id_prefix=args.id_prefix, max_inflight=args.max_inflight, username=args.username,
         password=args.password, set_size=args.set_size, progress=_progress_wanted(args),
-        c_client=args.c_client)
+        c_client=args.c_client, cafile=args.cafile)
     if args.json:
         json.dump(result.to_json(), sys.stdout)
         sys.stdout.write("\n")
