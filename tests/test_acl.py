@@ -77,7 +77,7 @@ def secured(tmp_path):
     out = tmp_path / "broker"
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
                      "--devices-file", str(devices_file), "--campaigns", "c1",
-                     "--port", str(port), "--bind", "127.0.0.1", "--run-as", getpass.getuser(),
+                     "--loadgen-user", "loadgen", "--port", str(port), "--bind", "127.0.0.1", "--run-as", getpass.getuser(),
                      "--log-file", str(tmp_path / "mosquitto.log")]) == 0
     with open(out / "credentials.csv") as f:
         creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
@@ -90,6 +90,7 @@ def secured(tmp_path):
         clients.append(c)
         return c
 
+    connect.port = port
     yield connect, out, creds
     for c in clients:
         c.close()
@@ -157,6 +158,49 @@ def test_aggregator_config_survives_forged_retained_publish(secured):
     assert late.messages.get(timeout=10) == ("ldp/c1/config", b"genuine", True)
 
 
+def test_load_generator_publishes_reports_only(secured):
+    """The --loadgen-user may publish any device's report topic of its campaigns and read the
+    campaign topics, but not forge configs/phase-2/status, read reports or leave its campaigns."""
+    connect, _, _ = secured
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.subscribe("ldp/#")
+    gen = connect("loadgen")
+    assert gen.wait_connected()
+    gen.subscribe("ldp/c1/r/+")  # refused by the ACL: never delivered
+    for topic, payload in [("ldp/c1/config", b"forged config"), ("ldp/c1/phase2", b"forged"),
+                           ("ldp/c1/status", b"forged"), ("ldp/c2/r/sim-1", b"other campaign")]:
+        gen.publish(topic, payload)
+    gen.publish("ldp/c1/r/sim-1", b"simulated report")
+    gen.publish("ldp/c1/r/dev-a", b"report for a provisioned id")
+    seen = agg.wait_for("ldp/c1/r/dev-a", b"report for a provisioned id")
+    assert seen == [("ldp/c1/r/sim-1", b"simulated report", False),
+                    ("ldp/c1/r/dev-a", b"report for a provisioned id", False)]
+    assert gen.messages.empty()
+
+
+def test_fleet_runs_as_the_load_generator_on_a_secured_broker(secured):
+    """`ldpfleet fleet` with the load generator's login: it reads the signed config and
+    delivers every simulated and MicroPython device's report through the ACL."""
+    from device_support import FLEET_KEY, config_doc
+    from ldpfleet import config as campaign_config
+    from ldpfleet import fleet
+
+    connect, _, creds = secured
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.publish("ldp/c1/config", campaign_config.sign(config_doc("c1"), FLEET_KEY), retain=True)
+    agg.subscribe("ldp/c1/r/+")
+    result = fleet.run_fleet("mqtt://127.0.0.1:%d" % connect.port, "c1", FLEET_KEY, devices=40,
+                             micropython=1, seed=3, username="loadgen", password=creds["loadgen"])
+    assert result.sent == 41 and result.failed == 0
+    topics = set()
+    while len(topics) < 41:
+        topic, _, _ = agg.messages.get(timeout=20)
+        topics.add(topic)
+    assert topics == {"ldp/c1/r/%s" % d for ids in result.device_ids.values() for d in ids}
+
+
 def test_unknown_users_and_wrong_passwords_are_refused(secured):
     connect, _, _ = secured
     assert not connect("dev-a", password="wrong", client_id="x1").wait_connected()
@@ -169,7 +213,7 @@ def test_rerun_keeps_passwords_and_adds_devices(secured, tmp_path):
     more = tmp_path / "more.txt"
     more.write_text("\n".join(DEVICES + ["dev-d"]) + "\n")
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
-                     "--devices-file", str(more)]) == 0
+                     "--devices-file", str(more), "--loadgen-user", "loadgen"]) == 0
     with open(out / "credentials.csv") as f:
         again = {row["username"]: row["password"] for row in csv.DictReader(f)}
     assert set(again) == set(creds) | {"dev-d"}
@@ -292,3 +336,11 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
     report_b = ledgered_report(wrong)
     # the only dev-b report the aggregator ever saw is the one sent with the right password
     assert agg.wait_for("ldp/c1/r/dev-b", report_b) == [("ldp/c1/r/dev-b", report_b, False)]
+
+
+def test_load_generator_name_must_be_distinct(tmp_path):
+    for name in ("agg", "dev-a", "bad/name"):
+        with pytest.raises(ConfigError) as err:
+            broker.write_secured_config(str(tmp_path / name.replace("/", "_")), "agg", DEVICES,
+                                        loadgen_user=name, run_as=getpass.getuser())
+        assert err.value.field == "loadgen_user"

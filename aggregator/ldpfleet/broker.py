@@ -190,10 +190,13 @@ def read_device_ids(path: str) -> list:
     return ids
 
 
-def acl_text(aggregator_user: str, campaigns=None) -> str:
+def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None) -> str:
     """Mosquitto ACL: each device (username = device id) may publish only to its own report
     topic and read its campaigns' config/phase2/status; only the aggregator user publishes
-    configs, phase-2 messages and status, and reads reports (spec §4).
+    configs, phase-2 messages and status, and reads reports (spec §4). An optional load
+    generator user (`ldpfleet fleet` for pilots: one connection for many simulated devices)
+    may publish to every report topic of the campaigns and read their campaign topics, but
+    neither publish configs nor read reports.
 
     `pattern` lines apply to every authenticated user, with %u replaced by the username
     (Mosquitto refuses the substitution for usernames holding `+`, `#` or `/`)."""
@@ -204,6 +207,13 @@ def acl_text(aggregator_user: str, campaigns=None) -> str:
         lines.append("pattern write ldp/%s/r/%%u" % scope)
         for leaf in ("config", "phase2", "status"):
             lines.append("pattern read ldp/%s/%s" % (scope, leaf))
+    if loadgen_user:
+        lines += ["", "# the load generator (ldpfleet fleet): reports for simulated devices",
+                  "user %s" % loadgen_user]
+        for scope in scopes:
+            lines.append("topic write ldp/%s/r/+" % scope)
+            for leaf in ("config", "phase2", "status"):
+                lines.append("topic read ldp/%s/%s" % (scope, leaf))
     lines += ["", "# the aggregator", "user %s" % aggregator_user, "topic readwrite ldp/#", ""]
     return "\n".join(lines)
 
@@ -229,7 +239,8 @@ def write_secured_config(out_dir: str, aggregator_user: str, device_ids: list, c
                          port: int = 1883, bind: str = None, max_queued_messages: int = None,
                          max_queued_bytes: int = 0, max_inflight_messages: int = 1000,
                          certfile: str = None, keyfile: str = None, cafile: str = None,
-                         log_file: str = None, run_as: str = "mosquitto") -> dict:
+                         log_file: str = None, run_as: str = "mosquitto",
+                         loadgen_user: str = None) -> dict:
     """Write mosquitto.conf, passwd (PBKDF2-SHA512 hashes), acl and credentials.csv
     (plain passwords for provisioning, mode 0600) into `out_dir`; returns their paths.
 
@@ -240,6 +251,10 @@ def write_secured_config(out_dir: str, aggregator_user: str, device_ids: list, c
         raise ConfigError("aggregator_user", "must match [A-Za-z0-9_-]{1,64}")
     if aggregator_user in device_ids:
         raise ConfigError("aggregator_user", "%r is also listed as a device" % aggregator_user)
+    if loadgen_user is not None and (not NAME_RE.match(loadgen_user) or loadgen_user == aggregator_user
+                                     or loadgen_user in device_ids):
+        raise ConfigError("loadgen_user", "must match [A-Za-z0-9_-]{1,64} and differ from the "
+                          "aggregator and every device")
     for name in campaigns or []:
         if not NAME_RE.match(name):
             raise ConfigError("campaign", "%r does not match [A-Za-z0-9_-]{1,64}" % name)
@@ -252,6 +267,8 @@ def write_secured_config(out_dir: str, aggregator_user: str, device_ids: list, c
              for name in ("mosquitto.conf", "passwd", "acl", "credentials.csv")}
     known = _read_credentials(paths["credentials.csv"])
     rows = [("aggregator", aggregator_user)] + [("device", d) for d in device_ids]
+    if loadgen_user:
+        rows.append(("loadgen", loadgen_user))
     creds = [(role, user, known.get(user) or secrets.token_urlsafe(18)) for role, user in rows]
 
     buf = io.StringIO()
@@ -262,7 +279,7 @@ def write_secured_config(out_dir: str, aggregator_user: str, device_ids: list, c
     _write_private(paths["passwd"], "".join("%s:%s\n" % (user, password_hash(pw))
                                             for _, user, pw in creds))
     with open(paths["acl"], "w") as f:
-        f.write(acl_text(aggregator_user, campaigns))
+        f.write(acl_text(aggregator_user, campaigns, loadgen_user))
 
     if max_queued_messages is None:
         max_queued_messages = max(100_000, 4 * len(device_ids))

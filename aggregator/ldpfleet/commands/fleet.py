@@ -39,8 +39,8 @@ def register(subparsers):
                    help="items per device for set-valued mechanisms (default: the config's l)")
     p.add_argument("--username", default=None,
                    help="broker login of the generator (all simulated devices share one "
-                        "connection, so under the broker-config ACL it needs write access to "
-                        "ldp/+/r/#); the MicroPython and C devices get it too")
+                        "connection: under a broker-config ACL use its --loadgen-user); the "
+                        "MicroPython and C devices get it too")
     p.add_argument("--password", default=None)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--progress", action="store_true", help="progress bar (default: on a terminal)")
@@ -85,6 +85,9 @@ def register(subparsers):
     b.add_argument("--max-queued-messages", type=int, default=None,
                    help="per-client queue (default: max(100000, 4 x devices))")
     b.add_argument("--max-queued-bytes", type=int, default=0, help="0 = no byte limit")
+    b.add_argument("--loadgen-user", default=None,
+                   help="also a user for `ldpfleet fleet` (pilots): may publish every device's "
+                        "report topic and read campaign topics, nothing else")
     b.add_argument("--certfile", default=None)
     b.add_argument("--keyfile", default=None)
     b.add_argument("--cafile", default=None)
@@ -156,7 +159,8 @@ def run_broker_config_command(args):
         args.out, args.aggregator_user, device_ids, campaigns=args.campaigns, port=args.port,
         bind=args.bind, max_queued_messages=args.max_queued_messages,
         max_queued_bytes=args.max_queued_bytes, certfile=args.certfile, keyfile=args.keyfile,
-        cafile=args.cafile, log_file=args.log_file, run_as=args.run_as)
+        cafile=args.cafile, log_file=args.log_file, run_as=args.run_as,
+        loadgen_user=args.loadgen_user)
     print("wrote %s (%d devices)" % (", ".join(os.path.basename(p) for p in paths.values()),
                                      len(device_ids)))
     print("run: mosquitto -c %s" % paths["mosquitto.conf"])
