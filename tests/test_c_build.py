@@ -31,7 +31,11 @@ EXERCISE = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     import ldpfleet._kernels as k
-    assert 'sanitize' in k.__file__ or True
+    # the sanitized copy next to this script, not the installed extension
+    so = Path(k.__file__).resolve()
+    assert so.parent == Path(__file__).resolve().parent / "ldpfleet", so
+    blob = so.read_bytes()
+    assert b"__asan_" in blob and b"__ubsan_handle" in blob, "extension built without sanitizers"
     from ldpfleet.mechanisms import MODULES, make_mechanism, mechanism_from_description
     vectors = Path(sys.argv[1])
     done = []

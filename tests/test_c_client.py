@@ -356,21 +356,44 @@ def test_ldplcm_sampling_splits_devices_between_phases(mosquitto, tmp_path, sani
 
 
 def test_string_domain_index_and_key(mosquitto, tmp_path):
+    """A string item reaches the mechanisms as its domain index (GRR reports y = 2 for
+    "héllo") and as its spec key murmur3(utf8) (OLH reports y = bucket(Hs(key, seed), g)).
+    At ε = 8 a device keeps the true value with probability > 0.995, so at least 6 of 8
+    devices show it (P(fail) < 1e-5); a wrong index or key would match only 1/4 or 1/16 of
+    the time. A value outside the domain is refused."""
     items = ["idle", "busy", "héllo", "overloaded"]
-    grr = config_doc("strings", mechanism="grr", eps_milli=1000, params={},
-                     domain={"type": "str", "items": items})
+    domain = {"type": "str", "items": items}
+    docs = {"strings": config_doc("strings", mechanism="grr", eps_milli=8000, params={}, domain=domain),
+            "strkeys": config_doc("strkeys", mechanism="olh", eps_milli=8000, params={"g": 16},
+                                  domain=domain)}
+    devices = 8
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/strings/config", campaign_config.sign(grr, FLEET_KEY))
-        ok = run_client(build_client(), make_state(tmp_path, "a"), mosquitto.port, "strings", "héllo")
-        assert ok.returncode == 0, ok.stdout + ok.stderr
-        outside = run_client(build_client(), make_state(tmp_path, "b"), mosquitto.port, "strings", "nope")
+        for name, doc in docs.items():
+            collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, FLEET_KEY))
+            for i in range(devices):
+                state = make_state(tmp_path, "%s-%d" % (name, i), "%s-%d" % (name, i), eps_cap_milli=8000)
+                ok = run_client(build_client(), state, mosquitto.port, name, "héllo")
+                assert ok.returncode == 0, ok.stdout + ok.stderr
+        outside = run_client(build_client(), make_state(tmp_path, "b", eps_cap_milli=8000),
+                             mosquitto.port, "strings", "nope")
         assert outside.returncode == 2 and "refused config value:" in outside.stdout
         reports = collector.barrier()
-        assert len(reports) == 1
-        campaign_config.mechanism_for_phase(grr, 1).check(reports[0][1])
     finally:
         collector.close()
+    by_campaign = {name: [p for t, p in reports if t.startswith("ldp/%s/r/" % name)] for name in docs}
+    assert {name: len(r) for name, r in by_campaign.items()} == {"strings": devices, "strkeys": devices}
+    for name, doc in docs.items():
+        for report in by_campaign[name]:
+            campaign_config.mechanism_for_phase(doc, 1).check(report)
+    body = protocol.HEADER_SIZE
+    grr_y = [int.from_bytes(r[body:body + 4], "little") for r in by_campaign["strings"]]
+    assert sum(y == items.index("héllo") for y in grr_y) >= 6, grr_y
+    key = protocol.item_key("héllo")
+    olh_hits = [int.from_bytes(r[body + 4:body + 6], "little")
+                == protocol.bucket(protocol.keyed_hash(key, int.from_bytes(r[body:body + 4], "little")), 16)
+                for r in by_campaign["strkeys"]]
+    assert sum(olh_hits) >= 6, olh_hits
 
 
 def test_live_session_under_asan_and_ubsan(mosquitto, tmp_path):

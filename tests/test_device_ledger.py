@@ -98,7 +98,8 @@ def test_corrupt_ledger_stops_the_device(mosquitto, tmp_path):
     try:
         start_campaign(collector, "temp")
         proc = run(state, mosquitto, "temp")
-        assert proc.returncode not in (0, device_runner.EXIT_REFUSED, device_runner.EXIT_TIMEOUT)
+        assert proc.returncode == device_runner.EXIT_CORRUPT_LEDGER, proc.stdout
+        assert "stopped ledger:" in proc.stdout and "cannot be read" in proc.stdout, proc.stdout
         assert collector.barrier() == []
     finally:
         collector.close()

@@ -291,12 +291,13 @@ def test_estimate_frequencies_uses_the_model_for_high_items(trained):
 
 def test_simulate_ldplcm_and_baselines_run_on_the_same_data():
     kw = dict(eps=4.0, n=30000, d=4096, dist="zipf:1.1", seed=6)
-    res = L.simulate_ldplcm(k=16, m=256, sample_rate=0.2, theta=0.5, **kw)
+    res = L.simulate_ldplcm(k=16, m=256, sample_rate=0.2, theta=0.5, return_estimates=True, **kw)
     assert res["phase1_users"] + res["phase2_users"] == 30000
     assert abs(res["phase1_users"] - 6000) < Z_BOUND * math.sqrt(30000 * 0.2 * 0.8)
     assert res["high_items"] >= 1 and math.isfinite(res["sse"])
     assert res["sse"] == pytest.approx(res["sse_high"] + res["sse_low"])
     assert res["mse"] == pytest.approx(res["sse"] / 4096)
     for name in ("cms", "hcms", "flh"):
-        base = L.simulate_baseline(name, k=16, m=256, **kw)
+        base = L.simulate_baseline(name, k=16, m=256, return_estimates=True, **kw)
         assert math.isfinite(base["sse"]) and base["users"] == 30000
+        assert np.array_equal(base["truth"], res["truth"]), name

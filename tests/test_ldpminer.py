@@ -239,9 +239,19 @@ def test_score_conventions():
     assert 0 < res["ndcg"] < 1
 
 
-def test_simulate_ldpminer_pairs_datasets_and_is_finite():
-    runs = {p: lm.simulate_ldpminer(p, 4.0, 4000, 100, 5, "laplace:50,5", 3, seed=4)
-            for p in ("lm-rp", "rp")}
+def test_simulate_ldpminer_pairs_datasets_and_is_finite(monkeypatch):
+    drawn = {}
+    real_draw = lm.draw_sets
+
+    def recording_draw(*args, **kw):
+        drawn[current] = real_draw(*args, **kw)
+        return drawn[current]
+
+    monkeypatch.setattr(lm, "draw_sets", recording_draw)
+    runs = {}
+    for current in ("lm-rp", "rp"):
+        runs[current] = lm.simulate_ldpminer(current, 4.0, 4000, 100, 5, "laplace:50,5", 3, seed=4)
+    assert np.array_equal(drawn["lm-rp"], drawn["rp"]) and drawn["rp"].shape == (4000, 5)
     for r in runs.values():
         assert all(math.isfinite(r[key]) for key in ("re", "re_list", "ndcg", "recall"))
     assert runs["lm-rp"]["k_max"] == 6 and runs["lm-rp"]["l2"] == 5 and runs["rp"]["k_max"] is None

@@ -16,7 +16,8 @@ Stable API used by tests, the fleet generator and the service end-to-end runs:
 A device's state directory holds identity.json, value.json and its ledger.json; the code
 comes from `lib_dir` (device/ sources by default, or a compile_mpy output). MICROPYPATH
 replaces sys.path on MicroPython, so the environment sets it to `.frozen:<lib_dir>`.
-Device exit codes: 0 done, 2 config refused (--once), 3 timed out (--once), 75 crash point.
+Device exit codes: 0 done, 1 corrupt ledger, 2 config refused (--once), 3 timed out (--once),
+75 crash point.
 """
 import json
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE_DIR = ROOT / "device"
-EXIT_DONE, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_CRASH_POINT = 0, 2, 3, 75
+EXIT_DONE, EXIT_CORRUPT_LEDGER, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_CRASH_POINT = 0, 1, 2, 3, 75
 MARCHES = ("x64", "x86", "armv6m", "armv7m", "armv7emsp", "armv7emdp", "xtensa", "xtensawin",
            "rv32imc")
 DEFAULT_EPS_CAP_MILLI = 8000

@@ -11,16 +11,18 @@ On the unix port:
   micropython main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON]
                       [--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]
                       [--ca-file PATH]
-Exit codes: 0 done, 2 config refused (--once) or unusable CA file, 3 timed out (--once),
-75 test crash point.
+Exit codes: 0 done, 1 corrupt ledger (the device stops rather than reset its budget),
+2 config refused (--once) or unusable CA file, 3 timed out (--once), 75 test crash point.
 """
 import json
 
 from .device import Device, join
+from .errors import LedgerCorrupt
 
 USAGE = "usage: main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON] " \
         "[--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S] [--ca-file PATH]"
 EXIT_BAD_CA = 2
+EXIT_CORRUPT_LEDGER = 1
 FLAGS = ("--once", "--high")
 
 
@@ -94,15 +96,19 @@ def main(argv):
         return EXIT_BAD_CA
     wifi(identity)
     timeout = opts.get("timeout")
-    device = Device(
-        state, identity, opts.get("campaign", value_doc.get("campaign")), value_doc.get("value"),
-        opts.get("host", broker.get("host", "127.0.0.1")),
-        int(opts.get("port", broker.get("port", 8883 if ssl else 1883))),
-        keepalive=int(opts.get("keepalive", 30)),
-        backoff_max=float(opts.get("backoff_max", 30)),
-        once=opts.get("once", False),
-        run_for=float(timeout) if timeout is not None else None,
-        high=opts.get("high", value_doc.get("high", False)),
-        crash_point=opts.get("crash_point"),
-        user=broker.get("user"), password=broker.get("password"), ssl=ssl)
+    try:
+        device = Device(
+            state, identity, opts.get("campaign", value_doc.get("campaign")), value_doc.get("value"),
+            opts.get("host", broker.get("host", "127.0.0.1")),
+            int(opts.get("port", broker.get("port", 8883 if ssl else 1883))),
+            keepalive=int(opts.get("keepalive", 30)),
+            backoff_max=float(opts.get("backoff_max", 30)),
+            once=opts.get("once", False),
+            run_for=float(timeout) if timeout is not None else None,
+            high=opts.get("high", value_doc.get("high", False)),
+            crash_point=opts.get("crash_point"),
+            user=broker.get("user"), password=broker.get("password"), ssl=ssl)
+    except LedgerCorrupt as exc:
+        print("ldp %s stopped %s" % (identity.get("device_id"), exc))
+        return EXIT_CORRUPT_LEDGER
     return device.run()

@@ -14,3 +14,7 @@ class ConfigError(LdpError):
 
 class BudgetExceeded(LdpError):
     """A report would exceed the device's per-report ε cap or its lifetime budget."""
+
+
+class LedgerCorrupt(LdpError):
+    """ledger.json cannot be read back: the device stops rather than reset its budget."""

@@ -13,7 +13,7 @@ import json
 import os
 from binascii import hexlify, unhexlify
 
-from .errors import BudgetExceeded
+from .errors import BudgetExceeded, LedgerCorrupt
 
 FILE = "ledger.json"
 
@@ -40,11 +40,16 @@ class Ledger:
             f = open(self.path)
         except OSError:
             return  # a fresh device: nothing spent yet
-        with f:
-            doc = json.load(f)  # a corrupt ledger raises: never reset a budget silently
-        self.spent_milli = doc["spent_milli"]
-        self.next_seq = doc["next_seq"]
-        self.reports = doc["reports"]
+        try:
+            with f:
+                doc = json.load(f)
+            spent, seq, reports = doc["spent_milli"], doc["next_seq"], doc["reports"]
+        except (ValueError, KeyError, TypeError) as exc:
+            # never reset a budget silently: the device stops until someone looks
+            raise LedgerCorrupt("ledger", "%s cannot be read: %r" % (self.path, exc))
+        self.spent_milli = spent
+        self.next_seq = seq
+        self.reports = reports
 
     @property
     def remaining_milli(self):
