@@ -104,6 +104,8 @@ def mutated_configs():
         m(set_(["phases", 0, "eps_milli"], 0)), m(set_(["phases", 0, "eps_milli"], -5)),
         m(set_(["phases", 0, "eps_milli"], "1")), m(set_(["phases", 0, "eps_milli"], True)),
         m(set_(["phases", 0, "eps_milli"], 1.5)), m(set_(["phases", 0, "params"], [1])),
+        m(set_(["phases", 0, "eps_milli"], 64000)), m(set_(["phases", 0, "eps_milli"], 64001)),
+        m(set_(["phases", 0, "eps_milli"], 10 ** 12)),
         m(drop(["phases", 0, "params"])),
     ]
     return cases

@@ -116,6 +116,8 @@ def check_config(doc: dict, now: int = None) -> dict:
         eps = ph.get("eps_milli")
         if not isinstance(eps, int) or isinstance(eps, bool) or eps <= 0:
             raise ConfigError("phases.eps_milli", "must be a positive integer")
+        if eps > protocol.MAX_EPS_MILLI:
+            raise ConfigError("phases.eps_milli", "must be at most %d" % protocol.MAX_EPS_MILLI)
         if not isinstance(ph.get("params", {}), dict):
             raise ConfigError("phases.params", "must be an object")
         if "sample_rate_ppm" in ph:

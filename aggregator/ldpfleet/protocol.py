@@ -5,6 +5,7 @@ header (spec §3) and typed errors. Hot paths live in the C kernels; this module
 readable reference and the place the thresholds are computed.
 """
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -14,6 +15,8 @@ PROTOCOL_VERSION = 1
 KEY_SEED = 0x6C647066
 WORD = 1 << 32
 SCALE = 1 << 64
+MAX_EPS_MILLI = 64000
+"""Largest ε (milli-nats) any side accepts (spec §2)."""
 HEADER = struct.Struct("<BBBBII")
 HEADER_SIZE = HEADER.size  # 12
 
@@ -125,8 +128,9 @@ def bucket_count(r: int, n: int) -> int:
 
 
 def _check_eps(eps_milli):
-    if not isinstance(eps_milli, int) or isinstance(eps_milli, bool) or eps_milli <= 0:
-        raise ValueError("eps_milli must be a positive integer, got %r" % (eps_milli,))
+    if (not isinstance(eps_milli, int) or isinstance(eps_milli, bool)
+            or not 0 < eps_milli <= MAX_EPS_MILLI):
+        raise ValueError("eps_milli must be an integer in 1..%d, got %r" % (MAX_EPS_MILLI, eps_milli))
 
 
 def t_rr(eps_milli: int) -> int:
@@ -171,6 +175,8 @@ def eps_from_milli(eps_milli: int) -> float:
 
 
 def eps_to_milli(eps: float) -> int:
+    if not math.isfinite(eps) or not 0 < eps <= MAX_EPS_MILLI / 1000:
+        raise ValueError("epsilon must be in (0, %g], got %r" % (MAX_EPS_MILLI / 1000, eps))
     m = round(eps * 1000)
     if m <= 0 or abs(m - eps * 1000) > 1e-6:
         raise ValueError("epsilon must be a positive multiple of 0.001, got %r" % (eps,))

@@ -217,6 +217,10 @@ static int check_phases(const cJSON *doc, struct ldpc_reason *why)
             ldpc_reason_set(why, "phases.eps_milli", "must be a positive integer");
             return -1;
         }
+        if (eps > LDPC_MAX_EPS_MILLI) {
+            ldpc_reason_set(why, "phases.eps_milli", "must be at most %d", LDPC_MAX_EPS_MILLI);
+            return -1;
+        }
         params = cJSON_GetObjectItemCaseSensitive(ph, "params");
         if (params != NULL && !cJSON_IsObject(params)) {
             ldpc_reason_set(why, "phases.params", "must be an object");

@@ -18,6 +18,7 @@ cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const uint8_t *k
 
 /* `sample_rate_ppm` is in parts per million of the device-id hash space (spec §5). */
 #define LDPC_PPM 1000000
+#define LDPC_MAX_EPS_MILLI 64000 /* spec §2 */
 
 /* 0 if `doc` is a well-formed protocol-1 config valid at `now`, else -1 and `why`; a phase's
  * `sample_rate_ppm` must be an integer in (0, 10^6), the same on every phase carrying it. */

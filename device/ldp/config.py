@@ -15,6 +15,7 @@ from .mechanisms import NAMES
 
 PROTOCOL = 1
 PPM = 1000000
+MAX_EPS_MILLI = 64000  # spec §2
 # MicroPython ports whose epoch is 2000-01-01 report 946684800 s less than Unix time
 EPOCH_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
 
@@ -104,6 +105,8 @@ def check_config(doc, now=None):
         eps = ph.get("eps_milli")
         if not _is_int(eps) or eps <= 0:
             raise ConfigError("phases.eps_milli", "must be a positive integer")
+        if eps > MAX_EPS_MILLI:
+            raise ConfigError("phases.eps_milli", "must be at most %d" % MAX_EPS_MILLI)
         if not isinstance(ph.get("params", {}), dict):
             raise ConfigError("phases.params", "must be an object")
         if "sample_rate_ppm" in ph:
