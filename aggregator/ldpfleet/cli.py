@@ -2,6 +2,7 @@
 `register(subparsers)`; a module that fails to import is reported, not hidden."""
 import argparse
 import importlib
+import sqlite3
 import sys
 
 COMMAND_MODULES = [
@@ -37,7 +38,28 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return args.func(args) or 0
+    from .errors import LdpError
+    try:
+        return args.func(args) or 0
+    except ConnectionError as exc:  # broker unreachable or refusing
+        print("ldpfleet: broker: %s" % exc, file=sys.stderr)
+        return 3
+    except (LdpError, ValueError, OverflowError, OSError, sqlite3.Error) as exc:
+        # bad input of any kind (files, numbers, state file, certificates): one line, exit 2
+        print("ldpfleet: error: %s" % _describe(exc), file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("ldpfleet: error: not enough memory for this run (smaller --users/--domain?)",
+              file=sys.stderr)
+        return 2
+
+
+def _describe(exc) -> str:
+    if isinstance(exc, sqlite3.DatabaseError):
+        return "state file: %s" % exc
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return "%s: %s" % (exc.filename, exc.strerror or exc)
+    return str(exc) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -448,6 +448,8 @@ def run_fleet(url: str, campaign: str, fleet_key: bytes, devices: int = 1000, mi
             raise ValueError("%s must be >= 0, got %d" % (name, value))
     if rate is not None and not rate > 0:
         raise ValueError("rate must be > 0, got %r" % rate)
+    if set_size is not None and set_size < 1:
+        raise ValueError("set_size must be >= 1, got %r" % set_size)
     if c_clients:
         c_client = c_client or c_client_binary()
     view = fetch_campaign(broker, campaign, fleet_key, phase)

@@ -7,6 +7,7 @@ and optionally value.json, then copies everything with one `mpremote connect POR
 chain. `--dry-run` prints the files and the command without touching a board.
 """
 import json
+import math
 import os
 import shlex
 import shutil
@@ -18,6 +19,8 @@ from pathlib import Path
 from .. import device_runner, protocol
 from ..config import NAME_RE
 from ..errors import ConfigError
+from ..service.campaigns import read_fleet_key
+from . import tcp_port
 
 BOARD_MARCHES = ("xtensawin", "xtensa", "armv6m", "armv7m", "armv7emsp", "armv7emdp", "rv32imc", "x64")
 
@@ -37,7 +40,7 @@ def register(subparsers):
     p.add_argument("--budget", type=float, default=40.0,
                    help="the device's lifetime ε budget (nats; default 40)")
     p.add_argument("--broker-host", default=None, help="MQTT broker host written to identity.json")
-    p.add_argument("--broker-port", type=int, default=None, help="default 1883, 8883 with --broker-ca")
+    p.add_argument("--broker-port", type=tcp_port, default=None, help="default 1883, 8883 with --broker-ca")
     p.add_argument("--broker-ca", default=None, metavar="PEM",
                    help="CA certificate of the broker's TLS certificate: copied to the board as "
                         "ca.der; the device then connects over TLS and verifies the broker's "
@@ -56,19 +59,6 @@ def register(subparsers):
     p.set_defaults(func=run_flash_command)
 
 
-def read_fleet_key(path) -> bytes:
-    data = Path(path).read_bytes()
-    text = data.strip()
-    try:
-        key = bytes.fromhex(text.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        key = b""
-    key = key or data
-    if len(key) < 16:
-        raise ConfigError("fleet_key", "fleet key must have at least 16 bytes, got %d" % len(key))
-    return key
-
-
 def ca_der(path) -> bytes:
     """The CA certificate at `path` (PEM or DER) as DER, the form MicroPython's mbedTLS loads."""
     import ssl
@@ -82,12 +72,24 @@ def ca_der(path) -> bytes:
 
 
 def parse_value(text):
+    """The device's item from --value: JSON int, string or list of them, else the bare text."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return text
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in items):
+        raise ConfigError("value", "an int, a string or a list of them, got %r" % text)
+    return value
+
+
+def budget_milli(budget: float) -> int:
+    """The lifetime budget in milli-nats (not capped like a per-report ε)."""
+    if not (math.isfinite(budget) and budget > 0):
+        raise ConfigError("budget", "must be a positive number, got %r" % budget)
+    return int(round(budget * 1000))
 
 
 def stage(out_dir, args, fleet_key: bytes) -> list:
@@ -98,6 +100,8 @@ def stage(out_dir, args, fleet_key: bytes) -> list:
     device_runner.compile_mpy(out, march=args.march)
     broker = None
     extra_files = []
+    if args.campaign is not None and not NAME_RE.match(args.campaign):
+        raise ConfigError("campaign", "must match [A-Za-z0-9_-]{1,64}")
     if args.broker_ca and not args.broker_host:
         raise ConfigError("broker_ca", "--broker-ca needs --broker-host")
     if args.broker_host:
@@ -112,7 +116,7 @@ def stage(out_dir, args, fleet_key: bytes) -> list:
     wifi = {"ssid": args.wifi_ssid, "password": args.wifi_password or ""} if args.wifi_ssid else None
     identity = device_runner.identity_doc(args.device_id, fleet_key,
                                           protocol.eps_to_milli(args.eps_cap),
-                                          protocol.eps_to_milli(args.budget), broker, wifi)
+                                          budget_milli(args.budget), broker, wifi)
     fd = os.open(out / "identity.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(identity, f)

@@ -4,6 +4,8 @@ import json
 import os
 import sys
 
+from . import non_negative, tcp_port
+
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -80,11 +82,11 @@ def register(subparsers):
     b.add_argument("--devices-file", required=True, help="device ids, one per line")
     b.add_argument("--campaigns", nargs="*", default=None,
                    help="restrict devices to these campaigns (default: any campaign)")
-    b.add_argument("--port", type=int, default=1883)
+    b.add_argument("--port", type=tcp_port, default=1883)
     b.add_argument("--bind", default=None, help="listen address (default: all interfaces)")
-    b.add_argument("--max-queued-messages", type=int, default=None,
+    b.add_argument("--max-queued-messages", type=non_negative, default=None,
                    help="per-client queue (default: max(100000, 4 x devices))")
-    b.add_argument("--max-queued-bytes", type=int, default=0, help="0 = no byte limit")
+    b.add_argument("--max-queued-bytes", type=non_negative, default=0, help="0 = no byte limit")
     b.add_argument("--loadgen-user", default=None,
                    help="also a user for `ldpfleet fleet` (pilots): may publish every device's "
                         "report topic and read campaign topics, nothing else")

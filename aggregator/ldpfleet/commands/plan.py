@@ -9,9 +9,6 @@ def run(args):
     if (args.users is None) == (args.target_mse is None):
         print("ldpfleet plan: give exactly one of --users / --target-mse", file=sys.stderr)
         return 2
-    if args.epsilon <= 0 or args.domain < 2:
-        print("ldpfleet plan: need --epsilon > 0 and --domain >= 2", file=sys.stderr)
-        return 2
     result = plan(args.epsilon, args.domain, users=args.users, target_mse=args.target_mse,
                   report_bytes_max=args.report_bytes_max)
     if args.json:

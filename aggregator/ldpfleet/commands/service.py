@@ -14,6 +14,7 @@ import signal
 import sys
 
 from ..errors import ConfigError, LdpError
+from . import tcp_port
 
 
 def _broker_args(p, required=True):
@@ -31,7 +32,7 @@ def _state_arg(p):
 
 def _broker(args):
     from ..service.broker import BrokerSettings
-    if not getattr(args, "broker", None):
+    if getattr(args, "broker", None) is None:
         return None
     return BrokerSettings.from_url(args.broker, username=args.username, password=args.password,
                                    tls=args.tls, cafile=args.cafile)
@@ -59,7 +60,7 @@ def register(subparsers):
                         "MQTT 5, clean_start=False + --session-expiry")
     s.add_argument("--status-interval", type=float, default=30.0,
                    help="seconds between retained status publications (0: never)")
-    s.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics here")
+    s.add_argument("--metrics-port", type=tcp_port, default=None, help="serve Prometheus metrics here")
     s.add_argument("--log-level", default="INFO")
     s.set_defaults(func=run_serve)
 
@@ -433,7 +434,12 @@ def run_estimate(args):
         try:
             threshold = float(threshold)
         except ValueError:
-            raise ConfigError("threshold", "'auto' or a number, got %r" % threshold) from None
+            threshold = None
+        if threshold is None or not 0 <= threshold < 1:
+            raise ConfigError("threshold", "'auto' or a frequency in [0, 1), got %r"
+                              % args.threshold) from None
+    if args.top is not None and args.top < 1:
+        raise ConfigError("top", "must be at least 1, got %d" % args.top)
     with Store(args.state, create=False) as store:
         camp = store.require_campaign(args.name)
         if camp.protocol and camp.phase == 2 and args.phase is None:

@@ -39,9 +39,12 @@ class BrokerSettings:
         if not parts.hostname:
             raise ConfigError("broker", "no host in %r" % url)
         try:
-            port = parts.port or DEFAULT_PORTS[parts.scheme]
+            port = parts.port
         except ValueError as exc:
             raise ConfigError("broker", str(exc)) from None
+        if port == 0:
+            raise ConfigError("broker", "port 0 in %r" % url)
+        port = port or DEFAULT_PORTS[parts.scheme]
         return cls(host=parts.hostname, port=port,
                    username=username if username is not None else parts.username,
                    password=password if password is not None else parts.password,

@@ -50,11 +50,13 @@ def read_fleet_key(path: str) -> bytes:
     except OSError as exc:
         raise ConfigError("fleet_key_file", "cannot read %s: %s" % (path, exc.strerror)) from None
     text = data.strip()
-    try:
-        decoded = bytes.fromhex(text.decode("ascii"))
-    except (UnicodeDecodeError, ValueError):
-        decoded = None
-    key = decoded if decoded else data
+    if text and all(c in b"0123456789abcdefABCDEF" for c in text):
+        if len(text) % 2:
+            raise ConfigError("fleet_key", "%s holds %d hex digits: an odd count (truncated?)"
+                              % (path, len(text)))
+        key = bytes.fromhex(text.decode("ascii"))
+    else:
+        key = data
     if len(key) < 16:
         raise ConfigError("fleet_key", "fleet key must have at least 16 bytes, got %d" % len(key))
     return key
@@ -160,6 +162,8 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, sal
                 raise ConfigError("param", str(exc)) from None
         phases.append({"phase": phase, "mechanism": mech_name, "eps_milli": eps_milli,
                        "params": written})
+    if not (isinstance(valid_days, (int, float)) and 0 < valid_days <= MAX_VALID_DAYS):
+        raise ConfigError("valid_days", "must be in (0, %d], got %r" % (MAX_VALID_DAYS, valid_days))
     now = int(time.time())
     return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=now - 60,
                               not_after=now + int(valid_days * 86400))
@@ -216,14 +220,47 @@ def publish_phase2(store: Store, broker: brokermod.BrokerSettings, name: str, ca
     """Sign and publish the phase-2 message (LDPMiner candidates or LDPLCM model); the campaign
     then accepts phase-2 reports (and still late phase-1 ones). `protocol`: the campaign's
     updated protocol document, stored in the same transaction. If the broker does not take
-    the message, the campaign goes back to phase 1 (and its old protocol document)."""
+    the message, the campaign goes back to phase 1 (and its old protocol document).
+
+    Refused before anything is stored or sent: a key other than the one the config was signed
+    with (devices would refuse the message), candidates outside the domain, a model devices
+    would refuse, and a phase-2 message different from the one already open (devices may have
+    reported against it). The same message again is re-published (recovery after a crash
+    between storing and publishing)."""
     camp = store.require_campaign(name)
     if camp.phases < 2:
         raise ConfigError("phase", "campaign %s has a single phase" % name)
     if not camp.open:
         raise ConfigError("state", "campaign %s is closed" % name)
-    key = read_fleet_key(fleet_key_file or camp.fleet_key_ref)
+    key_file = fleet_key_file or camp.fleet_key_ref
+    key = read_fleet_key(key_file)
+    try:
+        cfgmod.verify(camp.config_payload, key)
+    except ConfigError:
+        raise ConfigError("fleet_key", "%s is not the key campaign %s was signed with"
+                          % (key_file, name)) from None
+    if candidates is not None:
+        keys = set(int(c) for c in candidates)
+        dom = camp.config["domain"]
+        if dom["type"] == "int":
+            missing = sorted(k for k in keys if not 0 <= k < dom["size"])
+        else:
+            missing = sorted(keys - set(cfgmod.domain_keys(camp.config)))
+        if missing:
+            raise ConfigError("candidates", "%d candidate(s) not in the domain, e.g. key %d"
+                              % (len(missing), missing[0]))
+    if model is not None:
+        from ..protocols import ldplcm
+        ldplcm.check_model(model)  # the devices' own rules (ldplcm-model.md)
     body = cfgmod.make_phase2(camp.config, candidates=candidates, model=model)
+    if camp.phase >= 2:
+        if body != camp.phase2:
+            raise ConfigError("phase", "phase 2 of %s is already open with another message; "
+                              "devices may have reported against it" % name)
+        if broker is not None:
+            brokermod.publish(broker, "ldp/%s/phase2" % name, camp.phase2_payload, retain=True)
+            publish_status(store, broker, name)
+        return camp
     payload = cfgmod.sign(body, key)
     probe = Campaign(**{**camp.__dict__, "phase2": body, "phase": 2, "_mechanisms": {}})
     probe.mechanism(2)  # refuse a phase-2 message the phase-2 mechanism cannot use
@@ -240,6 +277,9 @@ def publish_phase2(store: Store, broker: brokermod.BrokerSettings, name: str, ca
 
 
 # --- two-phase protocols ---------------------------------------------------------------------
+
+MAX_VALID_DAYS = 3660
+"""Longest validity window a config may get (ten years)."""
 
 PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm"}
 """CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner)."""

@@ -1,0 +1,140 @@
+"""Bad input on the command line gets one line on stderr naming what is wrong and exit code 2
+(3 for an unreachable broker): never a traceback, a hang, or a silent wrong result."""
+import json
+
+import pytest
+
+from ldpfleet import cli, protocol
+
+
+def run(capsys, *args):
+    """(exit code, stderr) of `ldpfleet ARGS` in this process; argparse errors included."""
+    capsys.readouterr()
+    try:
+        code = cli.main([str(a) for a in args])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+def last_line(err):
+    return err.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def key_file(tmp_path, capsys):
+    path = tmp_path / "fleet.key"
+    assert run(capsys, "campaign", "keygen", path)[0] == 0
+    return path
+
+
+@pytest.mark.parametrize("args, says", [
+    (["simulate", "--mechanism", "grr", "--epsilon", "1e9", "--users", 200, "--domain", 10], "(0, 64]"),
+    (["simulate", "--mechanism", "grr", "--epsilon", "inf", "--users", 200, "--domain", 10], "(0, 64]"),
+    (["plan", "--epsilon", "nan", "--domain", 100, "--users", 1000], "(0, 64]"),
+    (["plan", "--epsilon", 1e9, "--domain", 100, "--users", 1000], "(0, 64]"),
+    (["plan", "--epsilon", 1, "--domain", 100, "--target-mse", 0], "target_mse"),
+    (["plan", "--epsilon", 1, "--domain", 100, "--users", 10, "--report-bytes-max", 0], "report_bytes_max"),
+    (["plan", "--epsilon", 1, "--domain", 1, "--users", 10], "domain"),
+    (["broker-config", "--out", "x", "--aggregator-user", "a", "--devices-file", "d", "--port", 0], "port"),
+])
+def test_numbers_out_of_range(capsys, args, says):
+    code, err = run(capsys, *args)
+    assert code == 2 and says in last_line(err), err
+
+
+def test_state_file_that_is_not_a_database(capsys, tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all" * 100)
+    for state in (junk, tmp_path):
+        code, err = run(capsys, "campaign", "list", "--state", state)
+        assert code == 2 and last_line(err).startswith("ldpfleet: error: state file:"), err
+
+
+def test_fleet_key_files(capsys, tmp_path, mosquitto):
+    odd = tmp_path / "odd.key"
+    odd.write_text("ab" * 31 + "c\n")  # 63 hex digits: truncated, not a raw key
+    code, err = run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", tmp_path / "s.db",
+                    "--fleet-key-file", odd, "--name", "k", "--mechanism", "grr", "--epsilon", 1,
+                    "--domain", 8)
+    assert code == 2 and "fleet_key" in err and "odd count" in err, err
+    code, err = run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", tmp_path / "s.db",
+                    "--fleet-key-file", tmp_path / "missing.key", "--name", "k", "--mechanism", "grr",
+                    "--epsilon", 1, "--domain", 8)
+    assert code == 2 and "missing.key" in err, err
+
+
+def test_campaign_create_refusals(capsys, tmp_path, key_file, mosquitto):
+    base = ["campaign", "create", "--state", tmp_path / "s.db", "--fleet-key-file", key_file,
+            "--name", "c", "--mechanism", "grr", "--epsilon", 1]
+    for extra, says in [
+        (["--broker", "mqtt://127.0.0.1:0", "--domain", 8], "port 0"),
+        (["--broker", "", "--domain", 8], "no host"),
+        (["--broker", mosquitto.url, "--domain", 8, "--valid-days", 0], "valid_days"),
+        (["--broker", mosquitto.url, "--domain", tmp_path / "no-such-items.txt"], "no-such-items.txt"),
+    ]:
+        code, err = run(capsys, *base, *extra)
+        assert code == 2 and says in last_line(err), (extra, err)
+    code, err = run(capsys, "campaign", "list", "--state", tmp_path / "s.db", "--json")
+    assert code == 0
+
+
+def test_estimate_arguments(capsys, tmp_path, key_file, mosquitto):
+    state = tmp_path / "s.db"
+    assert run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
+               "--fleet-key-file", key_file, "--name", "e", "--mechanism", "grr", "--epsilon", 1,
+               "--domain", 8)[0] == 0
+    for extra, says in [(["--top", 0], "top"), (["--top", -1], "top"),
+                        (["--threshold", "nan"], "threshold"), (["--threshold", 2], "threshold")]:
+        code, err = run(capsys, "estimate", "e", "--state", state, *extra)
+        assert code == 2 and says in last_line(err), (extra, err)
+
+
+def test_phase2_refusals(capsys, tmp_path, key_file, mosquitto):
+    """Phase-2 messages devices would refuse, or that would change an open phase 2, are
+    refused before anything is stored or published; the same message again is re-published."""
+    state = tmp_path / "s.db"
+    assert run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
+               "--fleet-key-file", key_file, "--name", "hh", "--protocol", "ldpminer-rappor",
+               "--epsilon", 2, "--domain", "0-31", "--set-size", 4, "--top", 2)[0] == 0
+    other_key = tmp_path / "other.key"
+    run(capsys, "campaign", "keygen", other_key)
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"model": "x"}))
+    p2 = ["campaign", "phase2", "hh", "--state", state, "--broker", mosquitto.url]
+    for extra, says in [(["--candidates", "1,2", "--fleet-key-file", other_key], "fleet_key"),
+                        (["--candidates", "1,99"], "candidates"),
+                        (["--model-file", model], "model")]:
+        code, err = run(capsys, *p2, *extra)
+        assert code == 2 and says in last_line(err), (extra, err)
+    status = json.loads(cli_out(capsys, "campaign", "status", "hh", "--state", state, "--json"))
+    assert status["phase"] == 1
+    assert run(capsys, *p2, "--candidates", "1,2")[0] == 0
+    assert run(capsys, *p2, "--candidates", "1,2")[0] == 0  # the same message: re-published
+    code, err = run(capsys, *p2, "--candidates", "3,4")
+    assert code == 2 and "already open" in last_line(err), err
+
+
+def cli_out(capsys, *args):
+    capsys.readouterr()
+    assert cli.main([str(a) for a in args]) == 0
+    return capsys.readouterr().out
+
+
+def test_flash_dry_run_refusals(capsys, tmp_path, key_file):
+    base = ["flash", "--port", "/dev/null", "--device-id", "b1", "--fleet-key-file", key_file,
+            "--dry-run", "--march", "x64", "--stage-dir", tmp_path / "stage"]
+    for extra, says in [(["--value", "1e999"], "value"), (["--campaign", "a/b"], "campaign"),
+                        (["--budget", "nan"], "budget"), (["--eps-cap", 0], "epsilon"),
+                        (["--broker-port", 99999], "port")]:
+        code, err = run(capsys, *base, *extra)
+        assert code == 2 and says in last_line(err), (extra, err)
+
+
+def test_epsilon_bound_is_the_spec_constant():
+    assert protocol.MAX_EPS_MILLI == 64000
+    with pytest.raises(ValueError):
+        protocol.t_rr(64001)
+    assert protocol.t_rr(64000) < protocol.WORD
