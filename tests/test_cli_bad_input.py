@@ -2,9 +2,11 @@
 (3 for an unreachable broker): never a traceback, a hang, or a silent wrong result."""
 import json
 
+import numpy as np
 import pytest
 
 from ldpfleet import cli, protocol
+from ldpfleet.service import Store
 
 
 def run(capsys, *args):
@@ -39,6 +41,10 @@ def key_file(tmp_path, capsys):
     (["plan", "--epsilon", 1, "--domain", 100, "--users", 10, "--report-bytes-max", 0], "report_bytes_max"),
     (["plan", "--epsilon", 1, "--domain", 1, "--users", 10], "domain"),
     (["broker-config", "--out", "x", "--aggregator-user", "a", "--devices-file", "d", "--port", 0], "port"),
+    (["broker-config", "--out", "x", "--aggregator-user", "a", "--devices-file", "d", "--bind", "a b"],
+     "host name"),
+    (["serve", "--broker", "mqtt://127.0.0.1:1", "--state", "s.db", "--batch-size", 0], ">= 1"),
+    (["serve", "--broker", "mqtt://127.0.0.1:1", "--state", "s.db", "--status-interval", -1], ">= 0"),
 ])
 def test_numbers_out_of_range(capsys, args, says):
     code, err = run(capsys, *args)
@@ -86,8 +92,19 @@ def test_estimate_arguments(capsys, tmp_path, key_file, mosquitto):
     assert run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
                "--fleet-key-file", key_file, "--name", "e", "--mechanism", "grr", "--epsilon", 1,
                "--domain", 8)[0] == 0
+    with Store("sqlite:///%s" % state) as store:  # 500 reports, so post-processing runs
+        mech = store.require_campaign("e").mechanism(1)
+        sketch = mech.new_sketch()
+        rng = np.random.default_rng(1)
+        sketch.update(mech.perturb_batch(rng.integers(0, 8, 500), rng))
+        with store.batch():
+            store.put_sketch("e", 1, sketch.n, sketch.serialize())
     for extra, says in [(["--top", 0], "top"), (["--top", -1], "top"),
-                        (["--threshold", "nan"], "threshold"), (["--threshold", 2], "threshold")]:
+                        (["--threshold", "nan"], "threshold"), (["--threshold", 2], "threshold"),
+                        (["--post-opt", "alpha=1"], "need --post"),
+                        (["--post", "base-cut", "--post-opt", "est=1"], "est"),
+                        (["--post", "base-cut", "--post-opt", "bogus=1"], "bogus"),
+                        (["--post", "nope"], "nope")]:
         code, err = run(capsys, "estimate", "e", "--state", state, *extra)
         assert code == 2 and says in last_line(err), (extra, err)
 

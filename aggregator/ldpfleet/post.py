@@ -620,7 +620,7 @@ def _method(method):
         raise PostProcessError("method", "unknown method %r; known: %s" % (method, ", ".join(METHODS))) from None
 
 
-def postprocess(method, est, var, n, **opts):
+def postprocess(method, est, var, n, /, **opts):
     """Apply the post-processing ``method`` (a key of ``METHODS``); ``opts`` are the method's
     keyword parameters (alpha for base-cut/norm-hyb, p and q for mle-apx, fit/exponent/window
     for power and power-ns, fit/mean/std/window for calibrate-gauss)."""

@@ -4,7 +4,7 @@ import json
 import os
 import sys
 
-from . import non_negative, tcp_port
+from . import host_address, non_negative, tcp_port
 
 
 def register(subparsers):
@@ -83,7 +83,7 @@ def register(subparsers):
     b.add_argument("--campaigns", nargs="*", default=None,
                    help="restrict devices to these campaigns (default: any campaign)")
     b.add_argument("--port", type=tcp_port, default=1883)
-    b.add_argument("--bind", default=None, help="listen address (default: all interfaces)")
+    b.add_argument("--bind", type=host_address, default=None, help="listen address (default: all interfaces)")
     b.add_argument("--max-queued-messages", type=non_negative, default=None,
                    help="per-client queue (default: max(100000, 4 x devices))")
     b.add_argument("--max-queued-bytes", type=non_negative, default=0, help="0 = no byte limit")

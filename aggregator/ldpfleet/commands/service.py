@@ -14,7 +14,7 @@ import signal
 import sys
 
 from ..errors import ConfigError, LdpError
-from . import tcp_port
+from . import duration, positive_int, tcp_port
 
 
 def _broker_args(p, required=True):
@@ -48,8 +48,8 @@ def register(subparsers):
     _state_arg(s)
     s.add_argument("--client-id", default="ldpfleet-aggregator",
                    help="fixed MQTT client id of the persistent session")
-    s.add_argument("--batch-size", type=int, default=2000, help="messages per batch (upper bound)")
-    s.add_argument("--batch-ms", type=float, default=200.0,
+    s.add_argument("--batch-size", type=positive_int, default=2000, help="messages per batch (upper bound)")
+    s.add_argument("--batch-ms", type=duration, default=200.0,
                    help="a batch is committed at most this long after its first message")
     s.add_argument("--session-expiry", type=int, default=7 * 86400,
                    help="with --mqtt 5: Session Expiry Interval in seconds (how long the broker keeps "
@@ -58,7 +58,7 @@ def register(subparsers):
     s.add_argument("--mqtt", type=int, choices=(4, 5), default=4,
                    help="4 = MQTT 3.1.1, clean_session=False (default, faster in paho) or 5 = "
                         "MQTT 5, clean_start=False + --session-expiry")
-    s.add_argument("--status-interval", type=float, default=30.0,
+    s.add_argument("--status-interval", type=duration, default=30.0,
                    help="seconds between retained status publications (0: never)")
     s.add_argument("--metrics-port", type=tcp_port, default=None, help="serve Prometheus metrics here")
     s.add_argument("--log-level", default="INFO")
@@ -440,6 +440,8 @@ def run_estimate(args):
                               % args.threshold) from None
     if args.top is not None and args.top < 1:
         raise ConfigError("top", "must be at least 1, got %d" % args.top)
+    if args.post_opt and not args.post:
+        raise ConfigError("post_opt", "options of a post-processing method need --post METHOD")
     with Store(args.state, create=False) as store:
         camp = store.require_campaign(args.name)
         if camp.protocol and camp.phase == 2 and args.phase is None:
