@@ -79,12 +79,17 @@ def test_campaign_create_refusals(capsys, tmp_path, key_file, mosquitto):
         (["--broker", "mqtt://127.0.0.1:0", "--domain", 8], "port 0"),
         (["--broker", "", "--domain", 8], "no host"),
         (["--broker", mosquitto.url, "--domain", 8, "--valid-days", 0], "valid_days"),
+        (["--broker", mosquitto.url, "--domain", 8, "--valid-days", 1e9], "valid_days"),
         (["--broker", mosquitto.url, "--domain", tmp_path / "no-such-items.txt"], "no-such-items.txt"),
     ]:
         code, err = run(capsys, *base, *extra)
         assert code == 2 and says in last_line(err), (extra, err)
-    code, err = run(capsys, "campaign", "list", "--state", tmp_path / "s.db", "--json")
-    assert code == 0
+    code, err = run(capsys, "campaign", "create", "--state", tmp_path / "s.db", "--fleet-key-file",
+                    key_file, "--name", "p", "--protocol", "ldpminer-rappor", "--epsilon", 2,
+                    "--domain", "0-31", "--set-size", 4, "--top", 2, "--broker", mosquitto.url,
+                    "--valid-days", 0)
+    assert code == 2 and "valid_days" in last_line(err), err
+    assert json.loads(cli_out(capsys, "campaign", "list", "--state", tmp_path / "s.db", "--json")) == []
 
 
 def test_estimate_arguments(capsys, tmp_path, key_file, mosquitto):

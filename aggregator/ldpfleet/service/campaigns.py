@@ -162,11 +162,34 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, sal
                 raise ConfigError("param", str(exc)) from None
         phases.append({"phase": phase, "mechanism": mech_name, "eps_milli": eps_milli,
                        "params": written})
+    not_before, not_after = validity_window(valid_days)
+    return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=not_before,
+                              not_after=not_after)
+
+
+def validity_window(valid_days) -> tuple:
+    """(not_before, not_after) of a config valid from a minute ago for `valid_days` days."""
     if not (isinstance(valid_days, (int, float)) and 0 < valid_days <= MAX_VALID_DAYS):
         raise ConfigError("valid_days", "must be in (0, %d], got %r" % (MAX_VALID_DAYS, valid_days))
     now = int(time.time())
-    return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=now - 60,
-                              not_after=now + int(valid_days * 86400))
+    return now - 60, now + int(valid_days * 86400)
+
+
+def _sign_store_publish(store: Store, broker, fleet_key_file: str, key: bytes, doc: dict,
+                        protocol: dict = None) -> Campaign:
+    """Sign the config, store the campaign, publish the config retained (and the status);
+    a publishing failure removes the campaign again."""
+    payload = cfgmod.sign(doc, key)
+    name = doc["campaign"]
+    camp = store.add_campaign(doc, payload, os.path.abspath(fleet_key_file), protocol=protocol)
+    if broker is not None:
+        try:
+            brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
+            publish_status(store, broker, name)
+        except Exception:
+            store.remove_campaign(name)
+            raise
+    return camp
 
 
 def status_document(store: Store, campaign: Campaign) -> dict:
@@ -196,16 +219,7 @@ def create_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_fi
     key = read_fleet_key(fleet_key_file)
     doc = build_config(name, mechanism, epsilon, parse_domain(domain), params=params, salt=salt,
                        valid_days=valid_days, campaign_id=campaign_id)
-    payload = cfgmod.sign(doc, key)
-    camp = store.add_campaign(doc, payload, os.path.abspath(fleet_key_file))
-    if broker is not None:
-        try:
-            brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
-            publish_status(store, broker, name)
-        except Exception:
-            store.remove_campaign(name)
-            raise
-    return camp
+    return _sign_store_publish(store, broker, fleet_key_file, key, doc)
 
 
 def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = None) -> Campaign:
@@ -394,20 +408,10 @@ def create_protocol_campaign(store: Store, broker: brokermod.BrokerSettings, fle
                                     budget_split, sample_rate, theta, sketch_k, sketch_m)
     salt = int.from_bytes(os.urandom(4), "little") if salt is None else int(salt)
     cid = cfgmod.campaign_id_for(name) if campaign_id is None else int(campaign_id)
-    now = int(time.time())
+    not_before, not_after = validity_window(valid_days)
     doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
-                             campaign_id=cid, not_before=now - 60,
-                             not_after=now + int(valid_days * 86400))
-    payload = cfgmod.sign(doc, key)
-    camp = store.add_campaign(doc, payload, os.path.abspath(fleet_key_file), protocol=proto)
-    if broker is not None:
-        try:
-            brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
-            publish_status(store, broker, name)
-        except Exception:
-            store.remove_campaign(name)
-            raise
-    return camp
+                             campaign_id=cid, not_before=not_before, not_after=not_after)
+    return _sign_store_publish(store, broker, fleet_key_file, key, doc, protocol=proto)
 
 
 def advance_campaign(store: Store, broker: brokermod.BrokerSettings, name: str,

@@ -40,6 +40,17 @@ DEFAULT_ALPHA = 2.0
 """[NH] §3.1, Eq. 9: alpha = 2 expected false positives (post.DEFAULT_CUT_ALPHA)."""
 
 
+
+def rows_csv(columns, rows, stream=None) -> str:
+    """CSV of `rows` (dicts) with a header of `columns`, written to `stream` (then "") or
+    returned as text."""
+    out = stream or io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: row.get(k) for k in columns})
+    return out.getvalue() if stream is None else ""
+
 @dataclass
 class EstimateTable:
     campaign: str
@@ -67,12 +78,7 @@ class EstimateTable:
         return cols + (["post"] if self.post else [])
 
     def to_csv(self, stream=None) -> str:
-        out = stream or io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=self.columns(), lineterminator="\n")
-        writer.writeheader()
-        for row in self.rows:
-            writer.writerow({k: row.get(k) for k in self.columns()})
-        return out.getvalue() if stream is None else ""
+        return rows_csv(self.columns(), self.rows, stream)
 
     def to_text(self) -> str:
         lines = ["campaign %s phase %d (%s, epsilon %g): n = %d reports" % (
@@ -238,12 +244,7 @@ class ProtocolAnswer:
         return ["rank", "item", "key", "estimate", "frequency"] + extra
 
     def to_csv(self, stream=None) -> str:
-        out = stream or io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=self.columns(), lineterminator="\n")
-        writer.writeheader()
-        for row in self.rows:
-            writer.writerow({k: row.get(k) for k in self.columns()})
-        return out.getvalue() if stream is None else ""
+        return rows_csv(self.columns(), self.rows, stream)
 
     def to_text(self) -> str:
         n1, n2 = self.phase_reports
