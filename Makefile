@@ -1,15 +1,19 @@
 # The two commands a newcomer needs (README): `make demo` and `make test`.
-PYTHON ?= python3
+# Both run tools/setup.sh first: it installs the missing system packages and makes the project
+# venv `.venv` from the machine's python3 (override with PYTHON=/path/to/python3).
+VENV ?= .venv
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+VPY := $(CURDIR)/$(VENV)/bin/python
 
 .PHONY: setup demo test bench
 setup:
-	bash tools/setup.sh
+	VENV=$(VENV) bash tools/setup.sh
 
 demo: setup
-	$(PYTHON) -m ldpfleet.cli demo
+	$(VPY) -m ldpfleet.cli demo
 
 test: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider
+	$(VPY) -m pytest -q -p no:cacheprovider
 
 bench: setup
-	$(PYTHON) tools/bench.py
+	$(VPY) tools/bench.py
