@@ -1,4 +1,4 @@
-/* Report header packing and parsing, protocol v1 §3. */
+/* Report header packing and parsing, protocol v2 §3. */
 #include <string.h>
 
 #include "ldp_report.h"
@@ -23,21 +23,21 @@ static uint32_t get_le32(const uint8_t *p)
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-/* version | mechanism | phase | flags = 0 | campaign_id:u32 | seq:u32 */
-void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t seq)
+/* version | mechanism | phase | flags = 0 | campaign_id:u32 | nonce:u32 */
+void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce)
 {
     out[0] = LDP_PROTOCOL_VERSION;
     out[1] = mechanism;
     out[2] = phase;
     out[3] = 0;
     put_le32(out + 4, campaign_id);
-    put_le32(out + 8, seq);
+    put_le32(out + 8, nonce);
 }
 
 /* Checks size, version, mechanism id, phase in {1, 2} and flags == 0, in that order (the
  * order of ldpfleet.protocol.parse_header); outputs are written only on success and may be NULL. */
 int ldp_header_parse(const uint8_t *report, size_t len, uint8_t *mechanism, uint8_t *phase,
-                     uint32_t *campaign_id, uint32_t *seq)
+                     uint32_t *campaign_id, uint32_t *nonce)
 {
     if (len < LDP_HEADER_SIZE)
         return LDP_REPORT_ESIZE;
@@ -55,8 +55,8 @@ int ldp_header_parse(const uint8_t *report, size_t len, uint8_t *mechanism, uint
         *phase = report[2];
     if (campaign_id)
         *campaign_id = get_le32(report + 4);
-    if (seq)
-        *seq = get_le32(report + 8);
+    if (nonce)
+        *nonce = get_le32(report + 8);
     return LDP_REPORT_OK;
 }
 

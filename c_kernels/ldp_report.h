@@ -1,17 +1,17 @@
-/* Report header, protocol v1 §3: 12 bytes, little-endian. Portable C99, no allocation. */
+/* Report header, protocol v2 §3: 12 bytes, little-endian. Portable C99, no allocation. */
 #ifndef LDP_REPORT_H
 #define LDP_REPORT_H
 #include <stddef.h>
 #include <stdint.h>
 
 #ifndef LDP_PROTOCOL_VERSION
-#define LDP_PROTOCOL_VERSION 1
+#define LDP_PROTOCOL_VERSION 2
 #endif
 #ifndef LDP_HEADER_SIZE
 #define LDP_HEADER_SIZE 12
 #endif
 
-/* Mechanism ids (protocol_spec/v1/registry.json). */
+/* Mechanism ids (protocol_spec/v2/registry.json). */
 #define LDP_MECHANISM_ID_GRR 1
 #define LDP_MECHANISM_ID_OLH 2
 #define LDP_MECHANISM_ID_FLH 3
@@ -32,9 +32,9 @@
 #define LDP_REPORT_EFLAGS 5
 
 /* cdef-begin */
-void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t seq);
+void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce);
 int ldp_header_parse(const uint8_t *report, size_t len, uint8_t *mechanism, uint8_t *phase,
-                     uint32_t *campaign_id, uint32_t *seq);
+                     uint32_t *campaign_id, uint32_t *nonce);
 const char *ldp_report_error_field(int code);
 int ldp_mechanism_id(const char *name);
 const char *ldp_mechanism_name(int id);

@@ -1,4 +1,4 @@
-/* Integer thresholds of protocol v1 §2 (protocol_spec/v1/README.md, table "Thresholds").
+/* Integer thresholds of protocol v1 §2 (protocol_spec/v2/README.md, table "Thresholds").
  *
  * W = 2^32, S = 2^64. The definitions use products such as E*W*c that exceed 128 bits, so
  * they are evaluated through exact identities (W integer, floor(W - x) = W - ceil(x)):
@@ -135,19 +135,31 @@ static uint64_t ceil_div_small(u128 num, u128 d)
 
 /* ---- spec §2 ------------------------------------------------------------------------------ */
 
+#define LDP_THRESH_SATURATED 1 /* internal: E >= 2^128, every threshold at its limit */
+
+/* E(a, b) of spec §2. Each step computes floor(term * a / (b * i)) as
+ * q1 * a + floor(r1 * a / (b * i)) with q1, r1 = divmod(term, b * i), so no intermediate
+ * exceeds the result; LDP_THRESH_SATURATED when E itself needs more than 128 bits
+ * (e^(a/b) >= 2^64, i.e. eps above about 44.36, where every threshold has reached its limit). */
 static int exp_lower128(uint32_t a, uint32_t b, u128 *out)
 {
-    u128 term = u128_make(1, 0), total = u128_make(1, 0), q, r;
+    u128 term = u128_make(1, 0), total = u128_make(1, 0), q, r, step, rest;
     uint64_t i = 1;
     if (b == 0)
         return LDP_THRESH_EINVAL;
     while (u128_hi(term) != 0 || u128_lo(term) != 0) {
-        if (!u128_mul64(term, a, &term))
+        uint64_t div = (uint64_t)b * i;
+        u128_divmod(term, u128_make(0, div), &q, &r);
+        if (!u128_mul64(q, a, &step))
+            return LDP_THRESH_SATURATED;
+        /* r < div < 2^64 and a < 2^32: r * a fits in 128 bits, and the quotient in 64. */
+        if (!u128_mul64(r, a, &rest))
             return LDP_THRESH_ERANGE;
-        u128_divmod(term, u128_make(0, (uint64_t)b * i), &q, &r);
-        term = q;
+        u128_divmod(rest, u128_make(0, div), &q, &r);
+        if (!u128_add(step, q, &term))
+            return LDP_THRESH_SATURATED;
         if (!u128_add(total, term, &total))
-            return LDP_THRESH_ERANGE;
+            return LDP_THRESH_SATURATED;
         i++;
     }
     *out = total;
@@ -158,6 +170,8 @@ int ldp_exp_lower(uint32_t a, uint32_t b, uint64_t *hi, uint64_t *lo)
 {
     u128 e;
     int rc = exp_lower128(a, b, &e);
+    if (rc == LDP_THRESH_SATURATED)
+        return LDP_THRESH_ERANGE;
     if (rc != LDP_THRESH_OK)
         return rc;
     *hi = u128_hi(e);
@@ -165,6 +179,7 @@ int ldp_exp_lower(uint32_t a, uint32_t b, uint64_t *hi, uint64_t *lo)
     return LDP_THRESH_OK;
 }
 
+/* E_full (b = 1000) or E_half (b = 2000) of eps_milli; LDP_THRESH_SATURATED if >= 2^128. */
 static int eps_exp(uint32_t eps_milli, uint32_t b, u128 *e)
 {
     if (eps_milli == 0)
@@ -174,11 +189,15 @@ static int eps_exp(uint32_t eps_milli, uint32_t b, u128 *e)
     return exp_lower128(eps_milli, b, e);
 }
 
-/* ceil(W*S / (S + E)) = ceil(2^96 / (2^64 + E)). */
+/* ceil(W*S / (S + E)) = ceil(2^96 / (2^64 + E)); 1 once E >= 2^96 (the quotient is below 1). */
 static int complement_rr(uint32_t eps_milli, uint32_t b, uint64_t *q)
 {
     u128 e, d;
     int rc = eps_exp(eps_milli, b, &e);
+    if (rc == LDP_THRESH_SATURATED || (rc == LDP_THRESH_OK && u128_hi(e) >= (1ull << 32))) {
+        *q = 1;
+        return LDP_THRESH_OK;
+    }
     if (rc != LDP_THRESH_OK)
         return rc;
     if (!u128_add(e, u128_make(1, 0), &d))
@@ -204,7 +223,9 @@ int ldp_t_rr(uint32_t eps_milli, uint32_t *t)
     return LDP_THRESH_OK;
 }
 
-/* T_grr(n) = floor(E_full*W*c / (W*S + E_full*c)), c = cmin(n-1); T_rr for n = 2. */
+/* T_grr(n) = floor(E_full*W*c / (W*S + E_full*c)) = W - ceil(2^128 / d), d = E_full*c + 2^96,
+ * c = cmin(n-1); T_rr for n = 2. d >= 2^128 gives W - 1 and d in [2^127, 2^128) gives W - 2
+ * (ceil(2^128/d) is 1 or 2 there), so the division below only sees d < 2^127. */
 int ldp_t_grr(uint32_t eps_milli, uint64_t n, uint32_t *t)
 {
     u128 e, ec, d, q, r;
@@ -215,14 +236,48 @@ int ldp_t_grr(uint32_t eps_milli, uint64_t n, uint32_t *t)
     if (n == 2)
         return ldp_t_rr(eps_milli, t);
     rc = eps_exp(eps_milli, 1000u, &e);
+    if (rc == LDP_THRESH_SATURATED) {
+        *t = 0xffffffffu;
+        return LDP_THRESH_OK;
+    }
     if (rc != LDP_THRESH_OK)
         return rc;
     c = ldp_cmin(n - 1);
-    if (!u128_mul64(e, c, &ec) || !u128_add(ec, u128_make(1ull << 32, 0), &d))
-        return LDP_THRESH_ERANGE;
+    if (!u128_mul64(e, c, &ec) || !u128_add(ec, u128_make(1ull << 32, 0), &d)) {
+        *t = 0xffffffffu;
+        return LDP_THRESH_OK;
+    }
+    if (u128_hi(d) >= (1ull << 63)) {
+        *t = 0xfffffffeu;
+        return LDP_THRESH_OK;
+    }
     u128_divmod(u128_make(~0ull, ~0ull), d, &q, &r);
     *t = keep_threshold(u128_lo(q) + 1u);
     return LDP_THRESH_OK;
+}
+
+/* grr_ok(eps_milli, n) of spec §2: 1 iff GRR over n outputs bounds EVERY pair of outputs by
+ * e^eps: n == 2, or 2^32 mod (n-1) == 0, or cmax(n-1) * S <= E_full * cmin(n-1). 0 if not,
+ * or a negative error code for invalid arguments. */
+int ldp_grr_ok(uint32_t eps_milli, uint64_t n)
+{
+    u128 e, lhs, rhs;
+    uint64_t c;
+    int rc;
+    if (n < 2 || n > (1ull << 32))
+        return LDP_THRESH_EINVAL;
+    if (n == 2 || (1ull << 32) % (n - 1) == 0)
+        return 1;
+    rc = eps_exp(eps_milli, 1000u, &e);
+    if (rc == LDP_THRESH_SATURATED)
+        return 1;
+    if (rc != LDP_THRESH_OK)
+        return rc;
+    c = ldp_cmin(n - 1);
+    lhs = u128_make(c + 1, 0); /* cmax * S, cmax = c + 1 here */
+    if (!u128_mul64(e, c, &rhs))
+        return 1;
+    return u128_hi(rhs) > u128_hi(lhs) || (u128_hi(rhs) == u128_hi(lhs) && u128_lo(rhs) >= u128_lo(lhs));
 }
 
 /* T_oue_q = ceil(W*S / (S + E_full)); realised ratio (W-T)/T <= e^eps. */

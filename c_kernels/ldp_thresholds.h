@@ -1,9 +1,9 @@
-/* Integer thresholds, protocol v1 §2. Portable C99, no allocation, no globals.
+/* Integer thresholds, protocol v2 §2. Portable C99, no allocation, no globals.
  *
  * E(a, b) is the floor-sum fixed-point lower bound of S * e^(a/b), S = 2^64; it needs
  * 128-bit arithmetic (unsigned __int128 where the compiler has it, a two-word fallback
  * elsewhere, e.g. 32-bit ARM boards; define LDP_NO_INT128 to force the fallback).
- * Every threshold below is computed exactly as protocol_spec/v1/README.md §2 defines it
+ * Every threshold below is computed exactly as protocol_spec/v2/README.md §2 defines it
  * and cross-checked against ldpfleet.protocol and vectors/thresholds.json.
  *
  * Functions return LDP_THRESH_OK (0) and write the result, or a negative error code
@@ -17,9 +17,10 @@
 #define LDP_THRESH_EINVAL (-1) /* eps_milli == 0, n < 2, b == 0 */
 #define LDP_THRESH_ERANGE (-2) /* eps above LDP_EPS_MILLI_MAX, or a 128-bit overflow */
 
-/* Largest per-report epsilon (milli-nats) the threshold code accepts: e^20 still leaves
- * every intermediate of T_grr (E * cmin(n-1) + 2^96) inside 128 bits. */
-#define LDP_EPS_MILLI_MAX 20000u
+/* Largest per-report epsilon (milli-nats): the spec's limit (spec §2, registry
+ * limits.eps_milli_max). Above eps ~ 44.36 E_full no longer fits in 128 bits; every threshold
+ * has reached its limit there (T_rr = T_grr = 2^32 - 1, T_oue_q = 1) and the code saturates. */
+#define LDP_EPS_MILLI_MAX 64000u
 
 #define LDP_T_OUE_P 0x80000000u
 #define LDP_T_HALF 0x80000000u
@@ -33,6 +34,7 @@ int ldp_t_flip(uint32_t eps_milli, uint32_t *t);
 uint32_t ldp_t_oue_p(void);
 uint32_t ldp_t_half(void);
 uint64_t ldp_cmin(uint64_t n);
+int ldp_grr_ok(uint32_t eps_milli, uint64_t n);
 uint64_t ldp_bucket_count(uint64_t r, uint64_t n);
 /* cdef-end */
 

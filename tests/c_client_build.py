@@ -28,7 +28,7 @@ def build_client(sanitize: bool = False, no_int128: bool = False) -> Path:
     """Path of an ldp_client binary built with the given flags (cached for the session)."""
     out = Path(tempfile.mkdtemp(prefix="ldpc-build-"))
     atexit.register(shutil.rmtree, str(out), True)
-    argv = ["bash", str(CLIENT_DIR / "build.sh"), "BUILD=%s" % out, "-j2"]
+    argv = ["bash", str(CLIENT_DIR / "build.sh"), "BUILD=%s" % out, "-j2", "TEST_MODES=1"]
     if sanitize:
         argv.append("SANITIZE=1")
     if no_int128:

@@ -92,7 +92,11 @@ def publish(port, topic, payload: bytes, retain=True):
 
 def config_doc(campaign, mechanism="olh", eps_milli=2000, params=None, domain=None, phases=None,
                salt=0x5EED, **kw):
-    """A valid config body (aggregator's make_config, so it passes the aggregator's rules)."""
+    """A valid config body (aggregator's make_config, so it passes the aggregator's rules).
+    Tests pin the campaign id to a hash of the name (the aggregator draws it at random) so
+    that the same campaign built twice is the same campaign."""
+    from ldpfleet import protocol
+    kw.setdefault("campaign_id", protocol.murmur3_32(campaign.encode(), 0))
     if phases is None:
         phases = [{"phase": 1, "mechanism": mechanism, "eps_milli": eps_milli,
                    "params": {"g": 8} if params is None and mechanism == "olh" else (params or {})}]

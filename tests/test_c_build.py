@@ -45,7 +45,7 @@ EXERCISE = textwrap.dedent("""
             continue
         for case in json.loads(path.read_text()):
             mech = mechanism_from_description(case)
-            assert mech.c_report(case["value"], case["words"], case["seq"]) == bytes.fromhex(case["report_hex"])
+            assert mech.c_report(case["value"], case["words"], case["nonce"]) == bytes.fromhex(case["report_hex"])
         case = json.loads(path.read_text())[0]
         mech = mechanism_from_description(case)
         rng = np.random.default_rng(1)
@@ -91,7 +91,7 @@ def test_kernels_under_asan_ubsan(tmp_path):
     script.write_text(EXERCISE)
     run_env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1", PYTHONPATH=str(tmp_path))
-    proc = subprocess.run([sys.executable, str(script), str(ROOT / "protocol_spec" / "v1" / "vectors")],
+    proc = subprocess.run([sys.executable, str(script), str(ROOT / "protocol_spec" / "v2" / "vectors")],
                           cwd=str(tmp_path), env=run_env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "runtime error" not in proc.stderr, proc.stderr[-4000:]

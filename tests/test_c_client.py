@@ -1,6 +1,6 @@
 """The C device client for Linux boards (device/c_client), built with its own build script.
 
-* Every shared report vector (protocol_spec/v1/vectors/reports_*.json) reproduced byte for
+* Every shared report vector (protocol_spec/v2/vectors/reports_*.json) reproduced byte for
   byte by `ldp_client vector` (the shared c_kernels code behind the client's config parsing),
   also in an AddressSanitizer + UBSan build; thresholds equal vectors/thresholds.json with the
   native 128-bit path and the portable fallback.
@@ -24,10 +24,10 @@ from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, fleet, protocol
 from ldpfleet.errors import ConfigError
 from ldpfleet.mechanisms import MODULES
-from test_device_config import PRIOR_LEDGER, envelopes, mutated_configs, refusal_cases
+from test_device_config import PRIOR_GEN, PRIOR_LEDGER, envelopes, mutated_configs, refusal_cases
 
 ROOT = Path(__file__).resolve().parents[1]
-VECTORS = ROOT / "protocol_spec" / "v1" / "vectors"
+VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm"}
 
 
@@ -109,7 +109,7 @@ def test_thresholds_match_vectors(no_int128):
             assert got[key] == row[key], (row["eps_milli"], key)
         assert got["T_oue_p"] == protocol.T_OUE_P and got["T_half"] == protocol.T_HALF
     ns = [2, 3, 7, 65537, (1 << 31) + 1, 1 << 32]
-    for e in [2, 999, 4321, 12000, 20000]:  # up to LDP_EPS_MILLI_MAX
+    for e in [2, 999, 4321, 12000, 20000, 33000, 44000]:  # E_full fits 128 bits up to eps ~ 44.36
         argv = [str(binary), "thresholds", "--eps-milli", str(e)]
         for n in ns:
             argv += ["--n", str(n)]
@@ -118,7 +118,8 @@ def test_thresholds_match_vectors(no_int128):
         assert (got["T_rr"], got["T_oue_q"], got["T_flip"]) == (protocol.t_rr(e), protocol.t_oue_q(e),
                                                                protocol.t_flip(e))
         assert got["T_grr"] == {str(n): protocol.t_grr(e, n) for n in ns}
-    over = subprocess.run([str(binary), "thresholds", "--eps-milli", "20001"], capture_output=True, text=True)
+    over = subprocess.run([str(binary), "thresholds", "--eps-milli", str(protocol.MAX_EPS_MILLI + 1)],
+                          capture_output=True, text=True)
     assert over.returncode == 1 and over.stdout == ""
 
 
@@ -178,13 +179,14 @@ def make_state(tmp_path, name="dev", device_id="c-dev-1", eps_cap_milli=2000, bu
     state = device_runner.prepare_device(tmp_path / name, device_id, FLEET_KEY,
                                          eps_cap_milli=eps_cap_milli, lifetime_budget_milli=budget)
     if ledger is not None:
-        (state / "ledger.json").write_text(json.dumps(ledger))
+        device_runner.write_ledger(state, ledger, PRIOR_GEN)
     return state
 
 
 def ledger_bytes(state):
-    path = Path(state) / "ledger.json"
-    return path.read_bytes() if path.exists() else None
+    """Both generation files (spec §7.4), as bytes."""
+    return {n: (Path(state) / n).read_bytes() for n in device_runner.LEDGER_FILES
+            if (Path(state) / n).exists()}
 
 
 def c_refusal_cases():
@@ -226,9 +228,10 @@ def test_report_ledgered_before_publishing_and_memoised(mosquitto, tmp_path):
         assert [t for t, _ in reports] == ["ldp/cpu-load/r/c-dev-1"]
         report = reports[0][1]
         campaign_config.mechanism_for_phase(doc, 1).check(report)
+        nonce = int.from_bytes(report[8:12], "little")  # from the OS RNG (spec §3)
         assert ledger["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 1500
-        assert ledger["next_seq"] == PRIOR_LEDGER["next_seq"] + 1
-        assert ledger["reports"]["%d:1" % doc["campaign_id"]] == [PRIOR_LEDGER["next_seq"], 1500, report.hex()]
+        assert ledger["reports"]["%d:1" % doc["campaign_id"]] == [nonce, 1500, report.hex()]
+        assert max(g for g, _ in device_runner.ledger_generations(state)) == PRIOR_GEN + 1
         assert ledger["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
         assert "memo" not in first.stdout and "spent phase=1" in first.stdout
 
@@ -262,12 +265,42 @@ def test_crash_after_commit_resends_the_committed_report(mosquitto, tmp_path):
         collector.close()
 
 
-def test_corrupt_ledger_is_never_reset(mosquitto, tmp_path):
-    state = make_state(tmp_path)
-    (state / "ledger.json").write_text('{"spent_milli": 12')
-    proc = run_client(build_client(), state, mosquitto.port, "cpu-load", 5, wait=20)
-    assert proc.returncode == 1 and "corrupt" in proc.stderr
-    assert (state / "ledger.json").read_text() == '{"spent_milli": 12'
+@pytest.mark.parametrize("damage", ["torn-newest", "both-corrupt", "missing"])
+def test_ledger_fails_closed(mosquitto, tmp_path, damage):
+    """A torn newest generation falls back to the previous one (nothing lost, spend not
+    lowered); no valid generation at all, or no ledger, stops the client (exit 1) and nothing is
+    rewritten (spec §7.4)."""
+    state = make_state(tmp_path, ledger=PRIOR_LEDGER)  # generation PRIOR_GEN in ledger.1
+    newer = dict(PRIOR_LEDGER, spent_milli=PRIOR_LEDGER["spent_milli"] + 1)
+    device_runner.write_ledger(state, newer, PRIOR_GEN + 1)  # ledger.0
+    torn = (state / "ledger.0").read_text()[:40]
+    if damage == "torn-newest":
+        (state / "ledger.0").write_text(torn)
+    elif damage == "both-corrupt":
+        for name in device_runner.LEDGER_FILES:
+            (state / name).write_text(torn)
+    else:
+        for name in device_runner.LEDGER_FILES:
+            (state / name).unlink()
+    before = ledger_bytes(state)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        doc = config_doc("cpu-load", eps_milli=1000)
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        proc = run_client(build_client(), state, mosquitto.port, "cpu-load", 5, wait=20)
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    if damage == "torn-newest":
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        ledger = device_runner.read_ledger(state)
+        assert ledger["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 1000
+        assert ledger["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
+        assert len(reports) == 1
+        return
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("no valid generation" if damage == "both-corrupt" else "no ledger") in proc.stderr
+    assert reports == [] and ledger_bytes(state) == before
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
@@ -360,7 +393,7 @@ def test_string_domain_index_and_key(mosquitto, tmp_path):
     "héllo") and as its spec key murmur3(utf8) (OLH reports y = bucket(Hs(key, seed), g)).
     At ε = 8 a device keeps the true value with probability > 0.995, so at least 6 of 8
     devices show it (P(fail) < 1e-5); a wrong index or key would match only 1/4 or 1/16 of
-    the time. A value outside the domain is refused."""
+    the time. A value outside the domain is not refused: it reports ⊥ (index 4, spec §1)."""
     items = ["idle", "busy", "héllo", "overloaded"]
     domain = {"type": "str", "items": items}
     docs = {"strings": config_doc("strings", mechanism="grr", eps_milli=8000, params={}, domain=domain),
@@ -375,12 +408,16 @@ def test_string_domain_index_and_key(mosquitto, tmp_path):
                 state = make_state(tmp_path, "%s-%d" % (name, i), "%s-%d" % (name, i), eps_cap_milli=8000)
                 ok = run_client(build_client(), state, mosquitto.port, name, "héllo")
                 assert ok.returncode == 0, ok.stdout + ok.stderr
-        outside = run_client(build_client(), make_state(tmp_path, "b", eps_cap_milli=8000),
+        outside = run_client(build_client(), make_state(tmp_path, "b", "b", eps_cap_milli=8000),
                              mosquitto.port, "strings", "nope")
-        assert outside.returncode == 2 and "refused config value:" in outside.stdout
+        assert outside.returncode == 0 and "refused" not in outside.stdout, outside.stdout
         reports = collector.barrier()
     finally:
         collector.close()
+    (stray,) = [p for t, p in reports if t == "ldp/strings/r/b"]
+    reports = [(t, p) for t, p in reports if t != "ldp/strings/r/b"]
+    # ⊥ is index d = 4 of the GRR domain of 5; kept with probability > 0.995
+    assert int.from_bytes(stray[protocol.HEADER_SIZE:protocol.HEADER_SIZE + 4], "little") == len(items)
     by_campaign = {name: [p for t, p in reports if t.startswith("ldp/%s/r/" % name)] for name in docs}
     assert {name: len(r) for name, r in by_campaign.items()} == {"strings": devices, "strkeys": devices}
     for name, doc in docs.items():

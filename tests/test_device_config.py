@@ -150,8 +150,13 @@ def test_rules_match_the_aggregator(tmp_path):
 
 # --- real device processes against a private broker ----------------------------------------
 
-PRIOR_LEDGER = {"spent_milli": 1500, "next_seq": 4,
-                "reports": {"7:1": [3, 1500, "0102010007000000030000000000000000000000"]}}
+PRIOR_LEDGER = {"spent_milli": 1500, "closed": [],
+                "reports": {"7:1": [3, 1500, "0202010007000000030000000000000000000000"]}}
+PRIOR_GEN = 3
+
+
+def ledger_files(state):
+    return {n: (state / n).read_bytes() for n in device_runner.LEDGER_FILES if (state / n).exists()}
 
 
 def refusal_cases():
@@ -164,7 +169,7 @@ def refusal_cases():
         return envelope(campaign_config.canonical(doc))
 
     expired = dict(copy.deepcopy(good), not_before=1_000_000, not_after=2_000_000)
-    other = dict(copy.deepcopy(good), protocol=2)
+    other = dict(copy.deepcopy(good), protocol=1)  # v1 is retired (spec §0)
     tampered = json.loads(campaign_config.sign(good, key))
     tampered["body"] = tampered["body"].replace('"g":8', '"g":9')
     return {
@@ -185,7 +190,7 @@ def make_state(tmp_path, eps_cap_milli=2000):
     state = device_runner.prepare_device(tmp_path / "dev", "dev-1", FLEET_KEY, value=5,
                                          campaign="cpu-load", eps_cap_milli=eps_cap_milli,
                                          lifetime_budget_milli=50000)
-    (state / "ledger.json").write_text(json.dumps(PRIOR_LEDGER))
+    device_runner.write_ledger(state, PRIOR_LEDGER, PRIOR_GEN)
     return state
 
 
@@ -193,7 +198,7 @@ def make_state(tmp_path, eps_cap_milli=2000):
 def test_device_refuses_bad_config(mosquitto, tmp_path, case):
     payload, field = refusal_cases()[case]
     state = make_state(tmp_path)
-    before = (state / "ledger.json").read_bytes()
+    before = ledger_files(state)
     collector = ReportCollector(mosquitto.port)
     try:
         collector.publish("ldp/cpu-load/config", payload)
@@ -204,8 +209,7 @@ def test_device_refuses_bad_config(mosquitto, tmp_path, case):
         assert collector.barrier(mosquitto.port) == []
     finally:
         collector.close()
-    assert (state / "ledger.json").read_bytes() == before
-    assert not (state / "ledger.json.tmp").exists()
+    assert ledger_files(state) == before
 
 
 def test_device_accepts_valid_config(mosquitto, tmp_path):
@@ -223,9 +227,9 @@ def test_device_accepts_valid_config(mosquitto, tmp_path):
     report = reports[0][1]
     mech = make_mechanism("olh", 2000, 64, salt=doc["salt"], campaign_id=doc["campaign_id"], phase=1, g=8)
     mech.check(report)
-    assert report[8:12] == (4).to_bytes(4, "little")  # the ledger's next sequence number
+    nonce = int.from_bytes(report[8:12], "little")  # drawn from the OS RNG (spec §3)
     ledger = device_runner.read_ledger(state)
     assert ledger["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 2000
-    assert ledger["next_seq"] == 5
-    assert ledger["reports"]["%d:1" % doc["campaign_id"]] == [4, 2000, report.hex()]
+    assert ledger["reports"]["%d:1" % doc["campaign_id"]] == [nonce, 2000, report.hex()]
+    assert max(g for g, _ in device_runner.ledger_generations(state)) == PRIOR_GEN + 1
     assert ledger["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]

@@ -70,5 +70,12 @@ def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
     finally:
         collector.close()
     assert [t for t, _ in reports] == ["ldp/boardy/r/board-1"]
-    ledger = json.loads((stage / "ledger.json").read_text())
+    ledger = device_runner.read_ledger(stage)  # adopted from ledger.init, then generation 1
     assert ledger["spent_milli"] == 2000
+    # flashing the board again stages ledger.init anew: the board keeps the ledger it has
+    (stage / "ledger.init").write_text((stage / "ledger.init").read_text())
+    again = subprocess.run([device_runner.micropython_binary(), "main.py", "--once", "--timeout", "30"],
+                           cwd=stage, env=device_runner.micropython_env(stage),
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "memo phase=1" in again.stdout, again.stdout + again.stderr
+    assert device_runner.read_ledger(stage)["spent_milli"] == 2000

@@ -1,8 +1,11 @@
-"""The device's privacy-budget ledger on the real MicroPython interpreter (spec §6): one report
-per (campaign, phase), spent and memoised on flash before it leaves; a repeated trigger re-sends
-the memo; an exhausted budget means no report; a crash between the ledger write and the publish
-re-sends the memo on restart instead of spending again; a corrupt ledger stops the device."""
+"""The device's privacy-budget ledger on the real MicroPython interpreter (spec §7.2, §7.4): one
+report per (campaign, phase), spent and memoised on flash before it leaves; a repeated trigger
+re-sends the memo; an exhausted budget means no report; a reset at any step of a ledger write
+never lowers the spend nor loses a memo (two checksummed generations, nothing deleted or
+renamed, so FAT's delete-then-rename cannot bite); a device without a valid ledger stops."""
 import json
+
+import pytest
 
 from device_support import FLEET_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
@@ -24,13 +27,26 @@ def start_campaign(collector, name, eps_milli=2000):
     return doc
 
 
+def ledger_files(state):
+    return {name: (state / name).read_bytes() for name in device_runner.LEDGER_FILES
+            if (state / name).exists()}
+
+
+def test_provisioning_writes_generation_zero(tmp_path):
+    state = device(tmp_path)
+    (gen, doc), = device_runner.ledger_generations(state)
+    assert gen == 0 and doc == {"spent_milli": 0, "reports": {}, "closed": []}
+    device(tmp_path)  # provisioning again never overwrites a ledger
+    assert device_runner.ledger_generations(state) == [(0, doc)]
+
+
 def test_repeated_trigger_resends_the_memoised_report(mosquitto, tmp_path):
     state = device(tmp_path)
     collector = ReportCollector(mosquitto.port)
     try:
         doc = start_campaign(collector, "temp")
         first = run(state, mosquitto, "temp")
-        assert first.returncode == 0 and "spent phase=1 seq=0" in first.stdout, first.stdout
+        assert first.returncode == 0 and "spent phase=1 eps_milli=2000" in first.stdout, first.stdout
         ledger = device_runner.read_ledger(state)
         second = run(state, mosquitto, "temp")
         assert second.returncode == 0 and "memo phase=1" in second.stdout, second.stdout
@@ -40,8 +56,9 @@ def test_repeated_trigger_resends_the_memoised_report(mosquitto, tmp_path):
         collector.close()
     assert len(reports) == 2 and reports[0] == reports[1]
     assert device_runner.read_ledger(state) == ledger
-    assert ledger["spent_milli"] == 2000 and ledger["next_seq"] == 1
-    assert ledger["reports"] == {"%d:1" % doc["campaign_id"]: [0, 2000, reports[0][1].hex()]}
+    nonce = int.from_bytes(reports[0][1][8:12], "little")  # the header's dedupe field (spec §3)
+    assert ledger["spent_milli"] == 2000
+    assert ledger["reports"] == {"%d:1" % doc["campaign_id"]: [nonce, 2000, reports[0][1].hex()]}
 
 
 def test_exhausted_budget_means_no_report(mosquitto, tmp_path):
@@ -50,12 +67,12 @@ def test_exhausted_budget_means_no_report(mosquitto, tmp_path):
     try:
         start_campaign(collector, "first")
         assert run(state, mosquitto, "first").returncode == 0
-        before = (state / "ledger.json").read_bytes()
+        before = ledger_files(state)
         start_campaign(collector, "second")
         refused = run(state, mosquitto, "second")
         assert refused.returncode == device_runner.EXIT_REFUSED, refused.stdout
         assert "refused config lifetime_budget:" in refused.stdout
-        assert (state / "ledger.json").read_bytes() == before
+        assert ledger_files(state) == before
         # the memo of the first campaign still goes out: re-sending spends nothing
         again = run(state, mosquitto, "first")
         assert again.returncode == 0 and "memo phase=1" in again.stdout, again.stdout
@@ -64,7 +81,7 @@ def test_exhausted_budget_means_no_report(mosquitto, tmp_path):
         collector.close()
     assert [t for t, _ in reports] == ["ldp/first/r/dev-1"] * 2
     assert reports[0] == reports[1]
-    assert (state / "ledger.json").read_bytes() == before
+    assert ledger_files(state) == before
 
 
 def test_crash_between_ledger_write_and_publish_resends_on_restart(mosquitto, tmp_path):
@@ -78,8 +95,6 @@ def test_crash_between_ledger_write_and_publish_resends_on_restart(mosquitto, tm
         ledger = device_runner.read_ledger(state)
         assert ledger["spent_milli"] == 2000
         (memo,) = ledger["reports"].values()
-        # a crash in the middle of a later ledger write leaves a stray temp file: ignored
-        (state / "ledger.json.tmp").write_text('{"spent_milli": 0, "next')
         restarted = run(state, mosquitto, "crashy")
         assert restarted.returncode == 0, restarted.stdout
         assert "memo phase=1" in restarted.stdout and "spent" not in restarted.stdout
@@ -88,25 +103,68 @@ def test_crash_between_ledger_write_and_publish_resends_on_restart(mosquitto, tm
         collector.close()
     assert [p.hex() for _, p in reports] == [memo[2]]
     assert device_runner.read_ledger(state) == ledger
-    assert not (state / "ledger.json.tmp").exists()
 
 
-def test_corrupt_ledger_stops_the_device(mosquitto, tmp_path):
+def test_reset_half_way_through_a_ledger_write_loses_nothing(mosquitto, tmp_path):
+    """A reset at every step of a commit, on the real interpreter: before it (nothing written),
+    half-way through writing the next generation (a torn file: the previous generation is
+    intact, nothing was published), after it but before the publish (the memo goes out on
+    restart). Spend never goes down and no memo is lost, whatever the filesystem's rename does:
+    the ledger never renames or deletes."""
+    state = device(tmp_path, budget=10000)
+    collector = ReportCollector(mosquitto.port)
+    spends = []
+    try:
+        start_campaign(collector, "one", eps_milli=1000)
+        assert run(state, mosquitto, "one").returncode == 0
+        committed = device_runner.read_ledger(state)
+        spends.append(committed["spent_milli"])
+        start_campaign(collector, "two", eps_milli=1000)
+        torn = run(state, mosquitto, "two", extra_args=["--crash-point", "mid-ledger-write"])
+        assert torn.returncode == device_runner.EXIT_CRASH_POINT, torn.stdout
+        assert collector.barrier()[1:] == []  # only campaign one's report ever left
+        assert len(device_runner.ledger_generations(state)) == 1  # the torn file is invalid
+        assert device_runner.read_ledger(state) == committed  # spend and memos as before
+        spends.append(device_runner.read_ledger(state)["spent_milli"])
+        again = run(state, mosquitto, "one")  # the memo of campaign one survived the tear
+        assert again.returncode == 0 and "memo phase=1" in again.stdout, again.stdout
+        done = run(state, mosquitto, "two")
+        assert done.returncode == 0 and "spent phase=1" in done.stdout, done.stdout
+        spends.append(device_runner.read_ledger(state)["spent_milli"])
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    assert spends == sorted(spends) and spends[-1] == 2000
+    assert [t for t, _ in reports] == ["ldp/one/r/dev-1", "ldp/one/r/dev-1", "ldp/two/r/dev-1"]
+    assert reports[0] == reports[1]
+
+
+@pytest.mark.parametrize("damage", ["both-corrupt", "missing"])
+def test_no_valid_ledger_stops_the_device(mosquitto, tmp_path, damage):
     state = device(tmp_path)
-    (state / "ledger.json").write_text('{"spent_milli": 12')
+    for name in device_runner.LEDGER_FILES:
+        path = state / name
+        if damage == "missing":
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text('{"gen": 1, "doc": {"spent_milli": 0, "reports": {}, "closed": []}, '
+                            '"sha256": "00"}')
     collector = ReportCollector(mosquitto.port)
     try:
         start_campaign(collector, "temp")
         proc = run(state, mosquitto, "temp")
         assert proc.returncode == device_runner.EXIT_CORRUPT_LEDGER, proc.stdout
-        assert "stopped ledger:" in proc.stdout and "cannot be read" in proc.stdout, proc.stdout
+        assert "stopped ledger:" in proc.stdout, proc.stdout
+        assert ("no valid generation" if damage == "both-corrupt" else "no ledger") in proc.stdout
         assert collector.barrier() == []
     finally:
         collector.close()
-    assert (state / "ledger.json").read_text() == '{"spent_milli": 12'
+    assert not (state / "ledger.0").exists() or damage == "both-corrupt"
 
 
-def test_sequence_numbers_rise_across_campaigns(mosquitto, tmp_path):
+def test_nonces_are_random_per_campaign_not_a_counter(mosquitto, tmp_path):
+    """The header's nonce is drawn from the OS RNG per (campaign, phase) (spec §3): it neither
+    counts the device's past reports nor links its campaigns."""
     state = device(tmp_path)
     collector = ReportCollector(mosquitto.port)
     try:
@@ -116,7 +174,9 @@ def test_sequence_numbers_rise_across_campaigns(mosquitto, tmp_path):
         reports = collector.barrier()
     finally:
         collector.close()
-    assert [int.from_bytes(p[8:12], "little") for _, p in reports] == [0, 1, 2]
+    nonces = [int.from_bytes(p[8:12], "little") for _, p in reports]
+    assert len(set(nonces)) == 3 and nonces != [0, 1, 2]  # P(collision) ~ 3/2^32
     ledger = device_runner.read_ledger(state)
-    assert ledger["spent_milli"] == 3000 and ledger["next_seq"] == 3
-    assert json.dumps(sorted(v[0] for v in ledger["reports"].values())) == "[0, 1, 2]"
+    assert ledger["spent_milli"] == 3000
+    assert sorted(v[0] for v in ledger["reports"].values()) == sorted(nonces)
+    assert "next_seq" not in json.dumps(ledger)

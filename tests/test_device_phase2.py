@@ -67,7 +67,7 @@ for job in jobs:
         out.append({"refused": exc.field})
         continue
     src = WordSource(job["words"])
-    report = mech.report(value, job["seq"], src)
+    report = mech.report(value, job["nonce"], src)
     if src.pos != len(src.data):
         raise ValueError("consumed %d of %d words" % (src.pos // 4, len(job["words"])))
     out.append({"report": "".join("%02x" % b for b in report), "input": value})
@@ -132,7 +132,7 @@ def miner_jobs():
             for slot in range(size):
                 words = slot_words(mech.random_words, slot, size, rng)
                 seq += 1
-                jobs.append({"config": cfg, "phase2": p2, "value": value, "seq": seq,
+                jobs.append({"config": cfg, "phase2": p2, "value": value, "nonce": seq,
                              "words": words, "mechanism": mech.name, "trimmed": trimmed,
                              "want": mech.reference_report(trimmed, words, seq).hex(),
                              "untrimmed": mech.reference_report(keys, words, seq).hex()})
@@ -199,7 +199,7 @@ def lcm_jobs(trained):
                 expect = high if with_model else caller
                 words = [int(w) for w in rng.integers(0, W, size=mech.random_words, dtype=np.uint64)]
                 seq += 1
-                jobs.append({"config": cfg, "phase2": p2, "value": value, "high": caller, "seq": seq,
+                jobs.append({"config": cfg, "phase2": p2, "value": value, "high": caller, "nonce": seq,
                              "words": words, "expect_high": expect, "model": with_model,
                              "want": mech.reference_report({"key": key, "high": expect}, words, seq).hex(),
                              "other": mech.reference_report({"key": key, "high": not expect}, words,
@@ -215,13 +215,13 @@ def refusal_jobs():
             p2 = campaign_config.make_phase2(cfg)
             if bad != "missing":
                 p2["candidates"] = bad
-            jobs.append(({"config": cfg, "phase2": p2, "value": values[0], "seq": 1, "words": []},
+            jobs.append(({"config": cfg, "phase2": p2, "value": values[0], "nonce": 1, "words": []},
                          "candidates"))
     cfg = lcm_config({"type": "int", "size": 64})
     for _, doc in BAD_DOCS + [("null", None)]:
         p2 = campaign_config.make_phase2(cfg)
         p2["model"] = doc
-        jobs.append(({"config": cfg, "phase2": p2, "value": 3, "seq": 1, "words": []}, "model"))
+        jobs.append(({"config": cfg, "phase2": p2, "value": 3, "nonce": 1, "words": []}, "model"))
     return jobs
 
 
@@ -230,15 +230,19 @@ def refusal_jobs():
 def run_micropython(jobs, work):
     job_file, out_file, state = work / "jobs.json", work / "out.json", work / "state"
     state.mkdir(exist_ok=True)
+    device_runner.provision_ledger(state)
+    provisioned = {n: (state / n).read_bytes() for n in device_runner.LEDGER_FILES if (state / n).exists()}
     (work / "driver.py").write_text(DRIVER)
     shutil.copy(device_runner.DEVICE_DIR / "tests" / "word_source.py", work / "word_source.py")
-    job_file.write_text(json.dumps([{k: j[k] for k in ("config", "phase2", "value", "high", "seq", "words")
+    job_file.write_text(json.dumps([{k: j[k] for k in ("config", "phase2", "value", "high", "nonce", "words")
                                      if k in j} for j in jobs]))
     proc = subprocess.run([device_runner.micropython_binary(), str(work / "driver.py"), str(job_file),
                            str(out_file), str(state)], env=device_runner.micropython_env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert not (state / "ledger.json").exists()  # building a report never touches the ledger
+    # building a report never touches the ledger
+    assert {n: (state / n).read_bytes() for n in device_runner.LEDGER_FILES
+            if (state / n).exists()} == provisioned
     return json.loads(out_file.read_text())
 
 
@@ -247,7 +251,7 @@ def run_c(jobs, sanitize=False):
     binary = build_client(sanitize=sanitize)
     out = []
     for job in jobs:
-        case = {k: job[k] for k in ("config", "phase2", "value", "high", "seq") if k in job}
+        case = {k: job[k] for k in ("config", "phase2", "value", "high", "nonce") if k in job}
         words = job["words"]
         proc = subprocess.run([str(binary), "vector", "--case", json.dumps(case), "--words-hex",
                                struct.pack("<%dI" % len(words), *words).hex()],
@@ -294,7 +298,7 @@ def test_jobs_cover_both_phase2_mechanisms_and_trimming_matters(phase2_jobs):
 
 def test_ldpminer_phase2_reports_equal_the_aggregator_reference(client_results, phase2_jobs):
     for job, got in zip(phase2_jobs["miner"], client_results["miner"]):
-        assert got.get("report") == job["want"], (client_results["client"], job["value"], job["seq"], got)
+        assert got.get("report") == job["want"], (client_results["client"], job["value"], job["nonce"], got)
         if "input" in got:  # MicroPython shows the set it reported: the trimmed one
             assert got["input"] == job["trimmed"]
 
@@ -428,7 +432,7 @@ def make_state(tmp_path, device_id, budget=100000, cap=8000, ledger=None):
     state = device_runner.prepare_device(tmp_path / device_id, device_id, FLEET_KEY,
                                          eps_cap_milli=cap, lifetime_budget_milli=budget)
     if ledger is not None:
-        (state / "ledger.json").write_text(json.dumps(ledger))
+        device_runner.write_ledger(state, ledger, 1)
     return state
 
 
@@ -442,8 +446,8 @@ def run_live(client, state, port, campaign, value, high=False):
 
 
 def ledger_bytes(state):
-    path = state / "ledger.json"
-    return path.read_bytes() if path.exists() else None
+    """Both generation files (spec §7.4), as bytes."""
+    return {n: (state / n).read_bytes() for n in device_runner.LEDGER_FILES if (state / n).exists()}
 
 
 def tampered(p2, old: str, new: str):
@@ -504,7 +508,7 @@ def test_bad_candidates_refused_live(mosquitto, tmp_path, client, case):
     assert [p[2] for _, p in reports] == [1]
     ledger = device_runner.read_ledger(state)
     assert set(ledger["reports"]) == {"%d:1" % cid}
-    assert ledger["spent_milli"] == eps1 and ledger["next_seq"] == 1
+    assert ledger["spent_milli"] == eps1
 
 
 def lcm_live_config():
@@ -570,7 +574,8 @@ def test_ldpminer_live_both_phases_ledgered(mosquitto, tmp_path, client, protoco
     finally:
         collector.close()
     assert code == 0 and again == 0, out + out2
-    assert "phase2 campaign_id=%d candidates=2 kept=%d" % (cid, len(trimmed)) in out, out
+    assert "phase2 campaign_id=%d candidates=2\n" % cid in out, out
+    assert "kept=" not in out  # how many of its items are candidates is value-derived (spec §7.1)
     ledger = device_runner.read_ledger(state)
     assert ledger["spent_milli"] == eps1 + eps2 == 2500
     assert sorted(ledger["reports"]) == ["%d:1" % cid, "%d:2" % cid]
@@ -621,7 +626,10 @@ def test_ldplcm_live_model_decides_and_phase_membership(mosquitto, tmp_path, cli
             assert "skip phase 2" in out
         else:
             ldplcm.phase2_mechanism(cfg).check(report)
-            assert "high=%d (model)" % ldplcm.is_high(model, items[dev]) in out, out
+            # the decision is not logged (value-derived, spec §7.1); that the signed model and
+            # not the caller's flag decides is checked bit-exactly by
+            # test_ldplcm_decision_equals_is_high through the same phase-2 input path
+            assert "high=" not in out, out
     assert [ldplcm.is_high(model, items[d]) for d in outside] == [True, False]
 
 

@@ -1,6 +1,6 @@
 """The MicroPython device client reproduces every shared vector byte for byte, run by the real
 `micropython` interpreter from the `.py` sources and from `.mpy` files (mpy-cross -march=x64):
-hash.json, thresholds.json and reports_<mech>.json of every mechanism (protocol_spec/v1)."""
+hash.json, thresholds.json and reports_<mech>.json of every mechanism (protocol_spec/v2)."""
 import json
 import subprocess
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 from ldpfleet import device_runner
 
 ROOT = Path(__file__).resolve().parents[1]
-VECTORS = ROOT / "protocol_spec" / "v1" / "vectors"
+VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 RUNNER = ROOT / "device" / "tests" / "vectors.py"
 DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm"]
 
@@ -102,4 +102,4 @@ def test_report_vectors(device_results, name):
     for case, mine in zip(cases, got):
         assert mine == case["report_hex"], (
             "%s eps_milli=%d params=%s value=%r seq=%d" % (name, case["eps_milli"], case["params"],
-                                                       case["value"], case["seq"]))
+                                                       case["value"], case["nonce"]))

@@ -109,10 +109,11 @@ def test_mixed_fleet_survives_broker_kill(mosquitto, tmp_path):
         assert sent[0] == first[topic][0]
         arr = mech.check(sent)  # the core parser accepts every report
         assert arr.shape == (len(sent), mech.report_size)
-        assert protocol.parse_header(sent[0])[4:] == (doc["campaign_id"], 0)
+        cid, nonce = protocol.parse_header(sent[0])[4:]  # nonce: random per phase (spec §3)
+        assert cid == doc["campaign_id"]
         ledger = device_runner.read_ledger(state)
         assert ledger["spent_milli"] == 1000
-        assert ledger["reports"] == {"%d:1" % doc["campaign_id"]: [0, 1000, sent[0].hex()]}
+        assert ledger["reports"] == {"%d:1" % doc["campaign_id"]: [nonce, 1000, sent[0].hex()]}
         text = log.read_text()
         assert text.count("spent phase=1") == 1 and text.count("memo phase=1") >= 2, text
         if kind == "c":

@@ -1,5 +1,5 @@
 """Exact ε-LDP of the shipped C perturbation of GRR, OLH, FLH and OUE, by enumeration
-(protocol_spec/v1 §2; method in the helpers' briefing).
+(protocol_spec/v2 §2; method in the helpers' briefing).
 
 Every decision a kernel takes is `w < T` or `bucket(w, n)`, so the 2^32 values of each word
 fall into a few intervals on which the report cannot change. For every combination of intervals

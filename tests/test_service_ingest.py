@@ -93,9 +93,10 @@ def test_accepted_equals_sent_and_sketch_is_exact(tmp_path, mosquitto, two_campa
         assert store.counters() == {"received": n_olh + n_grr, "accepted": n_olh + n_grr}
 
         table = compute_estimates(store, "apps")
-        keys = [protocol.item_key(i) for i in items]
+        # the domain's items, then the reserved item ⊥ shown as "other" (spec §1)
+        keys = [protocol.item_key(i) for i in items] + [protocol.EMPTY_KEY]
         want = direct_sketch(mech_grr, reports_grr).estimate(keys)
-        assert [r["item"] for r in table.rows] == items
+        assert [r["item"] for r in table.rows] == items + ["other"]
         assert [r["estimate"] for r in table.rows] == [float(v) for v in want]
         sd = math.sqrt(mech_grr.variance(n_grr))
         z = stats.norm.ppf(0.975)
@@ -146,16 +147,16 @@ def test_cli_output_shapes(tmp_path, mosquitto, two_campaigns, cli):
     assert set(est["items"][0]) == {"rank", "item", "key", "estimate", "frequency", "ci_low", "ci_high"}
 
     rows = list(csv.DictReader(io.StringIO(cli("estimate", "cpu", "--state", state, "--csv"))))
-    assert len(rows) == 256 and rows[0].keys() == {"rank", "item", "key", "estimate", "frequency",
+    assert len(rows) == 256 + 1 and rows[-1]["item"] == "other" and rows[0].keys() == {"rank", "item", "key", "estimate", "frequency",
                                                     "ci_low", "ci_high"}
     with Store(state) as store:
         direct = compute_estimates(store, "cpu")
     assert [float(r["estimate"]) for r in rows] == pytest.approx([r["estimate"] for r in direct.rows])
 
     auto = json.loads(cli("estimate", "cpu", "--state", state, "--threshold", "auto", "--json"))
-    assert auto["threshold"] == pytest.approx(stats.norm.ppf(1 - 2 / 256) * est["stddev_fraction"])
+    assert auto["threshold"] == pytest.approx(stats.norm.ppf(1 - 2 / 257) * est["stddev_fraction"])
     assert all(r["frequency"] > auto["threshold"] for r in auto["items"])
-    # Items 0..7 hold ~1/8 each, > 7 sigma above T (sigma ~0.016 here); the 248 empty items
+    # 257 estimated items (256 + "other"). Items 0..7 hold ~1/8 each, > 7 sigma above T (sigma ~0.016 here); the 248 empty items
     # exceed T with probability 2/256 each (NH Eq. 9): ~2 false positives, > 8 has P < 1e-3.
     found = {r["item"] for r in auto["items"]}
     assert set(range(8)) <= found

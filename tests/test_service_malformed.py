@@ -39,7 +39,7 @@ def bad_messages(rng, mech, closed_mech, wave1, good_msgs):
         extra = 100_000 if i < 5 else int(rng.integers(1, 200))
         add("size", "ldp/good/r/o%d" % i, next(pool) + rng.bytes(extra))
     for i in range(6000):
-        add("version", "ldp/good/r/v%d" % i, mutate(next(pool), 0, int(rng.choice([0, 2, 7, 255]))))
+        add("version", "ldp/good/r/v%d" % i, mutate(next(pool), 0, int(rng.choice([0, 1, 7, 255]))))
     for i in range(6000):
         add("mechanism", "ldp/good/r/m%d" % i, mutate(next(pool), 1, int(rng.integers(2, 256))))
     for i in range(8000):  # wrong phase: the campaign is in phase 1

@@ -200,7 +200,7 @@ def test_merging_incompatible_sketches_raises(name):
 def corrupt(name, mech, report):
     """(field, corrupted report) pairs for one valid report."""
     r = bytearray(report)
-    out = [("version", bytes([2]) + report[1:]), ("flags", report[:3] + b"\x01" + report[4:]),
+    out = [("version", bytes([1]) + report[1:]), ("flags", report[:3] + b"\x01" + report[4:]),
            ("campaign_id", report[:4] + b"\x09\x00\x00\x00" + report[8:]),
            ("mechanism", report[:1] + bytes([9]) + report[2:])]
     if name == "grr":

@@ -9,9 +9,9 @@ from ldpfleet import protocol
 from ldpfleet._kernels import ffi, lib
 from ldpfleet.errors import ReportFormatError
 
-VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v1" / "vectors"
+VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v2" / "vectors"
 ROWS = json.loads((VECTORS / "thresholds.json").read_text())
-EPS_MAX = 20000  # LDP_EPS_MILLI_MAX in ldp_thresholds.h
+EPS_MAX = protocol.MAX_EPS_MILLI  # LDP_EPS_MILLI_MAX in ldp_thresholds.h = spec §2's 64000
 
 
 def c_exp_lower(a, b):
@@ -39,7 +39,9 @@ def test_c_thresholds_match_vectors_and_python(row):
         assert c_threshold(lib.ldp_t_grr, e, int(n)) == t == protocol.t_grr(e, int(n))
 
 
-EXTRA_EPS = [2, 3, 7, 999, 1001, 1386, 2500, 3141, 5000, 6931, 10000, 12000, 15000, 19999, EPS_MAX]
+EXTRA_EPS = [2, 3, 7, 999, 1001, 1386, 2500, 3141, 5000, 6931, 10000, 12000, 15000, 19999, 20001,
+             22180, 22181, 30000, 33300, 40000, 44361, 44362, 50000, 63999, EPS_MAX]
+"""Includes the range where E_full outgrows 128 bits (eps ~ 44.36) and the C code saturates."""
 EXTRA_N = [2, 3, 4, 6, 7, 16, 255, 256, 257, 1000, 65536, 65537, 1 << 20, (1 << 31) + 1,
            (1 << 32) - 1, 1 << 32]
 
@@ -47,7 +49,11 @@ EXTRA_N = [2, 3, 4, 6, 7, 16, 255, 256, 257, 1000, 65536, 65537, 1 << 20, (1 << 
 @pytest.mark.parametrize("e", EXTRA_EPS)
 def test_c_thresholds_match_python_across_range(e):
     """Beyond the vector rows: every n class (c = cmin(n-1) from 2^31 down to 1) up to the cap."""
-    assert c_exp_lower(e, 1000) == protocol.exp_lower(e, 1000)
+    if protocol.exp_lower(e, 1000) < 1 << 128:
+        assert c_exp_lower(e, 1000) == protocol.exp_lower(e, 1000)
+    else:  # E_full needs more than 128 bits: ldp_exp_lower says so, the thresholds saturate
+        hi, lo = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+        assert lib.ldp_exp_lower(e, 1000, hi, lo) == -2
     assert c_threshold(lib.ldp_t_rr, e) == protocol.t_rr(e)
     assert c_threshold(lib.ldp_t_oue_q, e) == protocol.t_oue_q(e)
     assert c_threshold(lib.ldp_t_flip, e) == protocol.t_flip(e)
@@ -58,6 +64,18 @@ def test_c_thresholds_match_python_across_range(e):
 def test_exp_lower_general_arguments():
     for a, b in [(0, 1), (1, 1), (5, 7), (123456, 10000), (30, 1)]:
         assert c_exp_lower(a, b) == protocol.exp_lower(a, b)
+
+
+def test_grr_pairwise_bound_matches_the_reference():
+    """ldp_grr_ok == protocol.grr_ok (spec §2 "every pair of outputs") at the bucket boundaries:
+    n - 1 dividing 2^32, one off, and the largest domains."""
+    ns = [2, 3, 5, 1 << 16, (1 << 16) + 1, (1 << 16) + 2, 4294967, 4294968, 10 ** 7, (1 << 31) + 1,
+          (1 << 31) + 2, (1 << 32) - 1, 1 << 32]
+    for e in [1, 10, 100, 500, 693, 694, 1000, 8000, 44362, EPS_MAX]:
+        for n in ns:
+            assert lib.ldp_grr_ok(e, n) == int(protocol.grr_ok(e, n)), (e, n)
+    assert lib.ldp_grr_ok(1000, 1) == -1
+    assert lib.ldp_grr_ok(EPS_MAX + 1, 10 ** 7) == -2
 
 
 def test_threshold_errors_instead_of_wrong_values():

@@ -1,5 +1,5 @@
 """Every shared vector reproduced by the Python reference, the C kernels through the Python API,
-and every parse vector raising the stated typed error (protocol_spec/v1/vectors)."""
+and every parse vector raising the stated typed error (protocol_spec/v2/vectors)."""
 import json
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from ldpfleet._kernels import ffi, lib
 from ldpfleet.errors import ReportFormatError
 from ldpfleet.mechanisms import MODULES, mechanism_from_description
 
-VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v1" / "vectors"
+VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v2" / "vectors"
 
 
 def load(name):
@@ -78,8 +78,8 @@ def test_report_vectors(name):
         mech = mechanism_from_description(case)
         expected = bytes.fromhex(case["report_hex"])
         assert len(expected) == mech.report_size
-        assert mech.reference_report(case["value"], case["words"], case["seq"]) == expected
-        assert mech.c_report(case["value"], case["words"], case["seq"]) == expected
+        assert mech.reference_report(case["value"], case["words"], case["nonce"]) == expected
+        assert mech.c_report(case["value"], case["words"], case["nonce"]) == expected
         mech.check(expected)
 
 

@@ -1,9 +1,9 @@
-"""Regenerate protocol_spec/v1/vectors/*.json from the plain-Python reference implementations.
+"""Regenerate protocol_spec/v2/vectors/*.json from the plain-Python reference implementations.
 
 Each mechanism module provides `vector_cases() -> (report_cases, parse_cases)`:
 report case: {"mechanism", "eps_milli", "domain_size", "salt", "campaign_id", "phase",
               "params", "value" (key, list of keys for set-valued, or {"key":..,"high":bool}
-              for lcm), "seq", "words", "report_hex"};
+              for lcm), "nonce" (the header field), "words", "report_hex"};
 parse case:  {... same mechanism description ..., "report_hex", "error": field or null}.
 Run: python tools/gen_vectors.py
 """
@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "aggregator"))
 from ldpfleet import protocol  # noqa: E402
 from ldpfleet.mechanisms import MODULES  # noqa: E402
 
-OUT = ROOT / "protocol_spec" / "v1" / "vectors"
+OUT = ROOT / "protocol_spec" / "v2" / "vectors"
 
 
 def hash_vectors():

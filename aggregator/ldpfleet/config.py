@@ -1,4 +1,4 @@
-"""Signed campaign configs and phase-2 messages (protocol_spec/v1 §5).
+"""Signed campaign configs and phase-2 messages (protocol_spec/v2 §5).
 
 Payload: `{"body": "<canonical JSON>", "sig": "<hex HMAC-SHA256(fleet_key, body)>"}`.
 The verifier checks the HMAC over the exact body bytes before parsing them.
@@ -6,6 +6,7 @@ The verifier checks the HMAC over the exact body bytes before parsing them.
 import hashlib
 import hmac
 import json
+import os
 import re
 import time
 
@@ -48,9 +49,14 @@ def verify(payload: bytes, fleet_key: bytes) -> dict:
     return doc
 
 
-def campaign_id_for(name: str) -> int:
-    """Default short id of a campaign: H(utf8(name), 0)."""
-    return protocol.murmur3_32(name.encode("utf-8"), 0)
+def new_campaign_id(taken=()) -> int:
+    """A random u32 campaign id (spec §5.4) not in `taken`: a campaign created again under an
+    old name gets a new id, so devices' memos of the old one never match it."""
+    taken = set(taken)
+    while True:
+        cid = int.from_bytes(os.urandom(4), "little")
+        if cid not in taken:
+            return cid
 
 
 def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: int = None,
@@ -59,7 +65,7 @@ def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: i
     now = int(time.time())
     doc = {
         "type": "config", "protocol": protocol.PROTOCOL_VERSION, "campaign": name,
-        "campaign_id": campaign_id_for(name) if campaign_id is None else int(campaign_id),
+        "campaign_id": new_campaign_id() if campaign_id is None else int(campaign_id),
         "salt": int(salt) % protocol.WORD,
         "not_before": now - 60 if not_before is None else int(not_before),
         "not_after": now + 30 * 86400 if not_after is None else int(not_after),
@@ -94,15 +100,17 @@ def check_config(doc: dict, now: int = None) -> dict:
     domain = _need(doc, "domain", dict)
     if domain.get("type") == "int":
         size = _need(domain, "size", int, "domain.size")
-        if not 2 <= size <= protocol.WORD:
-            raise ConfigError("domain.size", "must be in [2, 2^32]")
+        if not 2 <= size <= protocol.WORD - 1:
+            raise ConfigError("domain.size", "must be in [2, 2^32 - 1] (the reserved item "
+                              "'other' takes index d, spec §1)")
     elif domain.get("type") == "str":
         items = _need(domain, "items", list, "domain.items")
-        if len(items) < 2 or not all(isinstance(i, str) for i in items):
-            raise ConfigError("domain.items", "need >= 2 strings")
-        keys = [protocol.item_key(i) for i in items]
+        if len(items) < 2 or not all(isinstance(i, str) and i for i in items):
+            raise ConfigError("domain.items", "need >= 2 non-empty strings")
+        keys = [protocol.item_key(i) for i in items] + [protocol.EMPTY_KEY]
         if len(set(keys)) != len(keys):
-            raise ConfigError("domain.items", "two items share a 32-bit key; rename one")
+            raise ConfigError("domain.items", "two items share a 32-bit key (or one shares the "
+                              "key of the reserved item 'other'); rename one")
     else:
         raise ConfigError("domain.type", "must be 'int' or 'str'")
     phases = _need(doc, "phases", list)
@@ -129,7 +137,27 @@ def check_config(doc: dict, now: int = None) -> dict:
     if len(rates) > 1:
         raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
                           "(one public split, spec §5): %s" % sorted(rates))
+    for ph in phases:
+        check_grr_bound(ph, domain_size(doc))
     return doc
+
+
+def check_grr_bound(phase: dict, d: int):
+    """Spec §2 "every pair of outputs": refuse a GRR phase (n = d + 1 outputs) or an OLH/FLH
+    phase (n = g) whose non-kept outputs' bucket counts differ by more than e^ε."""
+    name, eps = phase["mechanism"], phase["eps_milli"]
+    if name == "grr":
+        n, field = d + 1, "domain.size"
+    elif name in ("olh", "flh") and isinstance(phase.get("params", {}).get("g"), int) \
+            and not isinstance(phase["params"]["g"], bool) and phase["params"]["g"] >= 2:
+        n, field = phase["params"]["g"], "params.g"
+    else:
+        return
+    if not protocol.grr_ok(eps, n):
+        raise ConfigError(field, "GRR over %d outputs is not exactly eps-LDP at eps_milli %d: "
+                          "its 'other' outputs get %d or %d of 2^32 words, a ratio above e^eps "
+                          "(spec §2); use a smaller domain, a larger epsilon, or olh"
+                          % (n, eps, protocol.cmin(n - 1), protocol.cmax(n - 1)))
 
 
 def domain_size(doc: dict) -> int:
@@ -137,20 +165,37 @@ def domain_size(doc: dict) -> int:
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 
-def domain_keys(doc: dict):
-    """Item keys of the domain in domain order (int domain: 0..d-1)."""
+def with_other(mechanism: str) -> bool:
+    """Does `mechanism` run over the domain plus ⊥ (spec §1)? Single-item mechanisms do;
+    set-valued ones drop out-of-domain elements instead."""
+    return mechanism not in SET_VALUED
+
+
+def mechanism_domain_size(doc: dict, mechanism: str) -> int:
+    """n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued."""
+    return domain_size(doc) + (1 if with_other(mechanism) else 0)
+
+
+def domain_keys(doc: dict, other: bool = False):
+    """Item keys of the domain in domain order (int domain: 0..d-1); with `other`, key(⊥)
+    last (spec §1: d, or H(b"", KEY_SEED) for a string domain)."""
     d = doc["domain"]
     if d["type"] == "int":
-        return list(range(d["size"]))
-    return [protocol.item_key(i) for i in d["items"]]
+        keys = list(range(d["size"]))
+    else:
+        keys = [protocol.item_key(i) for i in d["items"]]
+    if other:
+        keys.append(protocol.other_key(d))
+    return keys
 
 
 def domain_extras(doc: dict, mechanism: str) -> dict:
     """`domain_keys=` for mechanisms that estimate over an explicit domain (they have
-    `with_domain_keys`) when the campaign's items are strings."""
+    `with_domain_keys`) when the campaign's items are strings (⊥'s key last when the
+    mechanism runs over ⊥)."""
     from .mechanisms import mechanism_class
     if doc["domain"]["type"] == "str" and hasattr(mechanism_class(mechanism), "with_domain_keys"):
-        return {"domain_keys": domain_keys(doc)}
+        return {"domain_keys": domain_keys(doc, other=with_other(mechanism))}
     return {}
 
 
@@ -160,13 +205,14 @@ def mechanism_for_phase(doc: dict, phase: int, **extra):
     ph = doc["phases"][phase - 1]
     kw = dict(domain_extras(doc, ph["mechanism"]), **ph.get("params", {}))
     kw.update(extra)
-    return make_mechanism(ph["mechanism"], ph["eps_milli"], domain_size(doc), salt=doc["salt"],
+    return make_mechanism(ph["mechanism"], ph["eps_milli"], mechanism_domain_size(doc, ph["mechanism"]),
+                          salt=doc["salt"],
                           campaign_id=doc["campaign_id"], phase=phase, **kw)
 
 
 def make_phase2(config: dict, candidates=None, model=None) -> dict:
-    doc = {"type": "phase2", "campaign": config["campaign"], "campaign_id": config["campaign_id"],
-           "phase": 2}
+    doc = {"type": "phase2", "protocol": protocol.PROTOCOL_VERSION, "campaign": config["campaign"],
+           "campaign_id": config["campaign_id"], "phase": 2}
     if candidates is not None:
         doc["candidates"] = [int(c) for c in candidates]
     if model is not None:

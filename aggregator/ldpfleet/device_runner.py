@@ -13,7 +13,8 @@ Stable API used by tests, the fleet generator and the service end-to-end runs:
     read_ledger(state_dir) -> dict | None
     report_cycle_script(name, eps_milli, domain_size, params, value, reports) -> str
 
-A device's state directory holds identity.json, value.json and its ledger.json; the code
+A device's state directory holds identity.json, value.json and its ledger (two generations,
+ledger.0 and ledger.1, spec §7.4; `provision_ledger` writes generation 0); the code
 comes from `lib_dir` (device/ sources by default, or a compile_mpy output). MICROPYPATH
 replaces sys.path on MicroPython, so the environment sets it to `.frozen:<lib_dir>`.
 Device exit codes: 0 done, 1 corrupt ledger, 2 config refused (--once), 3 timed out (--once),
@@ -66,16 +67,59 @@ def identity_doc(device_id, fleet_key: bytes, eps_cap_milli=DEFAULT_EPS_CAP_MILL
     return doc
 
 
+LEDGER_FILES = ("ledger.0", "ledger.1")
+
+
+def ledger_digest(doc: dict) -> str:
+    """SHA-256 hex of the canonical JSON of a ledger document (spec §7.4)."""
+    import hashlib
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
+EMPTY_LEDGER = {"spent_milli": 0, "reports": {}, "closed": []}
+
+
+def write_ledger(state_dir, doc: dict, gen: int = 0, name: str = None):
+    """Write generation `gen` of a ledger document into its file (gen mod 2, or `name`:
+    "ledger.init" is what `flash` stages, adopted by a board that has no ledger yet)."""
+    rec = {"gen": gen, "doc": doc, "sha256": ledger_digest(doc)}
+    (Path(state_dir) / (name or LEDGER_FILES[gen % 2])).write_text(json.dumps(rec))
+
+
+def provision_ledger(state_dir):
+    """Generation 0 (nothing spent) of a new device, unless it already has a ledger."""
+    state = Path(state_dir)
+    if not any((state / name).exists() for name in LEDGER_FILES):
+        write_ledger(state, EMPTY_LEDGER, 0)
+
+
+def ledger_generations(state_dir) -> list:
+    """[(gen, doc)] of every valid generation file (checksum matches), any order."""
+    out = []
+    for name in LEDGER_FILES:
+        path = Path(state_dir) / name
+        try:
+            rec = json.loads(path.read_text())
+            if rec["sha256"] == ledger_digest(rec["doc"]) and isinstance(rec["gen"], int):
+                out.append((rec["gen"], rec["doc"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
 def prepare_device(state_dir, device_id, fleet_key: bytes, value=None, campaign=None,
                    eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
                    lifetime_budget_milli=DEFAULT_LIFETIME_BUDGET_MILLI, high=None, broker=None) -> Path:
     """Write identity.json (and value.json when `value` or `campaign` is given) into
-    `state_dir`; an existing ledger.json is kept. `value`: int or str item, or a list of
-    items for set-valued campaigns; `high`: LDPLCM phase-2 decision. Returns the dir."""
+    `state_dir` and provision the ledger (generation 0) unless one exists. `value`: int or str
+    item, or a list of items for set-valued campaigns; `high`: LDPLCM phase-2 decision.
+    Returns the dir."""
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     doc = identity_doc(device_id, fleet_key, eps_cap_milli, lifetime_budget_milli, broker)
     (state / "identity.json").write_text(json.dumps(doc))
+    provision_ledger(state)
     if value is not None or campaign is not None:
         vdoc = {"campaign": campaign, "value": value}
         if high is not None:
@@ -159,9 +203,15 @@ def run_device(state_dir, host, port, campaign=None, wait: float = 60, **kw) -> 
 
 
 def read_ledger(state_dir):
-    """The device's ledger.json as a dict, or None before its first report."""
-    path = Path(state_dir) / "ledger.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """The document of the device's newest valid ledger generation, or None while it has
+    spent nothing and memoised nothing (generation 0, or no ledger at all)."""
+    found = ledger_generations(state_dir)
+    if not found:
+        return None
+    gen, doc = max(found, key=lambda g: g[0])
+    if gen == 0 and not doc["spent_milli"] and not doc["reports"] and not doc.get("closed"):
+        return None
+    return doc
 
 
 REPORT_CYCLE = """import gc, time

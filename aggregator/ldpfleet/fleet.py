@@ -171,10 +171,9 @@ def fetch_campaign(broker, campaign: str, fleet_key: bytes, phase: int = None,
 def phase_mechanism(view: CampaignView):
     """The Mechanism a device uses in the view's phase (phase 2 gets the candidates/model)."""
     from .mechanisms import mechanism_class
-    extra = {}
-    cls = mechanism_class(view.config["phases"][view.phase - 1]["mechanism"])
-    if view.config["domain"]["type"] == "str" and hasattr(cls, "with_domain_keys"):
-        extra["domain_keys"] = campaign_config.domain_keys(view.config)
+    name = view.config["phases"][view.phase - 1]["mechanism"]
+    cls = mechanism_class(name)
+    extra = campaign_config.domain_extras(view.config, name)  # (with ⊥'s key, spec §1)
     if view.phase2 is not None:
         accepted = inspect.signature(cls.__init__).parameters
         for name in ("candidates", "model"):  # LDPMiner's candidates; LDPLCM's model is not a

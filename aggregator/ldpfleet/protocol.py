@@ -1,8 +1,9 @@
-"""Protocol v1 primitives shared by every mechanism (protocol_spec/v1/README.md).
+"""Protocol v2 primitives shared by every mechanism (protocol_spec/v2/README.md).
 
-Item keys, the MurmurHash3 reference, integer thresholds (spec §2), the 12-byte report
-header (spec §3) and typed errors. Hot paths live in the C kernels; this module is the
-readable reference and the place the thresholds are computed.
+Item keys and the reserved item ⊥ (spec §1), the MurmurHash3 reference, integer thresholds and
+the GRR pairwise bound (spec §2), the 12-byte report header (spec §3) and typed errors. Hot
+paths live in the C kernels; this module is the readable reference and the place the
+thresholds are computed.
 """
 import json
 import math
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from .errors import ReportFormatError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 KEY_SEED = 0x6C647066
 WORD = 1 << 32
 SCALE = 1 << 64
@@ -20,9 +21,9 @@ MAX_EPS_MILLI = 64000
 HEADER = struct.Struct("<BBBBII")
 HEADER_SIZE = HEADER.size  # 12
 
-SPEC_DIR = Path(__file__).resolve().parent / "spec_v1"
+SPEC_DIR = Path(__file__).resolve().parent / "spec_v2"
 if not SPEC_DIR.is_dir():  # running from a source checkout
-    SPEC_DIR = Path(__file__).resolve().parents[2] / "protocol_spec" / "v1"
+    SPEC_DIR = Path(__file__).resolve().parents[2] / "protocol_spec" / "v2"
 
 
 def load_registry():
@@ -88,6 +89,35 @@ def item_key(item) -> int:
     raise TypeError("item must be int or str, got %s" % type(item).__name__)
 
 
+OTHER_LABEL = "other"
+"""How the reserved item ⊥ (spec §1) is shown in estimates."""
+EMPTY_KEY = None  # filled below: H(b"", KEY_SEED), key(⊥) of a string domain
+
+
+def other_key(domain: dict) -> int:
+    """key(⊥) of a config domain (spec §1): d for an int domain, H(b"", KEY_SEED) for str."""
+    if domain["type"] == "int":
+        return int(domain["size"])
+    return EMPTY_KEY
+
+
+def item_index(domain: dict, value) -> int:
+    """index(v) of spec §1: the value's domain index, d (⊥) for anything else. Never raises.
+    (The reference mapping; devices do the same with constant work, spec §7.1.)"""
+    if domain["type"] == "int":
+        d = int(domain["size"])
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < d:
+            return value
+        return d
+    items = domain["items"]
+    if isinstance(value, str):
+        try:
+            return items.index(value)
+        except ValueError:
+            pass
+    return len(items)
+
+
 def keyed_hash(key: int, seed: int) -> int:
     """Hs(key, seed) = H(le32(key), seed)."""
     return murmur3_32(struct.pack("<I", key), seed)
@@ -120,6 +150,22 @@ def exp_lower(a: int, b: int) -> int:
 def cmin(n: int) -> int:
     """Fewest 32-bit words any bucket of bucket(., n) receives."""
     return WORD // n
+
+
+def cmax(n: int) -> int:
+    """Most 32-bit words any bucket of bucket(., n) receives."""
+    return WORD // n + (1 if WORD % n else 0)
+
+
+def grr_ok(eps_milli: int, n: int) -> bool:
+    """Spec §2 "every pair of outputs": GRR over n outputs is exactly ε-LDP iff n == 2, or
+    the non-kept outputs' buckets are all equal, or cmax(n-1)/cmin(n-1) <= E_full/S."""
+    _check_eps(eps_milli)
+    if n < 2:
+        raise ValueError("GRR needs at least 2 outputs, got %d" % n)
+    if n == 2 or WORD % (n - 1) == 0:
+        return True
+    return cmax(n - 1) * SCALE <= exp_lower(eps_milli, 1000) * cmin(n - 1)
 
 
 def bucket_count(r: int, n: int) -> int:
@@ -185,12 +231,14 @@ def eps_to_milli(eps: float) -> int:
 
 # --- spec §3: header ------------------------------------------------------------------------
 
-def pack_header(mechanism: str, phase: int, campaign_id: int, seq: int) -> bytes:
-    return HEADER.pack(PROTOCOL_VERSION, MECHANISM_IDS[mechanism], phase, 0, campaign_id, seq)
+def pack_header(mechanism: str, phase: int, campaign_id: int, nonce: int) -> bytes:
+    """Spec §3: version 2, mechanism id, phase, flags 0, campaign id, nonce (the dedupe field,
+    drawn from the OS RNG once per (campaign, phase) report)."""
+    return HEADER.pack(PROTOCOL_VERSION, MECHANISM_IDS[mechanism], phase, 0, campaign_id, nonce)
 
 
 def parse_header(report: bytes):
-    """Return (version, mechanism_id, phase, flags, campaign_id, seq); checks version/flags."""
+    """Return (version, mechanism_id, phase, flags, campaign_id, nonce); checks version/flags."""
     if len(report) < HEADER_SIZE:
         raise ReportFormatError("size", "report of %d bytes is shorter than the %d-byte header"
                                 % (len(report), HEADER_SIZE))
@@ -204,3 +252,6 @@ def parse_header(report: bytes):
     if fields[3] != 0:
         raise ReportFormatError("flags", "flags must be 0, got %d" % fields[3])
     return fields
+
+
+EMPTY_KEY = murmur3_32(b"", KEY_SEED)

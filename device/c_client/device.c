@@ -203,65 +203,83 @@ static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, struc
                      struct ldpc_reason *why)
 {
     const cJSON *ph = phase_entry(doc, phase);
-    return ldpc_mech_init(mech, cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring,
-                          int_of(ph, "eps_milli"), ldpc_domain_size(doc), (uint32_t)int_of(doc, "salt"),
+    const char *name = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
+    /* n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones */
+    uint64_t n = ldpc_domain_size(doc) + (strcmp(name, "sh") == 0 || strcmp(name, "srappor") == 0 ? 0 : 1);
+    return ldpc_mech_init(mech, name, int_of(ph, "eps_milli"), n, (uint32_t)int_of(doc, "salt"),
                           (uint32_t)int_of(doc, "campaign_id"), phase,
                           cJSON_GetObjectItemCaseSensitive(ph, "params"), candidates, why);
 }
 
-static int item_key(const cJSON *item, uint32_t *key)
-{
-    int64_t v;
-    if (cJSON_IsString(item)) {
-        *key = ldpc_string_key(item->valuestring);
-        return 0;
-    }
-    if (ldpc_json_int(item, &v) && v >= 0 && v <= 0xffffffffll) {
-        *key = (uint32_t)v;
-        return 0;
-    }
-    return -1;
-}
+/* The domain of a config as the lookups below need it: d, whether it is a string domain, and
+ * the keys of its items in domain order (string domains; NULL for int domains). Public work,
+ * the same for every value. */
+struct domain_view {
+    uint64_t d;
+    int is_str;
+    uint32_t *keys;
+};
 
-/* Domain index of the device's item (int domain: the item itself). */
-static int item_index(const cJSON *doc, const cJSON *item, uint32_t *index, struct ldpc_reason *why)
+static int domain_view_init(struct domain_view *v, const cJSON *doc, struct ldpc_reason *why)
 {
     const cJSON *domain = cJSON_GetObjectItemCaseSensitive(doc, "domain"), *it;
-    int64_t v;
-    uint32_t i = 0;
-    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(domain, "type"))
-        && strcmp(cJSON_GetObjectItemCaseSensitive(domain, "type")->valuestring, "int") == 0) {
-        if (!ldpc_json_int(item, &v) || v < 0 || (uint64_t)v >= ldpc_domain_size(doc) || v > 0xffffffffll) {
-            ldpc_reason_set(why, "value", "item is not in the int domain");
-            return -1;
-        }
-        *index = (uint32_t)v;
+    size_t i = 0;
+    v->d = ldpc_domain_size(doc);
+    v->is_str = !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(domain, "type"))
+                || strcmp(cJSON_GetObjectItemCaseSensitive(domain, "type")->valuestring, "int") != 0;
+    v->keys = NULL;
+    if (!v->is_str)
         return 0;
+    v->keys = malloc((v->d ? v->d : 1) * sizeof *v->keys);
+    if (v->keys == NULL) {
+        ldpc_reason_set(why, "domain.items", "too many items for this device");
+        return -1;
     }
-    if (cJSON_IsString(item)) {
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(domain, "items")) {
-            if (strcmp(it->valuestring, item->valuestring) == 0) {
-                *index = i;
-                return 0;
-            }
-            i++;
-        }
-    }
-    ldpc_reason_set(why, "value", "item is not in the domain");
-    return -1;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(domain, "items"))
+        v->keys[i++] = ldpc_string_key(it->valuestring);
+    return 0;
 }
 
-/* The device's value in the form the mechanism takes; *keys (heap) for set-valued ones. */
+/* index(v) of spec §1 for one JSON item, never failing: the item's domain index, or d (⊥) for
+ * anything else; *key the mechanism key of that index (key(⊥) = d, or H(b"") for a string
+ * domain). A string domain is scanned whole, with no early exit, so the work is the same for
+ * every value (spec §7.1). */
+static uint32_t domain_index(const struct domain_view *v, const cJSON *item, uint32_t *key)
+{
+    int64_t x;
+    if (!v->is_str) {
+        int ok = !cJSON_IsString(item) && ldpc_json_int(item, &x) && x >= 0 && (uint64_t)x < v->d;
+        uint32_t i = ok ? (uint32_t)x : (uint32_t)v->d;
+        *key = i;
+        return i;
+    } else {
+        int is_item = cJSON_IsString(item) && item->valuestring[0] != '\0';
+        uint32_t k = is_item ? ldpc_string_key(item->valuestring) : 0, idx = (uint32_t)v->d;
+        uint64_t i;
+        for (i = 0; i < v->d; i++)
+            idx = (is_item & (v->keys[i] == k)) ? (uint32_t)i : idx;
+        *key = idx < v->d ? k : ldpc_string_key("");
+        return idx;
+    }
+}
+
+/* The device's value in the form the mechanism takes; *keys (heap) for set-valued ones. Never
+ * refuses because of the value (spec §1): a value outside the domain is ⊥, set elements that
+ * are not domain items are dropped. -1 only when memory runs out. */
 static int build_input(const cJSON *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
                        struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
     const cJSON *item;
+    struct domain_view view;
     memset(in, 0, sizeof *in);
     *keys = NULL;
+    if (domain_view_init(&view, doc, why) != 0)
+        return -1;
     if (ldpc_mech_set_valued(mech)) {
         size_t cap = cJSON_IsArray(value) ? (size_t)cJSON_GetArraySize(value) : 1, n = 0, j;
         *keys = malloc((cap ? cap : 1) * sizeof **keys);
         if (*keys == NULL) {
+            free(view.keys);
             ldpc_reason_set(why, "value", "out of memory");
             return -1;
         }
@@ -269,28 +287,25 @@ static int build_input(const cJSON *value, int high, const cJSON *doc, const str
              item = cJSON_IsArray(value) ? item->next : NULL) {
             uint32_t key;
             int seen = 0;
-            if (item_key(item, &key) != 0) {
-                free(*keys);
-                *keys = NULL;
-                ldpc_reason_set(why, "value", "items must be u32 integers or strings");
-                return -1;
-            }
+            if (domain_index(&view, item, &key) >= view.d)
+                continue; /* not a domain item: dropped before padding/sampling */
             for (j = 0; j < n; j++)
                 seen |= (*keys)[j] == key;
             if (!seen)
                 (*keys)[n++] = key; /* distinct keys, first occurrence order */
         }
+        free(view.keys);
         in->keys = *keys;
         in->nkeys = n;
         return 0;
     }
-    if (cJSON_IsArray(value)) {
-        ldpc_reason_set(why, "value", "%s takes one item, not a list", mech->name);
-        return -1;
+    if (cJSON_IsArray(value)) { /* a list given to a one-item campaign: ⊥ */
+        in->index = (uint32_t)view.d;
+        in->key = view.is_str ? ldpc_string_key("") : (uint32_t)view.d;
+    } else {
+        in->index = domain_index(&view, value, &in->key);
     }
-    if (item_index(doc, value, &in->index, why) != 0)
-        return -1;
-    item_key(value, &in->key);
+    free(view.keys);
     in->high = high != 0;
     return 0;
 }
@@ -310,18 +325,27 @@ void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, si
     dev->n_out++;
 }
 
-/* Queue the report of `phase`: the memoised one, or a fresh one ledgered first. */
-static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *mech, const struct ldpc_input *in)
+/* Queue the memoised report of `phase` if there is one (1), else 0: checked BEFORE anything
+ * is computed from the value (spec §7.1, memo first). */
+static int resend_memo(struct ldpc_device *dev, uint32_t cid, int phase)
 {
-    uint32_t cid = (uint32_t)int_of(dev->config, "campaign_id"), seq, *words;
-    struct ldpc_reason why;
     size_t len;
     uint8_t *report = ldpc_ledger_memo(&dev->ledger, cid, phase, &len);
-    if (report != NULL) {
-        ldpc_log(dev->id.device_id, "memo", "phase=%d", phase);
-        ldpc_device_enqueue(dev, phase, report, len);
-        return;
-    }
+    if (report == NULL)
+        return 0;
+    ldpc_log(dev->id.device_id, "memo", "phase=%d", phase);
+    ldpc_device_enqueue(dev, phase, report, len);
+    return 1;
+}
+
+/* Queue a fresh report of `phase`, ledgered first; its nonce (spec §3) and words come from the
+ * OS RNG. */
+static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *mech, const struct ldpc_input *in)
+{
+    uint32_t cid = (uint32_t)int_of(dev->config, "campaign_id"), nonce, *words;
+    struct ldpc_reason why;
+    size_t len;
+    uint8_t *report;
     if (ldpc_ledger_check(&dev->ledger, mech->eps_milli, &why) != 0) {
         refuse(dev, "report", &why);
         return;
@@ -329,9 +353,9 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     len = ldpc_mech_report_size(mech);
     report = malloc(len);
     words = malloc(mech->words * sizeof *words);
-    seq = dev->ledger.next_seq;
-    if (report == NULL || words == NULL || ldpc_os_random_words(words, mech->words) != 0
-        || ldpc_mech_report(mech, in, words, seq, report) != 0) {
+    if (report == NULL || words == NULL || ldpc_os_random_words(&nonce, 1) != 0
+        || ldpc_os_random_words(words, mech->words) != 0
+        || ldpc_mech_report(mech, in, words, nonce, report) != 0) {
         ldpc_reason_set(&why, "report", "cannot build the report (memory, OS RNG or input)");
         free(report);
         free(words);
@@ -339,13 +363,13 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
         return;
     }
     free(words);
-    if (ldpc_ledger_commit(&dev->ledger, cid, phase, mech->eps_milli, seq, report, len, &why) != 0) {
+    if (ldpc_ledger_commit(&dev->ledger, cid, phase, mech->eps_milli, nonce, report, len, &why) != 0) {
         free(report);
         refuse(dev, "report", &why);
         return;
     }
-    ldpc_log(dev->id.device_id, "spent", "phase=%d seq=%lu eps_milli=%lu remaining=%lld", phase,
-             (unsigned long)seq, (unsigned long)mech->eps_milli, (long long)ldpc_ledger_remaining(&dev->ledger));
+    ldpc_log(dev->id.device_id, "spent", "phase=%d eps_milli=%lu remaining=%lld", phase,
+             (unsigned long)mech->eps_milli, (long long)ldpc_ledger_remaining(&dev->ledger));
     if (dev->crash_after_commit) {
         ldpc_log(dev->id.device_id, "crash-point", "after-commit");
         free(report);
@@ -388,8 +412,8 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase
                         (long long)ldpc_ledger_remaining(&dev->ledger));
         return -1;
     }
-    if (!in_phase[1])
-        return 0;
+    if (!in_phase[1] || ldpc_ledger_has(&dev->ledger, cid, 1))
+        return 0; /* memo first: a paid phase is re-sent untouched, nothing computed */
     if (make_mech(doc, 1, NULL, mech, why) != 0)
         return -1;
     if (build_input(dev->value, dev->high, doc, mech, in, keys, why) != 0) {
@@ -424,6 +448,8 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     if (have_mech) {
         deliver(dev, 1, &mech, &in);
         ldpc_mech_free(&mech);
+    } else if (in_phase[1]) {
+        resend_memo(dev, (uint32_t)int_of(doc, "campaign_id"), 1);
     }
     free(keys);
 }
@@ -498,6 +524,7 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
     struct ldpc_input in;
     uint32_t *keys = NULL;
     char detail[80] = "";
+    int memo = 0;
     int64_t now = ldpc_unix_now();
     cJSON *p2 = ldpc_envelope_verify(payload, len, dev->id.fleet_key, dev->id.fleet_key_len, &why);
     int rc = p2 == NULL ? -1 : ldpc_phase2_check(p2, dev->config, &why);
@@ -510,14 +537,12 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
         cJSON_Delete(p2);
         return;
     }
-    if (rc == 0)
+    memo = rc == 0 && ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(dev->config, "campaign_id"), 2);
+    if (rc == 0 && !memo) /* memo first: nothing is computed from the value for a paid phase */
         rc = ldpc_phase2_input(dev->config, p2, dev->value, dev->high, &mech, &in, &keys, &why);
-    if (rc == 0 && mech.id == LDP_MECHANISM_ID_LCM)
-        snprintf(detail, sizeof detail, " high=%d (%s)", in.high,
-                 cJSON_GetObjectItemCaseSensitive(p2, "model") != NULL ? "model" : "caller");
-    else if (rc == 0 && ldpc_mech_set_valued(&mech))
-        snprintf(detail, sizeof detail, " candidates=%d kept=%lu",
-                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p2, "candidates")), (unsigned long)in.nkeys);
+    if (rc == 0 && cJSON_GetObjectItemCaseSensitive(p2, "candidates") != NULL)
+        snprintf(detail, sizeof detail, " candidates=%d",
+                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p2, "candidates")));
     cJSON_Delete(p2);
     if (rc != 0) {
         refuse(dev, "phase2", &why);
@@ -525,6 +550,10 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
     }
     ldpc_log(dev->id.device_id, "accepted", "phase2 campaign_id=%lld%s", (long long)int_of(dev->config, "campaign_id"),
              detail);
+    if (memo) {
+        resend_memo(dev, (uint32_t)int_of(dev->config, "campaign_id"), 2);
+        return;
+    }
     deliver(dev, 2, &mech, &in);
     ldpc_mech_free(&mech);
     free(keys);

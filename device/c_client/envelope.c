@@ -10,8 +10,9 @@
 #include "envelope.h"
 #include "ldp_hash.h"
 #include "ldp_report.h"
+#include "ldp_thresholds.h"
 
-#define PROTOCOL 1
+#define PROTOCOL LDP_PROTOCOL_VERSION
 #define SIG_HEX 64
 
 /* Parse a whole buffer as one JSON value, nothing but whitespace after it (as json.loads). */
@@ -137,8 +138,9 @@ static int check_domain(const cJSON *doc, struct ldpc_reason *why)
     if (str_equals(type, "int")) {
         if (!need_int(domain, "size", "domain.size", &size, why))
             return -1;
-        if (size < 2 || size > (int64_t)1 << 32) {
-            ldpc_reason_set(why, "domain.size", "must be in [2, 2^32]");
+        if (size < 2 || size > 0xffffffffll) {
+            ldpc_reason_set(why, "domain.size", "must be in [2, 2^32 - 1] (the reserved item 'other' "
+                            "takes index d, spec §1)");
             return -1;
         }
         return 0;
@@ -153,17 +155,17 @@ static int check_domain(const cJSON *doc, struct ldpc_reason *why)
             return -1;
         }
         cJSON_ArrayForEach(item, items) {
-            if (!cJSON_IsString(item)) {
-                ldpc_reason_set(why, "domain.items", "need >= 2 strings");
+            if (!cJSON_IsString(item) || item->valuestring[0] == '\0') {
+                ldpc_reason_set(why, "domain.items", "need >= 2 non-empty strings");
                 return -1;
             }
             n++;
         }
         if (n < 2) {
-            ldpc_reason_set(why, "domain.items", "need >= 2 strings");
+            ldpc_reason_set(why, "domain.items", "need >= 2 non-empty strings");
             return -1;
         }
-        keys = malloc(n * sizeof *keys);
+        keys = malloc((n + 1) * sizeof *keys);
         if (keys == NULL) {
             ldpc_reason_set(why, "domain.items", "too many items for this device");
             return -1;
@@ -171,12 +173,14 @@ static int check_domain(const cJSON *doc, struct ldpc_reason *why)
         n = 0;
         cJSON_ArrayForEach(item, items)
             keys[n++] = ldpc_string_key(item->valuestring);
+        keys[n++] = ldpc_string_key(""); /* key(⊥) of a string domain, spec §1 */
         qsort(keys, n, sizeof *keys, cmp_u32);
         for (i = 1; i < n; i++)
             dup |= keys[i] == keys[i - 1];
         free(keys);
         if (dup) {
-            ldpc_reason_set(why, "domain.items", "two items share a 32-bit key; rename one");
+            ldpc_reason_set(why, "domain.items", "two items share a 32-bit key (or one shares the key of "
+                            "the reserved item 'other'); rename one");
             return -1;
         }
         return 0;
@@ -242,6 +246,37 @@ static int check_phases(const cJSON *doc, struct ldpc_reason *why)
     return 0;
 }
 
+/* Spec §2 "every pair of outputs": a GRR phase (n = d + 1) or an OLH/FLH phase (n = g) whose
+ * 'other' outputs' bucket counts differ by more than e^eps is refused (ldp_grr_ok). */
+static int check_grr_bound(const cJSON *doc, struct ldpc_reason *why)
+{
+    const cJSON *ph;
+    cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
+        const char *mech = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
+        int64_t eps = 0, g = 0;
+        uint64_t n;
+        const char *field;
+        ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "eps_milli"), &eps);
+        if (strcmp(mech, "grr") == 0) {
+            n = ldpc_domain_size(doc) + 1;
+            field = "domain.size";
+        } else if ((strcmp(mech, "olh") == 0 || strcmp(mech, "flh") == 0)
+                   && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ph, "params"), "g"), &g)
+                   && g >= 2 && g <= 0xffffffffll) {
+            n = (uint64_t)g;
+            field = "params.g";
+        } else {
+            continue;
+        }
+        if (ldp_grr_ok((uint32_t)eps, n) != 1) {
+            ldpc_reason_set(why, field, "GRR over %llu outputs is not exactly eps-LDP at eps_milli %lld (spec §2)",
+                            (unsigned long long)n, (long long)eps);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
 {
     const cJSON *name;
@@ -276,15 +311,15 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
                         (long long)not_after);
         return -1;
     }
-    if (check_domain(doc, why) != 0)
+    if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0)
         return -1;
-    return check_phases(doc, why);
+    return check_grr_bound(doc, why);
 }
 
 int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *why)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "campaign");
-    int64_t cid, want_cid = -1, phase;
+    int64_t cid, want_cid = -1, phase, protocol;
     if (!str_equals(cJSON_GetObjectItemCaseSensitive(p2, "type"), "phase2")) {
         ldpc_reason_set(why, "type", "not a phase-2 message");
         return -1;
@@ -300,6 +335,10 @@ int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *
     }
     if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(p2, "phase"), &phase) || phase != 2) {
         ldpc_reason_set(why, "phase", "phase must be 2");
+        return -1;
+    }
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(p2, "protocol"), &protocol) || protocol != PROTOCOL) {
+        ldpc_reason_set(why, "protocol", "unsupported protocol");
         return -1;
     }
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(config, "phases")) != 2) {

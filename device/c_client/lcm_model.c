@@ -1,4 +1,4 @@
-/* LDPLCM frequency model on the C client: see lcm_model.h (protocol_spec/v1/ldplcm-model.md). */
+/* LDPLCM frequency model on the C client: see lcm_model.h (protocol_spec/v2/ldplcm-model.md). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +126,26 @@ int ldpc_lcm_model_parse(struct ldpc_lcm_model *model, const cJSON *doc, struct 
                 ldpc_lcm_model_free(model);
                 refuse(why, "out of memory");
             } else {
+                size_t i, t;
+                int32_t *height = calloc(n, sizeof *height);
+                model->depth = malloc(trees * sizeof *model->depth);
+                if (height == NULL || model->depth == NULL) {
+                    free(height);
+                    ldpc_lcm_model_free(model);
+                    refuse(why, "out of memory");
+                    goto out;
+                }
+                /* children come after their parent in preorder: one backward pass */
+                for (i = n; i-- > 0;) {
+                    int32_t r = model->right[i];
+                    if (r >= 0) {
+                        int32_t a = height[i + 1], b = height[r];
+                        height[i] = 1 + (a > b ? a : b);
+                    }
+                }
+                for (t = 0; t < trees; t++)
+                    model->depth[t] = height[model->roots[t]];
+                free(height);
                 model->scale_bits = (int32_t)scale_bits;
                 model->init = (int32_t)init;
                 model->boundary = (int32_t)boundary;
@@ -135,6 +155,7 @@ int ldpc_lcm_model_parse(struct ldpc_lcm_model *model, const cJSON *doc, struct 
             }
         }
     }
+out:
     free(roots);
     free(split);
     free(right);
@@ -146,6 +167,7 @@ void ldpc_lcm_model_free(struct ldpc_lcm_model *model)
     free(model->roots);
     free(model->split);
     free(model->right);
+    free(model->depth);
     memset(model, 0, sizeof *model);
 }
 
@@ -155,9 +177,11 @@ int64_t ldpc_lcm_model_evaluate(const struct ldpc_lcm_model *model, uint32_t x)
     int64_t total = model->init, xi = (int64_t)x;
     size_t t;
     for (t = 0; t < model->trees; t++) {
-        int32_t i = model->roots[t];
-        while (right[i] >= 0)
-            i = xi <= split[i] ? i + 1 : right[i];
+        int32_t i = model->roots[t], step;
+        for (step = 0; step < model->depth[t]; step++) {
+            int32_t r = right[i], next = xi <= split[i] ? i + 1 : r;
+            i = r < 0 ? i : next;
+        }
         total += split[i];
     }
     return total;

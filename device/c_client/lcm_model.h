@@ -1,4 +1,4 @@
-/* LDPLCM frequency model on the C client (protocol_spec/v1/ldplcm-model.md; LDPLCM Alg. 2
+/* LDPLCM frequency model on the C client (protocol_spec/v2/ldplcm-model.md; LDPLCM Alg. 2
  * line 4, /work/shared/papers/ldplcm-learned-sketch.md): decides whether the device's item is
  * high-frequent, g(x) >= P, with integers only -- the same integer as the aggregator's
  * `ldplcm.evaluate_int` and the MicroPython device's ldp/lcm_model.py.
@@ -29,13 +29,15 @@ struct ldpc_lcm_model {
     int32_t scale_bits, init, boundary;
     size_t trees, nodes;
     int32_t *roots, *split, *right; /* heap arrays of `trees`, `nodes`, `nodes` entries */
+    int32_t *depth;                 /* D_t of every tree (ldplcm-model.md "Constant steps") */
 };
 
 /* Validate a model document and load it; 0, or -1 with field "model" (nothing allocated). */
 int ldpc_lcm_model_parse(struct ldpc_lcm_model *model, const cJSON *doc, struct ldpc_reason *why);
 void ldpc_lcm_model_free(struct ldpc_lcm_model *model);
 
-/* g(x) in fixed point with `scale_bits` fractional bits (x: the item's domain index). */
+/* g(x) in fixed point with `scale_bits` fractional bits (x: the item's domain index, d for ⊥).
+ * Every tree is walked for its full depth D_t whatever x is (spec §7.1): a step at a leaf stays. */
 int64_t ldpc_lcm_model_evaluate(const struct ldpc_lcm_model *model, uint32_t x);
 
 /* Alg. 2 line 4: 1 iff g(x) >= P (the device then sends the all -1 vector), else 0. */

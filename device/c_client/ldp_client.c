@@ -1,4 +1,4 @@
-/* ldpfleet C client for Linux single-board computers (protocol v1, protocol_spec/v1/README.md).
+/* ldpfleet C client for Linux single-board computers (protocol v2, protocol_spec/v2/README.md).
  *
  *   ldp_client [run] --host H --port P --campaign C --state-dir DIR [--identity FILE]
  *              [--device-id ID] --value V [--high] [--once] [--timeout S] [--keepalive S]
@@ -8,6 +8,7 @@
  *     "broker": {host, port, user, password, tls: {ca_file}}, as on the MicroPython client;
  *     flags override. With a CA the client speaks TLS (default port 8883) and accepts only a
  *     broker certificate chaining to that CA and naming the host.)
+ *   ldp_client provision --state-dir DIR               (ledger generation 0, spec §7.4)
  *   ldp_client vector --case JSON --words-hex HEX     (test vectors: report hex on stdout;
  *                                                      a case with "config" and "phase2" runs
  *                                                      the device's phase-2 path)
@@ -15,7 +16,8 @@
  *   ldp_client thresholds --eps-milli E [--n N]...    (spec §2 thresholds as JSON)
  *   ldp_client verify-config --key-hex K [--now T] [--payload-file F]   (stdin by default)
  *
- * Exit codes (as the MicroPython client): 0 done, 1 usage/setup error, 2 config refused
+ * Exit codes (as the MicroPython client): 0 done, 1 usage/setup error (including a missing or
+ * corrupt ledger: the device stops rather than reset its budget), 2 config refused
  * (--once), 3 timed out (--once), 75 test crash point. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@
     "                  [--device-id ID] --value V [--high] [--once] [--timeout S]\n" \
     "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n" \
     "                  [--cafile PEM] [--crash-point after-commit]\n" \
+    "       ldp_client provision --state-dir DIR\n" \
     "       ldp_client vector --case JSON --words-hex HEX\n" \
     "       ldp_client check-model [--model-file F] [--d D]\n" \
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
@@ -257,7 +260,7 @@ static const cJSON *default_candidates(cJSON *c, int64_t d)
 }
 
 /* Report hex of `mech` on `in` from exactly mech->words words given as hex; exit code. */
-static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const char *hex, uint32_t seq)
+static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const char *hex, uint32_t nonce)
 {
     uint32_t *words = malloc(mech->words * sizeof *words);
     uint8_t *report = malloc(ldpc_mech_report_size(mech));
@@ -268,7 +271,7 @@ static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *i
     else if (ldpc_words_from_hex(hex, words, mech->words) != 0)
         fprintf(stderr, "ldp_client: --words-hex must hold exactly %lu little-endian u32 words\n",
                 (unsigned long)mech->words);
-    else if (ldpc_mech_report(mech, in, words, seq, report) != 0)
+    else if (ldpc_mech_report(mech, in, words, nonce, report) != 0)
         fprintf(stderr, "ldp_client: value does not fit %s\n", mech->name);
     else {
         ldpc_hex_encode(report, ldpc_mech_report_size(mech), out);
@@ -282,7 +285,7 @@ static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *i
 }
 
 /* A phase-2 vector through the live device's own code: {"config": body, "phase2": body,
- * "value": the device's value (as --value), "high": caller's flag (optional), "seq": N}. The
+ * "value": the device's value (as --value), "high": caller's flag (optional), "nonce": N}. The
  * bodies pass the device's checks (config rules at the current time, phase-2 rules), then
  * ldpc_phase2_input builds the mechanism and input (LDPMiner trimming, LDPLCM model). A
  * refusal prints "refused field: why" and exits 2, as verify-config. */
@@ -293,11 +296,11 @@ static int device_vector(const cJSON *c, const char *hex)
     struct ldpc_reason why;
     struct ldpc_mech mech;
     struct ldpc_input in;
-    uint32_t seq, *keys = NULL;
+    uint32_t nonce, *keys = NULL;
     int code;
-    if (!cJSON_IsObject(config) || !cJSON_IsObject(p2) || !json_u32(c, "seq", &seq)
+    if (!cJSON_IsObject(config) || !cJSON_IsObject(p2) || !json_u32(c, "nonce", &nonce)
         || cJSON_GetObjectItemCaseSensitive(c, "value") == NULL)
-        return usage("a phase-2 vector case needs config, phase2, value and seq");
+        return usage("a phase-2 vector case needs config, phase2, value and nonce");
     if (ldpc_config_check(config, ldpc_unix_now(), &why) != 0 || ldpc_phase2_check(p2, config, &why) != 0
         || ldpc_phase2_input(config, p2, cJSON_GetObjectItemCaseSensitive(c, "value"),
                              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "high")), &mech, &in, &keys,
@@ -305,7 +308,7 @@ static int device_vector(const cJSON *c, const char *hex)
         printf("refused %s: %s\n", why.field, why.message);
         return LDPC_EXIT_REFUSED;
     }
-    code = print_report(&mech, &in, hex, seq);
+    code = print_report(&mech, &in, hex, nonce);
     ldpc_mech_free(&mech);
     free(keys);
     return code;
@@ -320,7 +323,7 @@ static int vector(int argc, char **argv)
     struct ldpc_reason why;
     struct ldpc_mech mech;
     struct ldpc_input in;
-    uint32_t salt, cid, phase, seq, *keys = NULL;
+    uint32_t salt, cid, phase, nonce, *keys = NULL;
     int64_t eps, d;
     cJSON *c;
     int code = LDPC_EXIT_USAGE;
@@ -336,10 +339,10 @@ static int vector(int argc, char **argv)
     if (!cJSON_IsString(mname) || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "eps_milli"), &eps)
         || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "domain_size"), &d) || d < 0
         || !json_u32(c, "salt", &salt) || !json_u32(c, "campaign_id", &cid) || !json_u32(c, "phase", &phase)
-        || !json_u32(c, "seq", &seq)) {
+        || !json_u32(c, "nonce", &nonce)) {
         cJSON_Delete(c);
         return usage("--case must be a vector case (mechanism, eps_milli, domain_size, salt, campaign_id, "
-                     "phase, params, value, seq)");
+                     "phase, params, value, nonce)");
     }
     if (ldpc_mech_init(&mech, mname->valuestring, eps, (uint64_t)d, salt, cid, (int)phase,
                        cJSON_GetObjectItemCaseSensitive(c, "params"), default_candidates(c, d), &why) != 0) {
@@ -350,7 +353,7 @@ static int vector(int argc, char **argv)
     if (vector_input(&mech, cJSON_GetObjectItemCaseSensitive(c, "value"), &in, &keys) != 0)
         fprintf(stderr, "ldp_client: value does not fit %s\n", mech.name);
     else
-        code = print_report(&mech, &in, hex, seq);
+        code = print_report(&mech, &in, hex, nonce);
     free(keys);
     ldpc_mech_free(&mech);
     cJSON_Delete(c);
@@ -498,6 +501,22 @@ static int thresholds(int argc, char **argv)
     return LDPC_EXIT_DONE;
 }
 
+/* `provision --state-dir DIR`: generation 0 of the ledger (spec §7.4), unless one exists. */
+static int provision(int argc, char **argv)
+{
+    static const char *const options[] = {"--state-dir", NULL};
+    static const char *const flags[] = {NULL};
+    const char *state_dir = opt(argc, argv, "--state-dir");
+    struct ldpc_reason why;
+    if (!check_args(argc, argv, options, flags) || state_dir == NULL)
+        return usage("provision needs --state-dir DIR");
+    if (ldpc_ledger_provision(state_dir, &why) != 0) {
+        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_USAGE;
+    }
+    return LDPC_EXIT_DONE;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -513,6 +532,8 @@ int main(int argc, char **argv)
         return check_model(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "thresholds") == 0)
         return thresholds(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "provision") == 0)
+        return provision(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "run") == 0)
         return run(argc - 2, argv + 2);
     return run(argc - 1, argv + 1);

@@ -1,4 +1,4 @@
-/* Budget ledger: see ledger.h. */
+/* Budget ledger that fails closed: see ledger.h (spec §7.4). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -7,10 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
 #include "envelope.h"
 #include "ledger.h"
 
-#define FILE_NAME "ledger.json"
+static const char *const FILES[2] = {"ledger.0", "ledger.1"};
+
+#define LDPC_LEDGER_CRASH_EXIT 75 /* the crash-point exit code (LDPC_EXIT_CRASH_POINT) */
 
 static char *join(const char *dir, const char *name)
 {
@@ -26,82 +30,313 @@ static void memo_key(char *out, size_t size, uint32_t campaign_id, int phase)
     snprintf(out, size, "%lu:%d", (unsigned long)campaign_id, phase);
 }
 
-static int load(struct ldpc_ledger *l, struct ldpc_reason *why)
+/* A growing text buffer for the canonical JSON. */
+struct text {
+    char *s;
+    size_t len, cap;
+    int failed;
+};
+
+static void put(struct text *t, const char *s)
+{
+    size_t n = strlen(s);
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = (t->cap + n + 1) * 2;
+        char *grown = realloc(t->s, cap);
+        if (grown == NULL) {
+            t->failed = 1;
+            return;
+        }
+        t->s = grown;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, n + 1);
+    t->len += n;
+}
+
+static void put_int(struct text *t, int64_t v)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%lld", (long long)v);
+    put(t, num);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The canonical JSON of a ledger document (sorted keys, no spaces: Python's
+ * json.dumps(doc, sort_keys=True, separators=(",", ":"))), heap string or NULL. */
+static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed)
+{
+    struct text t = {NULL, 0, 0, 0};
+    const cJSON *e, **sorted;
+    size_t n = 0, i;
+    int first = 1;
+    put(&t, "{\"closed\":[");
+    cJSON_ArrayForEach(e, closed) {
+        if (!first)
+            put(&t, ",");
+        put_int(&t, (int64_t)e->valuedouble);
+        first = 0;
+    }
+    put(&t, "],\"reports\":{");
+    cJSON_ArrayForEach(e, reports)
+        n++;
+    sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (sorted == NULL) {
+        free(t.s);
+        return NULL;
+    }
+    n = 0;
+    cJSON_ArrayForEach(e, reports)
+        sorted[n++] = e;
+    qsort(sorted, n, sizeof *sorted, cmp_names);
+    for (i = 0; i < n; i++) {
+        if (i)
+            put(&t, ",");
+        put(&t, "\"");
+        put(&t, sorted[i]->string);
+        put(&t, "\":[");
+        put_int(&t, (int64_t)cJSON_GetArrayItem(sorted[i], 0)->valuedouble);
+        put(&t, ",");
+        put_int(&t, (int64_t)cJSON_GetArrayItem(sorted[i], 1)->valuedouble);
+        put(&t, ",\"");
+        put(&t, cJSON_GetArrayItem(sorted[i], 2)->valuestring);
+        put(&t, "\"]");
+    }
+    free(sorted);
+    put(&t, "},\"spent_milli\":");
+    put_int(&t, spent);
+    put(&t, "}");
+    if (t.failed) {
+        free(t.s);
+        return NULL;
+    }
+    return t.s;
+}
+
+static void sha256_hex(const char *text, char out[65])
+{
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)text, strlen(text), digest);
+    ldpc_hex_encode(digest, sizeof digest, out);
+}
+
+/* One generation file: 0 and its gen/spent/reports/closed (detached, caller owns), -1 if it is
+ * missing (errno ENOENT) or invalid (any other reason). */
+static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON **reports, cJSON **closed)
 {
     size_t len;
-    char *text = ldpc_read_file(l->path, &len);
-    cJSON *doc, *reports, *entry;
-    int64_t spent, seq;
-    if (text == NULL) {
-        if (errno == ENOENT)
-            return 0; /* a fresh device: nothing spent yet */
-        ldpc_reason_set(why, "ledger", "cannot read %s: %s", l->path, strerror(errno));
+    char *text = ldpc_read_file(path, &len), *canon, hex[65];
+    cJSON *rec, *doc, *rep, *clo, *sum, *entry;
+    int ok;
+    if (text == NULL)
         return -1;
-    }
-    doc = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
+    rec = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
     free(text);
-    reports = cJSON_GetObjectItemCaseSensitive(doc, "reports");
-    if (doc == NULL || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "spent_milli"), &spent)
-        || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "next_seq"), &seq) || seq < 0
-        || seq > 0xffffffffll || spent < 0 || !cJSON_IsObject(reports)) {
-        cJSON_Delete(doc);
-        ldpc_reason_set(why, "ledger", "%s is corrupt; refusing to guess the budget spent", l->path);
+    doc = cJSON_GetObjectItemCaseSensitive(rec, "doc");
+    rep = cJSON_GetObjectItemCaseSensitive(doc, "reports");
+    clo = cJSON_GetObjectItemCaseSensitive(doc, "closed");
+    sum = cJSON_GetObjectItemCaseSensitive(rec, "sha256");
+    ok = rec != NULL && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), gen) && *gen >= 0
+         && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "spent_milli"), spent) && *spent >= 0
+         && cJSON_IsObject(rep) && cJSON_IsArray(clo) && cJSON_IsString(sum);
+    if (ok) {
+        cJSON_ArrayForEach(entry, rep) {
+            int64_t a, b;
+            const cJSON *hx = cJSON_GetArrayItem(entry, 2);
+            ok &= cJSON_IsArray(entry) && cJSON_GetArraySize(entry) == 3
+                  && ldpc_json_int(cJSON_GetArrayItem(entry, 0), &a) && ldpc_json_int(cJSON_GetArrayItem(entry, 1), &b)
+                  && cJSON_IsString(hx) && strlen(hx->valuestring) % 2 == 0;
+        }
+        cJSON_ArrayForEach(entry, clo)
+            ok &= cJSON_IsNumber(entry);
+    }
+    if (ok) {
+        canon = canonical(*spent, rep, clo);
+        ok = canon != NULL;
+        if (ok) {
+            sha256_hex(canon, hex);
+            ok = strcmp(hex, sum->valuestring) == 0;
+        }
+        free(canon);
+    }
+    if (!ok) {
+        cJSON_Delete(rec);
+        errno = EINVAL;
         return -1;
     }
-    cJSON_ArrayForEach(entry, reports) {
-        int64_t s, e;
-        const cJSON *hex = cJSON_GetArrayItem(entry, 2);
-        if (!cJSON_IsArray(entry) || cJSON_GetArraySize(entry) != 3 || !ldpc_json_int(cJSON_GetArrayItem(entry, 0), &s)
-            || !ldpc_json_int(cJSON_GetArrayItem(entry, 1), &e) || !cJSON_IsString(hex)
-            || strlen(hex->valuestring) % 2 != 0) {
-            cJSON_Delete(doc);
-            ldpc_reason_set(why, "ledger", "%s has a malformed report entry", l->path);
-            return -1;
-        }
-    }
-    l->spent_milli = spent;
-    l->next_seq = (uint32_t)seq;
-    l->reports = cJSON_DetachItemViaPointer(doc, reports);
-    cJSON_Delete(doc);
+    *reports = cJSON_DetachItemViaPointer(doc, rep);
+    *closed = cJSON_DetachItemViaPointer(doc, clo);
+    cJSON_Delete(rec);
     return 0;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Test seam (test builds only): abort at a named step of a commit, as a power cut would. */
+static void crash_point(const char *step)
+{
+#ifdef LDPC_TEST_MODES
+    const char *want = getenv("LDPC_LEDGER_CRASH");
+    if (want != NULL && strcmp(want, step) == 0)
+        _exit(LDPC_LEDGER_CRASH_EXIT);
+#else
+    (void)step;
+#endif
+}
+
+/* Generation `gen` of the document into its file (gen mod 2): write, fsync, fsync the dir. */
+static int write_generation(const char *dir, const char *path, int64_t gen, int64_t spent, const cJSON *reports,
+                            const cJSON *closed, struct ldpc_reason *why)
+{
+    char *canon = canonical(spent, reports, closed), hex[65], head[48], *rec;
+    size_t n;
+    int fd, dfd, rc = -1;
+    if (canon == NULL) {
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    sha256_hex(canon, hex);
+    snprintf(head, sizeof head, "{\"gen\":%lld,\"doc\":", (long long)gen);
+    n = strlen(head) + strlen(canon) + 96;
+    rec = malloc(n);
+    if (rec == NULL) {
+        free(canon);
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    snprintf(rec, n, "%s%s,\"sha256\":\"%s\"}", head, canon, hex);
+    free(canon);
+    crash_point("before-write");
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        ldpc_reason_set(why, "ledger", "cannot write %s: %s", path, strerror(errno));
+        free(rec);
+        return -1;
+    }
+    if (write_all(fd, rec, strlen(rec) / 2) != 0) {
+        ldpc_reason_set(why, "ledger", "cannot write %s: %s", path, strerror(errno));
+        goto done;
+    }
+    crash_point("mid-write");
+    if (write_all(fd, rec + strlen(rec) / 2, strlen(rec) - strlen(rec) / 2) != 0 || fsync(fd) != 0) {
+        ldpc_reason_set(why, "ledger", "cannot write %s: %s", path, strerror(errno));
+        goto done;
+    }
+    crash_point("after-write");
+    dfd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        ldpc_reason_set(why, "ledger", "cannot sync the state directory: %s", strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        goto done;
+    }
+    close(dfd);
+    rc = 0;
+done:
+    if (close(fd) != 0 && rc == 0) {
+        ldpc_reason_set(why, "ledger", "cannot write %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    free(rec);
+    return rc;
+}
+
+int ldpc_ledger_provision(const char *state_dir, struct ldpc_reason *why)
+{
+    char *dir = join(state_dir, "."), *p0 = join(state_dir, FILES[0]), *p1 = join(state_dir, FILES[1]);
+    cJSON *reports = cJSON_CreateObject(), *closed = cJSON_CreateArray();
+    int rc = -1;
+    if (dir == NULL || p0 == NULL || p1 == NULL || reports == NULL || closed == NULL) {
+        ldpc_reason_set(why, "ledger", "out of memory");
+    } else if (mkdir(state_dir, 0700) != 0 && errno != EEXIST) {
+        ldpc_reason_set(why, "state_dir", "cannot create %s: %s", state_dir, strerror(errno));
+    } else if (access(p0, F_OK) == 0 || access(p1, F_OK) == 0) {
+        rc = 0; /* already provisioned: never overwrite a ledger */
+    } else {
+        rc = write_generation(dir, p0, 0, 0, reports, closed, why);
+    }
+    free(dir);
+    free(p0);
+    free(p1);
+    cJSON_Delete(reports);
+    cJSON_Delete(closed);
+    return rc;
 }
 
 int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_cap_milli,
                      int64_t lifetime_budget_milli, struct ldpc_reason *why)
 {
+    int i, present = 0, found = 0;
     memset(l, 0, sizeof *l);
     l->eps_cap_milli = eps_cap_milli;
     l->lifetime_budget_milli = lifetime_budget_milli;
-    if (mkdir(state_dir, 0700) != 0 && errno != EEXIST) {
-        ldpc_reason_set(why, "state_dir", "cannot create %s: %s", state_dir, strerror(errno));
-        return -1;
-    }
     l->dir = join(state_dir, ".");
-    l->path = join(state_dir, FILE_NAME);
-    l->tmp = join(state_dir, FILE_NAME ".tmp");
-    if (l->dir == NULL || l->path == NULL || l->tmp == NULL) {
+    l->files[0] = join(state_dir, FILES[0]);
+    l->files[1] = join(state_dir, FILES[1]);
+    if (l->dir == NULL || l->files[0] == NULL || l->files[1] == NULL) {
         ldpc_reason_set(why, "ledger", "out of memory");
         ldpc_ledger_close(l);
         return -1;
     }
-    /* a leftover temp file never committed (the crash came before the rename, so that report
-     * never left either): the committed file is the truth */
-    unlink(l->tmp);
-    if (load(l, why) != 0) {
+    for (i = 0; i < 2; i++) {
+        int64_t gen, spent;
+        cJSON *reports, *closed;
+        if (read_generation(l->files[i], &gen, &spent, &reports, &closed) != 0) {
+            present |= errno != ENOENT;
+            continue;
+        }
+        present = 1;
+        if (found && gen <= l->gen) {
+            cJSON_Delete(reports);
+            cJSON_Delete(closed);
+            continue;
+        }
+        cJSON_Delete(l->reports);
+        cJSON_Delete(l->closed);
+        l->gen = gen;
+        l->spent_milli = spent;
+        l->reports = reports;
+        l->closed = closed;
+        found = 1;
+    }
+    if (!found) {
+        if (present)
+            ldpc_reason_set(why, "ledger", "no valid generation in %s/ledger.{0,1} (checksum or format): "
+                            "the device stops rather than reset its budget", state_dir);
+        else
+            ldpc_reason_set(why, "ledger", "no ledger in %s: provision the device (ldp_client --provision); "
+                            "it never starts again from zero", state_dir);
         ldpc_ledger_close(l);
         return -1;
     }
-    if (l->reports == NULL)
-        l->reports = cJSON_CreateObject();
     return 0;
 }
 
 void ldpc_ledger_close(struct ldpc_ledger *l)
 {
     free(l->dir);
-    free(l->path);
-    free(l->tmp);
+    free(l->files[0]);
+    free(l->files[1]);
     cJSON_Delete(l->reports);
+    cJSON_Delete(l->closed);
     memset(l, 0, sizeof *l);
 }
 
@@ -154,56 +389,12 @@ int ldpc_ledger_check(const struct ldpc_ledger *l, int64_t eps_milli, struct ldp
     return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* temp file -> fsync -> rename over the ledger -> fsync the directory (the rename itself). */
-static int write_atomically(const struct ldpc_ledger *l, const char *text, struct ldpc_reason *why)
-{
-    int fd = open(l->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), dfd;
-    if (fd < 0) {
-        ldpc_reason_set(why, "ledger", "cannot write %s: %s", l->tmp, strerror(errno));
-        return -1;
-    }
-    if (write_all(fd, text, strlen(text)) != 0 || fsync(fd) != 0) {
-        ldpc_reason_set(why, "ledger", "cannot write %s: %s", l->tmp, strerror(errno));
-        close(fd);
-        unlink(l->tmp);
-        return -1;
-    }
-    if (close(fd) != 0 || rename(l->tmp, l->path) != 0) {
-        ldpc_reason_set(why, "ledger", "cannot commit %s: %s", l->path, strerror(errno));
-        unlink(l->tmp);
-        return -1;
-    }
-    dfd = open(l->dir, O_RDONLY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0) {
-        ldpc_reason_set(why, "ledger", "cannot sync the state directory: %s", strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        return -1;
-    }
-    close(dfd);
-    return 0;
-}
-
 int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,
-                       uint32_t seq, const uint8_t *report, size_t len, struct ldpc_reason *why)
+                       uint32_t nonce, const uint8_t *report, size_t len, struct ldpc_reason *why)
 {
-    char key[32], *hex, *text;
-    cJSON *doc, *reports, *entry;
-    int rc;
+    char key[32], *hex;
+    cJSON *reports, *entry;
+    int64_t gen = l->gen + 1;
     if (ldpc_ledger_check(l, eps_milli, why) != 0)
         return -1;
     if (ldpc_ledger_has(l, campaign_id, phase)) {
@@ -212,37 +403,28 @@ int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, i
     }
     memo_key(key, sizeof key, campaign_id, phase);
     hex = malloc(2 * len + 1);
-    doc = cJSON_CreateObject();
     reports = cJSON_Duplicate(l->reports, 1);
     entry = cJSON_CreateArray();
-    if (hex == NULL || doc == NULL || reports == NULL || entry == NULL) {
+    if (hex == NULL || reports == NULL || entry == NULL) {
         free(hex);
-        cJSON_Delete(doc);
         cJSON_Delete(reports);
         cJSON_Delete(entry);
         ldpc_reason_set(why, "ledger", "out of memory");
         return -1;
     }
     ldpc_hex_encode(report, len, hex);
-    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)seq));
+    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)nonce));
     cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)eps_milli));
     cJSON_AddItemToArray(entry, cJSON_CreateString(hex));
     free(hex);
     cJSON_AddItemToObject(reports, key, entry);
-    cJSON_AddNumberToObject(doc, "spent_milli", (double)(l->spent_milli + eps_milli));
-    cJSON_AddNumberToObject(doc, "next_seq", (double)(uint32_t)(seq + 1u));
-    cJSON_AddItemToObject(doc, "reports", reports);
-    text = cJSON_PrintUnformatted(doc);
-    rc = text == NULL ? -1 : write_atomically(l, text, why);
-    if (text == NULL)
-        ldpc_reason_set(why, "ledger", "out of memory");
-    free(text);
-    if (rc == 0) {
-        l->spent_milli += eps_milli;
-        l->next_seq = seq + 1u;
-        cJSON_Delete(l->reports);
-        l->reports = cJSON_DetachItemViaPointer(doc, reports);
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli + eps_milli, reports, l->closed, why) != 0) {
+        cJSON_Delete(reports);
+        return -1;
     }
-    cJSON_Delete(doc);
-    return rc;
+    l->gen = gen;
+    l->spent_milli += eps_milli;
+    cJSON_Delete(l->reports);
+    l->reports = reports;
+    return 0;
 }

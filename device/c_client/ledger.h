@@ -1,10 +1,15 @@
-/* Persistent privacy-budget ledger (spec §6), the same file as the MicroPython client's
- * (device/ldp/ledger.py), so a state directory means the same thing to both:
- *   <state-dir>/ledger.json = {"spent_milli": int, "next_seq": int,
- *                              "reports": {"<campaign_id>:<phase>": [seq, eps_milli, "<hex>"]}}
- * A report is produced once per (campaign_id, phase): the spend, the next sequence number and
- * the report bytes are written (temp file, fsync, rename, fsync of the directory) BEFORE the
- * report leaves; later triggers re-send the memoised bytes and never spend again. */
+/* Persistent privacy-budget ledger that fails closed (spec §7.2, §7.4), the same files as the
+ * MicroPython client's (device/ldp/ledger.py), so a state directory means the same thing to both:
+ *   <state-dir>/ledger.0, ledger.1: one JSON record each,
+ *   {"gen": G, "doc": {...}, "sha256": "<hex SHA-256 of the canonical JSON of doc>"}
+ *   doc = {"closed": [cid, ...], "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
+ *          "spent_milli": int}
+ * A commit writes generation G+1 over the OLDER file (G+1 mod 2), fsyncs it and the directory;
+ * nothing is deleted or renamed, so a crash at any point leaves the previous generation intact.
+ * At start the valid generation with the highest G wins; none valid (or none at all) is an error:
+ * the device stops rather than start again from zero. `ldp_client --provision` writes
+ * generation 0. A report is produced once per (campaign_id, phase): spend, nonce and bytes are
+ * committed BEFORE the report leaves; later triggers re-send the memoised bytes. */
 #ifndef LDPC_LEDGER_H
 #define LDPC_LEDGER_H
 #include <stddef.h>
@@ -15,14 +20,17 @@
 #include "util.h"
 
 struct ldpc_ledger {
-    char *path, *tmp, *dir;
-    int64_t eps_cap_milli, lifetime_budget_milli, spent_milli;
-    uint32_t next_seq;
-    cJSON *reports; /* object: "<cid>:<phase>" -> [seq, eps_milli, hex] */
+    char *dir, *files[2];
+    int64_t eps_cap_milli, lifetime_budget_milli, spent_milli, gen;
+    cJSON *reports; /* object: "<cid>:<phase>" -> [nonce, eps_milli, hex] */
+    cJSON *closed;  /* array of closed campaign ids */
 };
 
-/* Loads (or starts) the ledger of `state_dir`; a leftover temp file is an uncommitted write
- * and is removed; a corrupt ledger is an error (a budget is never reset silently). */
+/* Writes generation 0 (nothing spent) into `state_dir` unless a ledger file exists there. */
+int ldpc_ledger_provision(const char *state_dir, struct ldpc_reason *why);
+
+/* Loads the newest valid generation of `state_dir`; missing or invalid is an error (field
+ * "ledger"): a budget is never reset silently. */
 int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_cap_milli,
                      int64_t lifetime_budget_milli, struct ldpc_reason *why);
 void ldpc_ledger_close(struct ldpc_ledger *l);
@@ -37,8 +45,8 @@ int ldpc_ledger_has(const struct ldpc_ledger *l, uint32_t campaign_id, int phase
  * (field "eps_cap" or "lifetime_budget"). */
 int ldpc_ledger_check(const struct ldpc_ledger *l, int64_t eps_milli, struct ldpc_reason *why);
 
-/* Record spend + report durably; 0 on success (only then may the report be published). */
+/* Record spend + nonce + report durably; 0 on success (only then may the report be published). */
 int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,
-                       uint32_t seq, const uint8_t *report, size_t len, struct ldpc_reason *why);
+                       uint32_t nonce, const uint8_t *report, size_t len, struct ldpc_reason *why);
 
 #endif

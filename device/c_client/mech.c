@@ -258,7 +258,7 @@ int ldpc_mech_set_valued(const struct ldpc_mech *mech)
 }
 
 int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
-                     uint32_t seq, uint8_t *report)
+                     uint32_t nonce, uint8_t *report)
 {
     uint8_t *body = report + LDP_HEADER_SIZE;
     uint64_t offsets[2];
@@ -268,7 +268,7 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
     offsets[1] = in->nkeys;
     high = (uint8_t)(in->high != 0);
     memset(report, 0, ldpc_mech_report_size(mech));
-    ldp_header_pack(report, (uint8_t)mech->id, mech->phase, mech->campaign_id, seq);
+    ldp_header_pack(report, (uint8_t)mech->id, mech->phase, mech->campaign_id, nonce);
     switch (mech->id) {
     case LDP_MECHANISM_ID_GRR:
         rc = ldp_grr_perturb(&in->index, 1, (uint32_t)mech->domain_size, mech->t_keep, words, body, 0);

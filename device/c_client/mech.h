@@ -63,6 +63,6 @@ int ldpc_mech_set_valued(const struct ldpc_mech *mech);   /* sh, srappor */
 /* Header + body into `report` (ldpc_mech_report_size bytes) from exactly `mech->words`
  * random words. 0, or -1 if the input does not fit. */
 int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
-                     uint32_t seq, uint8_t *report);
+                     uint32_t nonce, uint8_t *report);
 
 #endif

@@ -182,10 +182,41 @@ static void words_from_le_bytes(const uint8_t *bytes, uint32_t *words, size_t co
     }
 }
 
+#ifdef LDPC_TEST_MODES
+/* Test builds only (make TEST_MODES=1): with LDPC_TEST_RANDOM_SEED set, every "OS random" word
+ * comes from one xorshift32 stream of that seed, so a test can run the client with every value
+ * on the same randomness and compare what it does (spec §7.1). The production binary has no
+ * such path. */
+static int test_words(uint32_t *words, size_t count)
+{
+    static uint32_t state;
+    static int seeded;
+    const char *seed = getenv("LDPC_TEST_RANDOM_SEED");
+    size_t i;
+    if (seed == NULL)
+        return 0;
+    if (!seeded) {
+        state = (uint32_t)strtoul(seed, NULL, 10) | 1u;
+        seeded = 1;
+    }
+    for (i = 0; i < count; i++) {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        words[i] = state;
+    }
+    return 1;
+}
+#endif
+
 int ldpc_os_random_words(uint32_t *words, size_t count)
 {
     uint8_t *bytes = (uint8_t *)words; /* decoded in place: word i only reads bytes 4i..4i+3 */
     size_t i;
+#ifdef LDPC_TEST_MODES
+    if (test_words(words, count))
+        return 0;
+#endif
     if (fill_os_random(bytes, 4 * count) != 0)
         return -1;
     for (i = 0; i < count; i++) {

@@ -11,13 +11,14 @@ On the unix port:
   micropython main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON]
                       [--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]
                       [--ca-file PATH]
-Exit codes: 0 done, 1 corrupt ledger (the device stops rather than reset its budget),
-2 config refused (--once) or unusable CA file, 3 timed out (--once), 75 test crash point.
+Exit codes: 0 done, 1 missing or corrupt ledger (the device stops rather than reset its
+budget; `ldpfleet flash` provisions it), 2 config refused (--once), unusable CA file or a value
+set larger than set_capacity, 3 timed out (--once), 75 test crash point.
 """
 import json
 
 from .device import Device, join
-from .errors import LedgerCorrupt
+from .errors import LedgerCorrupt, LedgerMissing
 
 USAGE = "usage: main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON] " \
         "[--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S] [--ca-file PATH]"
@@ -31,6 +32,9 @@ def parse_args(argv):
     i = 0
     while i < len(argv):
         a = argv[i]
+        if a in ("-h", "--help"):
+            print(USAGE)
+            raise SystemExit(0)
         if a in FLAGS:
             opts[a[2:]] = True
             i += 1
@@ -40,6 +44,16 @@ def parse_args(argv):
         else:
             raise SystemExit(USAGE)
     return opts
+
+
+def _crash_point(name):
+    """Test crash points: "after-commit" (the device, after the ledger write, before the
+    publish) or "mid-ledger-write" (the ledger, half-way through writing a generation)."""
+    if name == "mid-ledger-write":
+        from . import ledger
+        ledger.CRASH_STEP = "mid-write"
+        return None
+    return name
 
 
 def load(path):
@@ -106,9 +120,12 @@ def main(argv):
             once=opts.get("once", False),
             run_for=float(timeout) if timeout is not None else None,
             high=opts.get("high", value_doc.get("high", False)),
-            crash_point=opts.get("crash_point"),
+            crash_point=_crash_point(opts.get("crash_point")),
             user=broker.get("user"), password=broker.get("password"), ssl=ssl)
-    except LedgerCorrupt as exc:
+    except (LedgerCorrupt, LedgerMissing) as exc:
         print("ldp %s stopped %s" % (identity.get("device_id"), exc))
         return EXIT_CORRUPT_LEDGER
+    except ValueError as exc:  # a value set larger than set_capacity (checked before any message)
+        print("ldp %s refused value %s" % (identity.get("device_id"), exc))
+        return EXIT_BAD_CA
     return device.run()

@@ -22,7 +22,7 @@ class Cms(Report):
         self.words = 1 + self.m
         self.t_flip = t_flip(eps_milli)
 
-    def _sketch(self, key, seq, rand, one_hot):
+    def _sketch(self, key, nonce, rand, one_hot):
         words = Words(rand, self.words)
         buf = self.buf
         w, i = words.one()
@@ -33,10 +33,10 @@ class Cms(Report):
             c = hash_bucket(key, self.salt, j, self.m)
             buf[14 + (c >> 3)] = 1 << (c & 7)
         words.flip(buf, 14, 0, self.m, self.t_flip)
-        return self._finish(seq)
+        return self._finish(nonce)
 
-    def report(self, key, seq, rand=urandom):
-        return self._sketch(key, seq, rand, True)
+    def report(self, key, nonce, rand=urandom):
+        return self._sketch(key, nonce, rand, True)
 
 
 MECHANISM = Cms

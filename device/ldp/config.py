@@ -8,12 +8,14 @@ field, which the device logs.
 import json
 import time
 
+from .domain import EMPTY_KEY
 from .errors import ConfigError
 from .hash import item_key
 from .hmac_sha256 import equal, hmac_sha256_hex
-from .mechanisms import NAMES
+from .mechanisms import NAMES, SET_VALUED
+from .thresholds import cmin, grr_ok
 
-PROTOCOL = 1
+PROTOCOL = 2
 PPM = 1000000
 MAX_EPS_MILLI = 64000  # spec §2
 # MicroPython ports whose epoch is 2000-01-01 report 946684800 s less than Unix time
@@ -83,15 +85,17 @@ def check_config(doc, now=None):
     domain = _need(doc, "domain", dict)
     if domain.get("type") == "int":
         size = _need(domain, "size", int, "domain.size")
-        if not 2 <= size <= 0x100000000:
-            raise ConfigError("domain.size", "must be in [2, 2^32]")
+        if not 2 <= size <= 0xFFFFFFFF:
+            raise ConfigError("domain.size", "must be in [2, 2^32 - 1] (the reserved item "
+                              "'other' takes index d, spec §1)")
     elif domain.get("type") == "str":
         items = _need(domain, "items", list, "domain.items")
-        if len(items) < 2 or not all(isinstance(i, str) for i in items):
-            raise ConfigError("domain.items", "need >= 2 strings")
-        keys = [item_key(i) for i in items]
+        if len(items) < 2 or not all(isinstance(i, str) and i for i in items):
+            raise ConfigError("domain.items", "need >= 2 non-empty strings")
+        keys = [item_key(i) for i in items] + [EMPTY_KEY]
         if len(set(keys)) != len(keys):
-            raise ConfigError("domain.items", "two items share a 32-bit key; rename one")
+            raise ConfigError("domain.items", "two items share a 32-bit key (or one shares the "
+                              "key of the reserved item 'other'); rename one")
     else:
         raise ConfigError("domain.type", "must be 'int' or 'str'")
     phases = _need(doc, "phases", list)
@@ -118,7 +122,27 @@ def check_config(doc, now=None):
     if len(rates) > 1:
         raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
                           "(one public split, spec §5): %s" % sorted(rates))
+    for ph in phases:
+        check_grr_bound(ph, domain_size(doc))
     return doc
+
+
+def check_grr_bound(ph, d):
+    """Spec §2 "every pair of outputs" (the aggregator's config.check_grr_bound): a GRR phase
+    (n = d + 1) or an OLH/FLH phase (n = g) is refused when its 'other' outputs' bucket counts
+    differ by more than e^ε."""
+    name = ph["mechanism"]
+    g = ph.get("params", {}).get("g")
+    if name == "grr":
+        n, field = d + 1, "domain.size"
+    elif name in ("olh", "flh") and _is_int(g) and g >= 2:
+        n, field = g, "params.g"
+    else:
+        return
+    if not grr_ok(ph["eps_milli"], n):
+        raise ConfigError(field, "GRR over %d outputs is not exactly eps-LDP at eps_milli %d "
+                          "(bucket counts %d and %d, spec §2)"
+                          % (n, ph["eps_milli"], cmin(n - 1), cmin(n - 1) + 1))
 
 
 def sample_rates(phases):
@@ -140,6 +164,8 @@ def check_phase2(doc, config):
         raise ConfigError("campaign_id", "phase 2 of another campaign id")
     if doc.get("phase") != 2 or isinstance(doc.get("phase"), bool):
         raise ConfigError("phase", "phase must be 2")
+    if doc.get("protocol") != PROTOCOL:
+        raise ConfigError("protocol", "unsupported protocol %r" % (doc.get("protocol"),))
     if len(config["phases"]) != 2:
         raise ConfigError("phases", "the config has no phase 2")
     return doc
@@ -150,13 +176,6 @@ def domain_size(doc):
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 
-def item_index(doc, item):
-    """Domain index of the device's item (int domain: the item itself), else ConfigError."""
-    d = doc["domain"]
-    if d["type"] == "int":
-        if not _is_int(item) or not 0 <= item < d["size"]:
-            raise ConfigError("value", "item %r is not in the int domain" % (item,))
-        return item
-    if item not in d["items"]:
-        raise ConfigError("value", "item %r is not in the domain" % (item,))
-    return d["items"].index(item)
+def mechanism_domain_size(doc, mechanism):
+    """n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones."""
+    return domain_size(doc) + (0 if mechanism in SET_VALUED else 1)

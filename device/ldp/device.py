@@ -6,7 +6,12 @@ reconnect with backoff, so broker restarts and network outages are survived.
 Every accepted trigger (a config or phase-2 message, including the retained copy the
 broker sends on every reconnect) (re)publishes the campaign phase's report: fresh and
 ledgered the first time, the memoised bytes ever after. The aggregator dedupes by
-(device id, seq).
+(device id, nonce).
+
+Privacy of behaviour (spec §7.1): nothing the device does depends on its value. The value is
+prepared once at start (`domain.DeviceValue`); an out-of-domain value reports ⊥ (never a
+refusal); the ledger memo is checked before the value is touched; lookups and the LDPLCM model
+take the same steps for every value; log lines carry no value-derived text.
 """
 import os
 import time
@@ -14,8 +19,9 @@ from binascii import unhexlify
 from micropython import const
 
 from . import config as cfg
+from .domain import SET_CAPACITY, DeviceValue, DomainIndex
 from .errors import BudgetExceeded, ConfigError
-from .hash import item_key, murmur3
+from .hash import murmur3
 from .ledger import Ledger
 from .mechanisms import SET_VALUED, make
 from .sets import candidate_index, trim
@@ -41,8 +47,10 @@ def default_client(client_id, host, port, keepalive, timeout, user=None, passwor
 class Device:
     """One device taking part in one campaign.
 
-    `identity`: {device_id, fleet_key_hex, eps_cap_milli, lifetime_budget_milli}.
-    `value`: the device's item (int or str), a list of items for set-valued campaigns;
+    `identity`: {device_id, fleet_key_hex, eps_cap_milli, lifetime_budget_milli,
+    set_capacity (optional)}.
+    `value`: the device's item (int or str), a list of items for set-valued campaigns
+    (anything else, or an item outside the campaign's domain, reports ⊥, spec §1);
     `high`: LDPLCM phase-2 decision when the phase-2 message carries no model.
     `once`: exit when every phase this device takes part in has been delivered, or at the
     first refused config. `crash_point="after-commit"` (tests only) stops the process
@@ -60,7 +68,8 @@ class Device:
         self.fleet_key = unhexlify(identity["fleet_key_hex"])
         self.ledger = Ledger(state_dir, identity["eps_cap_milli"], identity["lifetime_budget_milli"])
         self.campaign = campaign
-        self.value = value
+        self.value = DeviceValue(value, identity.get("set_capacity", SET_CAPACITY))
+        self.rand = os.urandom
         self.high = bool(high)
         self.host, self.port = host, port
         self.user, self.password = user, password
@@ -80,6 +89,8 @@ class Device:
         self.inbox = {}
         self.outbox = []
         self.config = None
+        self.domain = None
+        self.domain_of = None
         self.phases = ()  # phases of the accepted config this device takes part in
         self.delivered = set()
         self.exit_code = None
@@ -127,6 +138,8 @@ class Device:
             doc = cfg.check_config(cfg.verify(payload, self.fleet_key))
             if doc["campaign"] != self.campaign:
                 raise ConfigError("campaign", "config of campaign %r on our topic" % doc["campaign"])
+            if self.ledger.is_closed(doc["campaign_id"]):
+                raise ConfigError("closed", "campaign id %d was closed" % doc["campaign_id"])
             phases = self.participating(doc)
             need = 0
             for ph in doc["phases"]:
@@ -138,17 +151,22 @@ class Device:
             if need > self.ledger.remaining_milli:
                 raise BudgetExceeded("lifetime_budget", "campaign needs eps_milli %d, %d remain"
                                      % (need, self.ledger.remaining_milli))
-            mech = self._mechanism(doc, 1, {}) if 1 in phases else None
+            # memo first (spec §7.1): a phase already paid for is re-sent untouched
+            memo = self.ledger.memo(doc["campaign_id"], 1) if 1 in phases else None
+            mech = self._mechanism(doc, 1, {}) if 1 in phases and memo is None else None
             value = self._input(doc, mech) if mech is not None else None
         except (ConfigError, BudgetExceeded, ValueError) as exc:
             self._refuse("config", exc)
             return
         if self.config is None or self.config["campaign_id"] != doc["campaign_id"]:
             self.delivered = set()
+            self.domain = None
         self.config = doc
         self.phases = phases
         self.log("accepted", "config campaign_id=%d phases=%s" % (doc["campaign_id"], phases))
-        if mech is not None:
+        if memo is not None:
+            self._resend(1, memo)
+        elif mech is not None:
             self.deliver(1, mech, value)
 
     def on_phase2(self, payload):
@@ -161,17 +179,20 @@ class Device:
             if 2 not in self.phases:
                 self.log("skip", "phase 2 (this device is not in it)")
                 return
-            mech, value = self.phase2_input(doc, p2)
+            memo = self.ledger.memo(doc["campaign_id"], 2)
+            if memo is None:
+                mech, value = self.phase2_input(doc, p2)
         except (ConfigError, BudgetExceeded, ValueError) as exc:
             self._refuse("phase2", exc)
             return
         detail = ""
-        if mech.name == "lcm":
-            detail = " high=%d (%s)" % (value["high"], "model" if "model" in p2 else "caller")
-        elif mech.name in SET_VALUED:
-            detail = " candidates=%d kept=%d" % (len(p2["candidates"]), len(value))
+        if "candidates" in p2:
+            detail = " candidates=%d" % len(p2["candidates"])
         self.log("accepted", "phase2 campaign_id=%d%s" % (doc["campaign_id"], detail))
-        self.deliver(2, mech, value)
+        if memo is not None:
+            self._resend(2, memo)
+        else:
+            self.deliver(2, mech, value)
 
     def phase2_input(self, doc, p2):
         """The phase-2 mechanism and this device's input for it, from an accepted config and
@@ -194,21 +215,28 @@ class Device:
         ph = doc["phases"][phase - 1]
         params = dict(ph.get("params", {}))
         params.update(extra)
-        return make(ph["mechanism"], ph["eps_milli"], cfg.domain_size(doc), doc["salt"],
-                    doc["campaign_id"], phase, params)
+        n = cfg.mechanism_domain_size(doc, ph["mechanism"])
+        return make(ph["mechanism"], ph["eps_milli"], n, doc["salt"], doc["campaign_id"], phase,
+                    params)
+
+    def _domain(self, doc):
+        """The accepted config's DomainIndex (built once per config: public work)."""
+        if self.domain is None or self.domain_of != doc["campaign_id"]:
+            self.domain = DomainIndex(doc["domain"])
+            self.domain_of = doc["campaign_id"]
+        return self.domain
 
     def _input(self, doc, mech, p2=None):
         """The device's value in the form `mech.report` takes (index, key, keys, or
-        {"key", "high"}); ConfigError if the value does not fit the campaign. LDPLCM's
-        high/low decision: the phase-2 body's `model`, g(index) >= P (ldp/lcm_model.py), or
-        the caller's `high` when the body carries no model."""
+        {"key", "high"}). Never refuses: ⊥ for a value outside the domain, out-of-domain set
+        elements dropped (spec §1). LDPLCM's high/low decision: the phase-2 body's `model`,
+        g(index) >= P in constant steps (ldp/lcm_model.py), or the caller's `high` when the body
+        carries no model."""
         name = mech.name
+        dom = self._domain(doc)
         if name in SET_VALUED:
-            items = self.value if isinstance(self.value, list) else [self.value]
-            return [item_key(i) for i in items]
-        if isinstance(self.value, list):
-            raise ConfigError("value", "%s takes one item, not a list" % name)
-        index = cfg.item_index(doc, self.value)
+            return dom.set_keys(self.value)
+        index, key = dom.single(self.value)
         if name in ("grr", "oue"):
             return index
         if name == "lcm":
@@ -216,31 +244,33 @@ class Device:
             if p2 is not None and "model" in p2:
                 from .lcm_model import LcmModel
                 high = LcmModel(p2["model"]).is_high(index)
-            return {"key": item_key(self.value), "high": bool(high)}
-        return item_key(self.value)
+            return {"key": key, "high": bool(high)}
+        return key
 
     # --- reports ----------------------------------------------------------------------------
     def deliver(self, phase, mech, value):
-        """Queue the report of `phase`: the memoised one, or a fresh one ledgered first."""
+        """Queue a fresh report of `phase`, ledgered first (spec §7.2); the nonce and the
+        words come from the OS RNG."""
         cid = self.config["campaign_id"]
-        report = self.ledger.memo(cid, phase)
-        if report is None:
-            try:
-                self.ledger.check(mech.eps_milli)
-            except BudgetExceeded as exc:
-                self._refuse("report", exc)
-                return
-            seq = self.ledger.next_seq
-            report = mech.report(value, seq)
-            self.ledger.commit(cid, phase, mech.eps_milli, seq, report)
-            self.log("spent", "phase=%d seq=%d eps_milli=%d remaining=%d"
-                     % (phase, seq, mech.eps_milli, self.ledger.remaining_milli))
-            if self.crash_point == "after-commit":
-                self.log("crash-point", "after-commit")
-                raise SystemExit(EXIT_CRASH_POINT)
-        else:
-            self.log("memo", "phase=%d" % phase)
+        try:
+            self.ledger.check(mech.eps_milli)
+        except BudgetExceeded as exc:
+            self._refuse("report", exc)
+            return
+        nonce = int.from_bytes(self.rand(4), "little")
+        report = mech.report(value, nonce, self.rand)
+        self.ledger.commit(cid, phase, mech.eps_milli, nonce, report)
+        self.log("spent", "phase=%d eps_milli=%d remaining=%d"
+                 % (phase, mech.eps_milli, self.ledger.remaining_milli))
+        if self.crash_point == "after-commit":
+            self.log("crash-point", "after-commit")
+            raise SystemExit(EXIT_CRASH_POINT)
         self.outbox.append((phase, report))
+
+    def _resend(self, phase, memo):
+        """Queue the memoised report of `phase` (no spend, nothing computed from the value)."""
+        self.log("memo", "phase=%d" % phase)
+        self.outbox.append((phase, memo[1]))
 
     def flush(self):
         while self.outbox:

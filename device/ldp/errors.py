@@ -17,4 +17,9 @@ class BudgetExceeded(LdpError):
 
 
 class LedgerCorrupt(LdpError):
-    """ledger.json cannot be read back: the device stops rather than reset its budget."""
+    """No valid ledger generation can be read back: the device stops rather than reset its
+    budget."""
+
+
+class LedgerMissing(LdpError):
+    """No ledger at all on a provisioned device: it stops rather than start from zero."""

@@ -20,7 +20,7 @@ class Flh(Report):
         self.kp = param(params, "kp", 1, 0xFFFFFFFF)
         self.t_keep = t_grr(eps_milli, self.g)
 
-    def report(self, key, seq, rand=urandom):
+    def report(self, key, nonce, rand=urandom):
         w = rand(12)
         g = self.g
         idx = word_bucket(w, 0, self.kp)
@@ -29,7 +29,7 @@ class Flh(Report):
             r = word_bucket(w, 2, g - 1)
             y = r + (r >= y)
         struct.pack_into("<IH", self.buf, 12, idx, y)
-        return self._finish(seq)
+        return self._finish(nonce)
 
 
 MECHANISM = Flh

@@ -22,7 +22,7 @@ class Grr(Report):
         super().__init__(eps_milli, domain_size, salt, campaign_id, phase, 4)
         self.t_keep = t_grr(eps_milli, domain_size)
 
-    def report(self, x, seq, rand=urandom):
+    def report(self, x, nonce, rand=urandom):
         if not 0 <= x < self.domain_size:
             raise ValueError("item index out of the domain")
         w = rand(8)
@@ -31,7 +31,7 @@ class Grr(Report):
             r = word_bucket(w, 1, self.domain_size - 1)
             y = r + (r >= x)
         struct.pack_into("<I", self.buf, 12, y)
-        return self._finish(seq)
+        return self._finish(nonce)
 
 
 MECHANISM = Grr

@@ -24,7 +24,7 @@ class Hcms(Report):
             raise ConfigError("phases.params", "m must be a power of two")
         self.t_keep = t_rr(eps_milli)
 
-    def report(self, key, seq, rand=urandom):
+    def report(self, key, nonce, rand=urandom):
         w = rand(12)
         j = word_bucket(w, 0, self.k)
         c = hash_bucket(key, self.salt, j, self.m)
@@ -33,7 +33,7 @@ class Hcms(Report):
         if not below(w, 2, self.t_keep):
             plus = 1 - plus
         struct.pack_into("<HHB", self.buf, 12, j, l, plus)
-        return self._finish(seq)
+        return self._finish(nonce)
 
 
 MECHANISM = Hcms

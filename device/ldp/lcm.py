@@ -13,8 +13,8 @@ from .cms import Cms
 class Lcm(Cms):
     name = "lcm"
 
-    def report(self, value, seq, rand=urandom):
-        return self._sketch(value["key"], seq, rand, not value["high"])
+    def report(self, value, nonce, rand=urandom):
+        return self._sketch(value["key"], nonce, rand, not value["high"])
 
 
 MECHANISM = Lcm

@@ -89,19 +89,31 @@ class LcmModel:
         self.roots = array("i", roots)
         self.split = array("i", split)
         self.right = array("i", right)
+        # depth D_t of every tree (ldplcm-model.md "Constant steps"): children come after their
+        # parent in preorder, so one backward pass gives every node's height
+        height = array("i", [0] * n)
+        for i in range(n - 1, -1, -1):
+            r = right[i]
+            if r >= 0:
+                a, b = height[i + 1], height[r]
+                height[i] = 1 + (a if a > b else b)
+        self.depths = array("i", [height[r] for r in roots])
 
     def evaluate(self, x):
-        """g(x) in fixed point (x: the item's domain index, 0 <= x < 2^30)."""
-        roots, split, right = self.roots, self.split, self.right
+        """g(x) in fixed point (x: the item's domain index, ⊥ = d). Every tree is walked for
+        its full depth D_t whatever x is (spec §7.1): a step at a leaf stays there."""
+        roots, split, right = self.roots, self.split, self.right  # (3 names: no tuple)
+        depths = self.depths
         total = self.init
         t = 0
         while t < self.trees:
             i = roots[t]
-            while right[i] >= 0:
-                if x <= split[i]:
-                    i += 1
-                else:
-                    i = right[i]
+            step = depths[t]
+            while step > 0:  # (no range object: evaluation allocates nothing)
+                r = right[i]
+                nxt = i + 1 if x <= split[i] else r
+                i = i if r < 0 else nxt
+                step -= 1
             total += split[i]
             t += 1
         return total

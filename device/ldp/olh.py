@@ -19,7 +19,7 @@ class Olh(Report):
         self.g = param(params, "g", 2, 65536)
         self.t_keep = t_grr(eps_milli, self.g)
 
-    def report(self, key, seq, rand=urandom):
+    def report(self, key, nonce, rand=urandom):
         w = rand(12)
         g = self.g
         y = hash_bucket_w(key, w, 0, g)
@@ -28,7 +28,7 @@ class Olh(Report):
             y = r + (r >= y)
         copy_word(self.buf, 12, w, 0)
         struct.pack_into("<H", self.buf, 16, y)
-        return self._finish(seq)
+        return self._finish(nonce)
 
 
 MECHANISM = Olh

@@ -25,7 +25,7 @@ class Oue(Report):
         self.words = domain_size
         self.t_q = t_oue_q(eps_milli)
 
-    def report(self, x, seq, rand=urandom):
+    def report(self, x, nonce, rand=urandom):
         if not 0 <= x < self.domain_size:
             raise ValueError("item index out of the domain")
         buf = self.buf
@@ -35,7 +35,7 @@ class Oue(Report):
         words.flip(buf, 12, 0, x, self.t_q)
         words.flip(buf, 12, x, 1, T_OUE_P)
         words.flip(buf, 12, x + 1, self.domain_size - x - 1, self.t_q)
-        return self._finish(seq)
+        return self._finish(nonce)
 
 
 MECHANISM = Oue

@@ -4,7 +4,7 @@ from micropython import const
 
 from .errors import ConfigError
 
-VERSION = const(1)
+VERSION = const(2)
 MECHANISM_IDS = {"grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5, "hcms": 6, "sh": 7,
                  "srappor": 8, "lcm": 9}
 HEADER_SIZE = const(12)
@@ -23,7 +23,8 @@ class Report:
     """A mechanism of one campaign phase: owns the report buffer (header + body).
 
     Subclasses set `name`, `words` (random words R per report) and implement
-    `report(value, seq, rand)`, which fills `self.buf` and returns a bytes copy.
+    `report(value, nonce, rand)`, which fills `self.buf` and returns a bytes copy; `nonce` is
+    the header's dedupe field (spec §3: drawn from the OS RNG once per campaign phase).
     """
 
     name = ""
@@ -43,6 +44,6 @@ class Report:
     def report_size(self):
         return len(self.buf)
 
-    def _finish(self, seq):
-        struct.pack_into("<I", self.buf, 8, seq)
+    def _finish(self, nonce):
+        struct.pack_into("<I", self.buf, 8, nonce)
         return bytes(self.buf)

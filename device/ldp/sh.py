@@ -24,7 +24,7 @@ class Sh(Report):
         self.l = param(params, "l", 1, 65536)
         self.t_keep = t_rr(eps_milli)
 
-    def report(self, keys, seq, rand=urandom):
+    def report(self, keys, nonce, rand=urandom):
         keys = distinct_keys(keys)
         s = len(keys)
         w = rand(12)
@@ -37,7 +37,7 @@ class Sh(Report):
             if not below(w, 2, self.t_keep):
                 plus = 1 - plus
         struct.pack_into("<IB", self.buf, 12, t, plus)
-        return self._finish(seq)
+        return self._finish(nonce)
 
 
 MECHANISM = Sh

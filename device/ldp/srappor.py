@@ -41,7 +41,7 @@ class Srappor(Report):
             return key if key < self.kc else self.kc
         return self.index.get(key, self.kc)
 
-    def report(self, keys, seq, rand=urandom):
+    def report(self, keys, nonce, rand=urandom):
         keys = distinct_keys(keys)
         s = len(keys)
         words = Words(rand, self.words)
@@ -52,7 +52,7 @@ class Srappor(Report):
         zero(buf, 12, len(buf) - 12)
         buf[12 + (bit >> 3)] = 1 << (bit & 7)
         words.flip(buf, 12, 0, self.kc + 1, self.t_flip)
-        return self._finish(seq)
+        return self._finish(nonce)
 
 
 MECHANISM = Srappor

@@ -1,4 +1,4 @@
-"""Integer thresholds of protocol v1 spec §2 (integers only; identical to the aggregator's).
+"""Integer thresholds of protocol v2 spec §2 (integers only; identical to the aggregator's).
 
 ε is carried as milli-nats. E(a, b) is the floor-sum lower bound of S·e^(a/b), S = 2^64;
 every threshold realises a worst-case ratio <= E_full / S <= e^ε exactly.
@@ -23,6 +23,15 @@ def exp_lower(a, b):
 def cmin(n):
     """Fewest words any bucket of bucket(., n) receives: floor(2^32 / n)."""
     return W // n
+
+
+def grr_ok(eps_milli, n):
+    """Spec §2 "every pair of outputs": GRR over n outputs bounds every pair by e^ε iff n == 2,
+    or 2^32 mod (n-1) == 0, or cmax(n-1)·S <= E_full·cmin(n-1) (cmax = cmin + 1 here)."""
+    if n == 2 or W % (n - 1) == 0:
+        return True
+    c = cmin(n - 1)
+    return (c + 1) * S <= exp_lower(eps_milli, 1000) * c
 
 
 def _ceil_div(a, b):

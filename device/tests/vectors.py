@@ -52,7 +52,7 @@ def report_results(cases):
             mech = make(c["mechanism"], c["eps_milli"], c["domain_size"], c["salt"],
                         c["campaign_id"], c["phase"], c["params"])
             src = WordSource(c["words"])
-            report = mech.report(c["value"], c["seq"], src)
+            report = mech.report(c["value"], c["nonce"], src)
             if src.pos != len(src.data):
                 raise ValueError("consumed %d of %d random words" % (src.pos // 4, len(c["words"])))
             out.append("".join("%02x" % b for b in report))

@@ -120,8 +120,11 @@ def stage(out_dir, args, fleet_key: bytes) -> list:
     fd = os.open(out / "identity.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(identity, f)
+    # generation 0 of the ledger (spec §7.4) as ledger.init: the board adopts it only when it
+    # has no ledger yet, so flashing a board again never resets the budget it has spent
+    device_runner.write_ledger(out, device_runner.EMPTY_LEDGER, 0, name="ledger.init")
     files = sorted(str(p.relative_to(out)) for p in (out / "ldp").glob("*.mpy"))
-    files += ["main.py", "identity.json"] + extra_files
+    files += ["main.py", "identity.json", "ledger.init"] + extra_files
     if args.campaign is not None or args.value is not None:
         (out / "value.json").write_text(json.dumps({"campaign": args.campaign,
                                                     "value": parse_value(args.value)}))

@@ -1,4 +1,4 @@
-"""Mechanism registry: one small module per mechanism (protocol_spec/v1 §3)."""
+"""Mechanism registry: one small module per mechanism (protocol_spec/v2 §3)."""
 import importlib
 
 MODULES = {

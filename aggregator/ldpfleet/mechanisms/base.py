@@ -1,4 +1,4 @@
-"""The two faces every mechanism module has (protocol_spec/v1/README.md §3).
+"""The two faces every mechanism module has (protocol_spec/v2/README.md §3).
 
 Client face (`Mechanism`): `perturb(key, seq) -> report bytes` with words from the OS RNG
 (or an explicit word list under test), `perturb_batch(keys, rng)` for simulation, and
@@ -406,10 +406,10 @@ def word_stream(seed: int, count: int, specials=()) -> list:
     return out
 
 
-def report_case(mech: Mechanism, value, words, seq: int) -> dict:
-    """A report vector: `value` encoded from `words` as report `seq` by `reference_report`."""
-    return dict(mech.describe(), value=value, seq=seq, words=words,
-                report_hex=mech.reference_report(value, words, seq).hex())
+def report_case(mech: Mechanism, value, words, nonce: int) -> dict:
+    """A report vector: `value` encoded from `words` with header `nonce` by `reference_report`."""
+    return dict(mech.describe(), value=value, nonce=nonce, words=words,
+                report_hex=mech.reference_report(value, words, nonce).hex())
 
 
 def parse_case(mech: Mechanism, report: bytes, error=None) -> dict:
@@ -447,7 +447,7 @@ def other_mechanism_id(mech: Mechanism) -> int:
 
 def parse_cases_for(mech: Mechanism, valid: bytes, body_errors) -> list:
     """Standard parse vectors (GRR, OLH, FLH, OUE): one bad value per header field."""
-    edits = [("version", 0, 2), ("mechanism", 1, other_mechanism_id(mech)),
+    edits = [("version", 0, 1), ("mechanism", 1, other_mechanism_id(mech)),
              ("phase", 2, 3 - mech.phase), ("phase", 2, 0), ("flags", 3, 1)]
     return parse_cases(mech, valid, edits, body_errors)
 
@@ -455,7 +455,7 @@ def parse_cases_for(mech: Mechanism, valid: bytes, body_errors) -> list:
 def header_parse_cases(mech: Mechanism, valid: bytes, body_errors) -> list:
     """Parse vectors of the sketch mechanisms (CMS, HCMS, SH, SRAPPOR, LCM): both ends of the
     header fields' bad values."""
-    edits = [("version", 0, 0), ("version", 0, 2),
+    edits = [("version", 0, 0), ("version", 0, 1),
              ("mechanism", 1, other_mechanism_id(mech)), ("mechanism", 1, 0),
              ("phase", 2, 3 - mech.phase), ("phase", 2, 3), ("flags", 3, 0x80)]
     return parse_cases(mech, valid, edits, body_errors)

@@ -1,4 +1,4 @@
-"""Apple count-mean sketch, CMS (protocol_spec/v1 §3, id 5).
+"""Apple count-mean sketch, CMS (protocol_spec/v2 §3, id 5).
 
 Apple Differential Privacy Team, "Learning with Privacy at Scale" (2017), client A_client-CMS
 and server A_server-CMS; restated in LDPLCM (/work/shared/papers/ldplcm-learned-sketch.md)

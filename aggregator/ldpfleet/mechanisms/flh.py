@@ -1,4 +1,4 @@
-"""FLH, fast local hashing with k' public hash functions (protocol_spec/v1 §3, id 3).
+"""FLH, fast local hashing with k' public hash functions (protocol_spec/v2 §3, id 3).
 
 Cormode, Maddock, Maple, "Frequency Estimation under Local Differential Privacy" (VLDB 2021)
 §4: as OLH, but the device picks one of k' public seeds, seed_s = (salt + s) mod 2^32

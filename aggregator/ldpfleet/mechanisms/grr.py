@@ -1,4 +1,4 @@
-"""GRR, generalized randomized response (protocol_spec/v1 §3, id 1).
+"""GRR, generalized randomized response (protocol_spec/v2 §3, id 1).
 
 Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency Estimation"
 (USENIX Security 2017) §4.1 ("direct encoding"); restated in [NH] =

@@ -1,4 +1,4 @@
-"""Apple Hadamard count-mean sketch, HCMS (protocol_spec/v1 §3, id 6).
+"""Apple Hadamard count-mean sketch, HCMS (protocol_spec/v2 §3, id 6).
 
 Apple Differential Privacy Team, "Learning with Privacy at Scale" (2017), A_client-HCMS /
 A_server-HCMS; restated in LDPLCM (/work/shared/papers/ldplcm-learned-sketch.md) §5.1.

@@ -1,4 +1,4 @@
-"""LDPLCM phase 2, the learned count-mean sketch (protocol_spec/v1 §3, id 9).
+"""LDPLCM phase 2, the learned count-mean sketch (protocol_spec/v2 §3, id 9).
 
 Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"
 (/work/shared/papers/ldplcm-learned-sketch.md): client Alg. 2 (phase 2), estimator Alg. 4,

@@ -1,4 +1,4 @@
-"""OLH, optimized local hashing (protocol_spec/v1 §3, id 2).
+"""OLH, optimized local hashing (protocol_spec/v2 §3, id 2).
 
 Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency Estimation"
 (USENIX Security 2017) §4.4: the device reports (seed, GRR_g(bucket(Hs(key, seed), g))); an

@@ -1,4 +1,4 @@
-"""OUE, optimized unary encoding (protocol_spec/v1 §3, id 4).
+"""OUE, optimized unary encoding (protocol_spec/v2 §3, id 4).
 
 Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency Estimation"
 (USENIX Security 2017) §4.3; restated in [NH] = /work/shared/papers/consistency-norm-hyb.md

@@ -1,4 +1,4 @@
-"""Sampling succinct histogram, SH (protocol_spec/v1 §3, id 7).
+"""Sampling succinct histogram, SH (protocol_spec/v2 §3, id 7).
 
 LDPMiner (Qin et al., CCS'16; /work/shared/papers/ldpminer-set-valued-heavy-hitters.md) §4.2
 Alg. 1 (sampling randomizer) with Alg. 2 (sampling SH); SH itself is Bassily-Smith's succinct

@@ -1,4 +1,4 @@
-"""Sampling RAPPOR over a phase-2 candidate list, SRAPPOR (protocol_spec/v1 §3, id 8).
+"""Sampling RAPPOR over a phase-2 candidate list, SRAPPOR (protocol_spec/v2 §3, id 8).
 
 LDPMiner (Qin et al., CCS'16; /work/shared/papers/ldpminer-set-valued-heavy-hitters.md) §4.2
 Alg. 1 with RAPPOR as the randomizer, used in Phase II over the k_max candidates (§4.4;

@@ -1,4 +1,4 @@
-"""Two-phase protocols built from the mechanisms (protocol_spec/v1 §3, §5).
+"""Two-phase protocols built from the mechanisms (protocol_spec/v2 §3, §5).
 
 * `ldpminer` — LDPMiner (Qin et al., CCS'16): set-valued heavy hitters, phase 1 sampling SH over
   the domain -> k_max candidates, phase 2 sampling RAPPOR or sampling SH over the candidates;

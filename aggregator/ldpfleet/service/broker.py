@@ -1,4 +1,4 @@
-"""Broker addresses and paho-mqtt 2.x clients for the service (protocol_spec/v1 §4).
+"""Broker addresses and paho-mqtt 2.x clients for the service (protocol_spec/v2 §4).
 
 `BrokerSettings.from_url("mqtt://host:1883")` (or `mqtts://` for TLS, `user:pass@` allowed)
 holds where and how to connect; `make_client()` builds a configured but unconnected

@@ -1,5 +1,5 @@
 """Campaign lifecycle: create (build + sign + publish retained config, store), status, close,
-phase-2 publication (protocol_spec/v1 §4, §5).
+phase-2 publication (protocol_spec/v2 §4, §5).
 
 Python API (all take an open `Store` and, where something is published, `BrokerSettings`):
 - `create_campaign(store, broker, fleet_key_file, name, mechanism, epsilon, domain, params=None,
@@ -13,7 +13,7 @@ Python API (all take an open `Store` and, where something is published, `BrokerS
 - `campaign_status(store, name) -> dict` and `status_document(store, campaign)` (what goes on
   the status topic).
 
-Two-phase protocols (`ldpfleet.protocols`; protocol_spec/v1 §3, §5):
+Two-phase protocols (`ldpfleet.protocols`; protocol_spec/v2 §3, §5):
 - `create_protocol_campaign(store, broker, fleet_key_file, name, protocol, epsilon, domain,
   set_size=, top=, ...)`: `ldpminer-rappor` / `ldpminer-sh` (LDPMiner, sh then srappor / sh)
   or `ldplcm` (cms then lcm); the phases come from `ldpminer.campaign_phases` /
@@ -91,8 +91,9 @@ def parse_domain(spec) -> dict:
         raise ConfigError("domain", "%r is neither a file, N nor 0-M" % spec) from None
     if start != 0:
         raise ConfigError("domain", "an integer domain starts at 0 (items 0..d-1), got %r" % spec)
-    if not 2 <= size <= protocol.WORD:
-        raise ConfigError("domain", "domain size must be in [2, 2^32], got %d" % size)
+    if not 2 <= size <= protocol.WORD - 1:
+        raise ConfigError("domain", "domain size must be in [2, 2^32 - 1] (index d is the reserved "
+                          "item 'other'), got %d" % size)
     return {"type": "int", "size": size}
 
 
@@ -134,8 +135,7 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, sal
     if not cfgmod.NAME_RE.match(name or ""):
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
     salt = int.from_bytes(os.urandom(4), "little") if salt is None else int(salt)
-    cid = cfgmod.campaign_id_for(name) if campaign_id is None else int(campaign_id)
-    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
+    cid = cfgmod.new_campaign_id() if campaign_id is None else int(campaign_id)
     probe = {"domain": domain}
     phases = []
     for phase, (mech_name, eps, p) in enumerate(zip(mechanisms, epsilons, params), start=1):
@@ -145,6 +145,7 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, sal
             raise ConfigError("mechanism", str(exc)) from None
         eps_milli = _eps_milli(eps)
         kw = dict(p, **domain_extras(probe, mech_name))
+        size = cfgmod.mechanism_domain_size(probe, mech_name)
         try:
             mech = make_mechanism(mech_name, eps_milli, size, salt=salt, campaign_id=cid,
                                   phase=phase, **kw)
@@ -192,6 +193,11 @@ def _sign_store_publish(store: Store, broker, fleet_key_file: str, key: bytes, d
     return camp
 
 
+def _fresh_campaign_id(store: Store) -> int:
+    """A random campaign id no campaign of the state uses (spec §5.4)."""
+    return cfgmod.new_campaign_id(c.campaign_id for c in store.campaigns())
+
+
 def status_document(store: Store, campaign: Campaign) -> dict:
     """The JSON published retained on `ldp/<name>/status` (spec §4)."""
     counters = store.counters(campaign.name)
@@ -217,6 +223,8 @@ def create_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_fi
     `mechanism`/`epsilon`/`params` may be lists (one per phase) for two-phase campaigns;
     `domain` is a dict, `N`, `0-M` or a file of items. Publishing failure undoes the store."""
     key = read_fleet_key(fleet_key_file)
+    if campaign_id is None:
+        campaign_id = _fresh_campaign_id(store)
     doc = build_config(name, mechanism, epsilon, parse_domain(domain), params=params, salt=salt,
                        valid_days=valid_days, campaign_id=campaign_id)
     return _sign_store_publish(store, broker, fleet_key_file, key, doc)
@@ -373,10 +381,10 @@ def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
     """Every phase's parameters as its mechanism writes them (defaults included; srappor's
     candidates come later), checked by building the mechanism."""
     probe = {"domain": domain}
-    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
     out = []
     for ph in phases:
         kw = dict(ph["params"], **domain_extras(probe, ph["mechanism"]))
+        size = cfgmod.mechanism_domain_size(probe, ph["mechanism"])
         if ph["mechanism"] == "srappor":
             kw["candidates"] = [0, 1]  # placeholder: the list comes with the phase-2 message
         try:
@@ -407,7 +415,7 @@ def create_protocol_campaign(store: Store, broker: brokermod.BrokerSettings, fle
     phases, proto = protocol_phases(protocol_name, _eps_milli(epsilon), dom, set_size, top, k_max,
                                     budget_split, sample_rate, theta, sketch_k, sketch_m)
     salt = int.from_bytes(os.urandom(4), "little") if salt is None else int(salt)
-    cid = cfgmod.campaign_id_for(name) if campaign_id is None else int(campaign_id)
+    cid = _fresh_campaign_id(store) if campaign_id is None else int(campaign_id)
     not_before, not_after = validity_window(valid_days)
     doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
                              campaign_id=cid, not_before=not_before, not_after=not_after)

@@ -117,12 +117,21 @@ def _query_keys(campaign, phase, items):
             names = {protocol.item_key(i): i for i in doc["domain"]["items"]}
             return [names.get(k, k) for k in keys], keys
         return keys, keys
+    # single-item mechanisms estimate the reserved item ⊥ too, shown as "other" (spec §1)
+    other = cfgmod.with_other(doc["phases"][phase - 1]["mechanism"])
+    keys = None
     if doc["domain"]["type"] == "str":
-        return list(doc["domain"]["items"]), cfgmod.domain_keys(doc)
-    size = doc["domain"]["size"]
-    if size > MAX_ENUMERATED_DOMAIN:
-        raise ConfigError("items", "domain of %d items is too large to enumerate; pass items" % size)
-    return list(range(size)), list(range(size))
+        shown, keys = list(doc["domain"]["items"]), cfgmod.domain_keys(doc, other=other)
+    else:
+        size = doc["domain"]["size"]
+        if size > MAX_ENUMERATED_DOMAIN:
+            raise ConfigError("items", "domain of %d items is too large to enumerate; pass items"
+                              % size)
+        shown = list(range(size))
+        keys = cfgmod.domain_keys(doc, other=other)
+    if other:
+        shown.append(protocol.OTHER_LABEL)
+    return shown, keys
 
 
 def _subset_query(subset, keys, freq, post_values, post, sd, z) -> dict:

@@ -1,5 +1,5 @@
 """The ingest loop of `ldpfleet serve`: MQTT reports -> validated, deduplicated, folded into
-per-campaign sketches, committed, acknowledged (protocol_spec/v1 §3, §4).
+per-campaign sketches, committed, acknowledged (protocol_spec/v2 §3, §4).
 
 Subscription: `ldp/+/r/+` at QoS 1 with a persistent session and a fixed client id, paho-mqtt
 2.x with `manual_ack=True`. MQTT 3.1.1 with clean_session=False by default (paho decodes the

@@ -1,0 +1,121 @@
+"""index(v) of spec §1 with the same work for every value (spec §7.1).
+
+Out-of-domain values report the reserved item ⊥ (index d) instead of being refused: a refusal
+would tell whoever can publish a config the device's value. The value's key is computed once,
+when the device starts (`DeviceValue`), never in answer to a message; a config's string domain
+is sorted once per config (`DomainIndex`, public work) and searched with a fixed number of
+steps, so how long a lookup takes does not depend on where (or whether) the value is found.
+"""
+from array import array
+
+from .hash import KEY_SEED, item_key, murmur3
+
+EMPTY_KEY = murmur3(b"", 0, KEY_SEED)  # key(⊥) of a string domain: H(b"", KEY_SEED)
+SET_CAPACITY = 64  # spec §7.1 default: sets are processed over a fixed capacity
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _key_of(v):
+    """(int value or -1, string key or -1) of one item; -1 where `v` is not such an item."""
+    if _is_int(v) and 0 <= v <= 0xFFFFFFFF:
+        return v, -1
+    if isinstance(v, str) and v:
+        return -1, item_key(v)
+    return -1, -1
+
+
+class DeviceValue:
+    """The device's value prepared at start: for a one-item campaign its int / string key;
+    for a set campaign the keys of up to `capacity` distinct elements (ValueError if the set
+    is larger: refused at start, before any message, spec §7.1)."""
+
+    def __init__(self, value, capacity=SET_CAPACITY):
+        self.int_value, self.str_key = _key_of(value)
+        items = value if isinstance(value, list) else [value]
+        if len(items) > capacity:
+            raise ValueError("the value's set has %d elements, more than set_capacity %d"
+                             % (len(items), capacity))
+        self.capacity = capacity
+        self.set_ints = [-1] * capacity
+        self.set_strs = [-1] * capacity
+        n = 0
+        for v in items:
+            iv, sk = _key_of(v)
+            if iv < 0 and sk < 0:
+                continue
+            dup = False
+            for j in range(n):
+                if self.set_ints[j] == iv and self.set_strs[j] == sk:
+                    dup = True
+            if not dup:
+                self.set_ints[n] = iv
+                self.set_strs[n] = sk
+                n += 1
+        self.single = not isinstance(value, list)
+
+
+class DomainIndex:
+    """A config domain's lookup structure: d, key(⊥), and for a string domain its keys sorted
+    with their positions. Built once per accepted config."""
+
+    def __init__(self, domain):
+        if domain["type"] == "int":
+            self.d = domain["size"]
+            self.is_str = False
+            self.other = self.d
+            return
+        items = domain["items"]
+        self.d = len(items)
+        self.is_str = True
+        self.other = EMPTY_KEY
+        pairs = sorted((item_key(s), i) for i, s in enumerate(items))
+        self.keys = array("I", [k for k, _ in pairs])
+        self.pos = array("I", [i for _, i in pairs])
+        steps = 0
+        while (1 << steps) < self.d:
+            steps += 1
+        self.steps = steps + 1
+
+    def _search(self, key):
+        """Position of `key` in the domain, or d: exactly `steps` halvings for every key."""
+        keys = self.keys
+        base = 0
+        size = self.d
+        for _ in range(self.steps):
+            half = size >> 1
+            base += half * (keys[base + half] <= key)
+            size -= half
+        hit = keys[base] == key
+        return self.pos[base] * hit + self.d * (1 - hit)
+
+    def index(self, int_value, str_key):
+        """index(v) of spec §1 (⊥ = d), from a DeviceValue's int value / string key."""
+        if self.is_str:
+            return self._search(str_key)  # -1 matches no key: d
+        return int_value if 0 <= int_value < self.d else self.d
+
+    def key(self, index, str_key):
+        """The mechanism key of the item at `index`: its key, or key(⊥) for index d."""
+        if self.is_str:
+            return str_key if index < self.d else self.other
+        return index
+
+    def single(self, value):
+        """(index, key) of a one-item value (a list given to a one-item campaign is ⊥)."""
+        if not value.single:
+            return self.d, self.other
+        i = self.index(value.int_value, value.str_key)
+        return i, self.key(i, value.str_key)
+
+    def set_keys(self, value):
+        """The keys of the set's elements that are domain items, in the set's order
+        (spec §1: out-of-domain elements are dropped), over the whole capacity."""
+        out = []
+        for j in range(value.capacity):
+            i = self.index(value.set_ints[j], value.set_strs[j])
+            if i < self.d:
+                out.append(self.key(i, value.set_strs[j]))
+        return out

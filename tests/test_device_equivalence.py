@@ -1,0 +1,229 @@
+"""Observational equivalence (spec §7.1): nothing a device does may depend on its value.
+
+Each client (the real MicroPython interpreter and the C client) runs once per value of a small
+domain, plus out-of-domain values (too large, negative, wrong type, no value, a list) and, for
+set-valued campaigns, sets of every size 0..l+1 with and without out-of-domain elements, for
+every mechanism and phase (one-phase campaigns, LDPMiner's sampling SH then sampling RAPPOR /
+SH, LDPLCM's learned-sketch phase 2). Every run gets the SAME "OS randomness" (a test-only seam:
+a driver script on MicroPython, LDPC_TEST_RANDOM_SEED in the C client's test build), so the
+runs may differ only where the value legitimately goes: the report body. The test asserts that
+everything else is identical across values: the exit code, every log line, every MQTT packet
+the device sends as the broker logs it (type, QoS, retain, message id, topic, length), every
+header field of every report, and the ledger's spend.
+"""
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from brokers import PrivateMosquitto
+from c_client_build import build_client, client_cmd, client_env
+from device_support import FLEET_KEY, config_doc
+from ldpfleet import config as campaign_config
+from ldpfleet import device_runner, protocol
+from ldpfleet.protocols import ldplcm
+
+HERE = Path(__file__).resolve().parent
+DEVICE_ID = "eq-dev"
+
+DRIVER = r'''
+import sys
+import ldp.device as D
+
+class Stream:
+    """xorshift32 bytes: the same 'OS randomness' for every run (test only)."""
+    def __init__(self, seed):
+        self.s = seed | 1
+    def __call__(self, n):
+        out = bytearray(n)
+        for i in range(0, n, 4):
+            s = self.s
+            s ^= (s << 13) & 0xFFFFFFFF
+            s ^= s >> 17
+            s ^= (s << 5) & 0xFFFFFFFF
+            self.s = s
+            for j in range(min(4, n - i)):
+                out[i + j] = (s >> (8 * j)) & 0xFF
+        return bytes(out)
+
+_init = D.Device.__init__
+def init(self, *args, **kw):
+    _init(self, *args, **kw)
+    self.rand = Stream(12345)
+D.Device.__init__ = init
+
+from ldp.app import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+INT_VALUES = [0, 1, 2, 3, 4, 1000, 2 ** 32 - 1, -1, "x", None, [1, 2], 2.5, True]
+STR_ITEMS = ["idle", "busy", "hot"]
+STR_VALUES = STR_ITEMS + ["cold", "", 3, None, ["idle"]]
+SET_VALUES = [[], [1], [1, 2], [1, 2, 3], [7, 9], [1, 99], [2, 2], None, 4, ["a", 1]]
+LCM_MODEL = ldplcm.IntModel(scale_bits=0, init=0, boundary=5, roots=(0, 3), split=(1, 5, 4, 2, -3, 0),
+                            right=(2, -1, -1, 5, -1, -1))
+
+
+def one_phase(mechanism, params, domain):
+    return config_doc("eq-" + mechanism, mechanism=mechanism, eps_milli=2000, params=params,
+                      domain=domain)
+
+
+def campaigns():
+    """(name, config, phase-2 body or None, values)."""
+    int4 = {"type": "int", "size": 4}
+    strd = {"type": "str", "items": STR_ITEMS}
+    out = []
+    for mech, params in [("grr", {}), ("olh", {"g": 4}), ("flh", {"g": 4, "kp": 8}), ("oue", {}),
+                         ("cms", {"k": 4, "m": 16}), ("hcms", {"k": 4, "m": 16})]:
+        out.append((mech + "-int", one_phase(mech, params, int4), None, INT_VALUES))
+    out.append(("grr-str", config_doc("eq-grr-str", mechanism="grr", eps_milli=2000, params={},
+                                      domain=strd), None, STR_VALUES))
+    out.append(("olh-str", config_doc("eq-olh-str", mechanism="olh", eps_milli=2000,
+                                      params={"g": 4}, domain=strd), None, STR_VALUES))
+    sets = {"type": "int", "size": 6}
+    for phase2 in ("srappor", "sh"):
+        phases = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 8, "l": 2}},
+                  {"phase": 2, "mechanism": phase2, "eps_milli": 1000,
+                   "params": {"l": 2} if phase2 == "srappor" else {"m": 8, "l": 2}}]
+        doc = config_doc("eq-miner-" + phase2, phases=phases, domain=sets)
+        p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
+        out.append(("miner-" + phase2, doc, p2, SET_VALUES))
+    ppm = 500000
+    phases = [{"phase": 1, "mechanism": "cms", "eps_milli": 1000, "sample_rate_ppm": ppm,
+               "params": {"k": 4, "m": 16}},
+              {"phase": 2, "mechanism": "lcm", "eps_milli": 1000, "sample_rate_ppm": ppm,
+               "params": {"k": 4, "m": 16}}]
+    doc = config_doc("eq-lcm", phases=phases, domain=int4)
+    p2 = campaign_config.make_phase2(doc, model=ldplcm.model_to_doc(LCM_MODEL))
+    out.append(("ldplcm", doc, p2, INT_VALUES))
+    return out
+
+
+def device_ids(doc, count):
+    """Device ids that the campaign's public sampling rule (if any) puts in phase 2, so that
+    the LDPLCM runs observe the model path; ids differ per value only to run in parallel, and
+    are normalised out of every observation."""
+    ppm = next((ph["sample_rate_ppm"] for ph in doc["phases"] if "sample_rate_ppm" in ph), None)
+    out, i = [], 0
+    while len(out) < count:
+        name = "eq%d" % i
+        i += 1
+        if ppm is None or not ldplcm.in_phase1(name, doc["salt"], ppm):
+            out.append(name)
+    return out
+
+
+def micropython_cmd(work, state, port, campaign, value):
+    driver = work / "eq_driver.py"
+    if not driver.exists():
+        driver.write_text(DRIVER)
+    argv = [device_runner.micropython_binary(), str(driver), "--state", str(state), "--host",
+            "127.0.0.1", "--port", str(port), "--campaign", campaign, "--value", json.dumps(value),
+            "--once", "--timeout", "30"]
+    return argv, device_runner.micropython_env()
+
+
+def c_cmd(work, state, port, campaign, value):
+    argv = client_cmd(build_client(), state, port, campaign, value, once=True, timeout=30)
+    return argv, dict(client_env(), LDPC_TEST_RANDOM_SEED="12345")
+
+
+def observe(client, broker, work, name, doc, p2, values):
+    """Run every value of one campaign in parallel; per value, what is observable."""
+    import paho.mqtt.client as mqtt
+    campaign = doc["campaign"]
+    ids = device_ids(doc, len(values))
+    seen = {}
+
+    def on_message(_c, _u, msg):
+        header = protocol.parse_header(msg.payload) if len(msg.payload) >= 12 else None
+        seen.setdefault(msg.topic.rsplit("/", 1)[-1], []).append(
+            (msg.qos, msg.retain, len(msg.payload), header))
+
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="eq-sub-%s-%s" % (client, name))
+    sub.on_message = on_message
+    sub.connect("127.0.0.1", broker.port)
+    sub.subscribe("ldp/%s/r/+" % campaign, qos=1)
+    sub.loop_start()
+    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="eq-pub-%s-%s" % (client, name))
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    pub.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, FLEET_KEY), qos=1,
+                retain=True).wait_for_publish(10)
+    if p2 is not None:
+        pub.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, FLEET_KEY), qos=1,
+                    retain=True).wait_for_publish(10)
+    make = micropython_cmd if client == "micropython" else c_cmd
+    procs = []
+    for dev, value in zip(ids, values):
+        state = device_runner.prepare_device(work / client / name / dev, dev, FLEET_KEY,
+                                             eps_cap_milli=8000, lifetime_budget_milli=100000)
+        argv, env = make(work, state, broker.port, campaign, value)
+        procs.append((dev, value, state, subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                                          stderr=subprocess.STDOUT, text=True)))
+    results = {}
+    for dev, value, state, proc in procs:
+        out, _ = proc.communicate(timeout=60)
+        ledger = device_runner.read_ledger(state) or {"spent_milli": 0, "reports": {}}
+        results[json.dumps(value)] = {"dev": dev, "code": proc.returncode,
+                                      "log": out.replace(dev, "DEV").splitlines(),
+                                      "spent": ledger["spent_milli"],
+                                      "memos": sorted(k.split(":")[1] for k in ledger["reports"])}
+    # the subscriber has every report once the broker acknowledged them; a barrier message
+    pub.publish("ldp/%s/r/zz-barrier" % campaign, b"x", qos=1).wait_for_publish(10)
+    deadline = time.monotonic() + 10
+    while "zz-barrier" not in seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sub.loop_stop()
+    pub.loop_stop()
+    sub.disconnect()
+    pub.disconnect()
+    packets = broker_packets(broker)
+    for key, r in results.items():
+        r["reports"] = [(q, ret, n, hdr) for q, ret, n, hdr in seen.get(r["dev"], [])]
+        r["packets"] = packets.get(r["dev"], [])
+        del r["dev"]
+    return results
+
+
+PACKET = re.compile(r"^(Received|Sending) (\w+) (?:from|to) (\S+)(.*)$")
+
+
+def broker_packets(broker):
+    """device id -> the packets the broker logged from/to it (log_type all), id normalised."""
+    out = {}
+    with open(os.path.join(broker.dir, "mosquitto.log")) as f:
+        for line in f:
+            m = PACKET.match(line.strip())
+            if m and m.group(3).startswith("eq"):
+                dev = m.group(3)
+                rest = m.group(4).replace(dev, "DEV")
+                out.setdefault(dev, []).append("%s %s%s" % (m.group(1), m.group(2), rest))
+    return out
+
+
+@pytest.fixture
+def broker():
+    """One private broker per test: its packet log holds only this test's runs."""
+    conf = "log_type all\nlog_timestamp false\nconnection_messages false\n"
+    with PrivateMosquitto(extra_conf=conf) as b:
+        yield b
+
+
+@pytest.mark.parametrize("client", ["micropython", "c"])
+@pytest.mark.parametrize("case", [c[0] for c in campaigns()])
+def test_device_behaviour_does_not_depend_on_the_value(broker, tmp_path, client, case):
+    name, doc, p2, values = next(c for c in campaigns() if c[0] == case)
+    results = observe(client, broker, tmp_path, name, doc, p2, values)
+    reference = results[json.dumps(values[0])]
+    # the runs did something worth comparing: the device reported (every phase it is in)
+    assert reference["code"] == 0, reference["log"]
+    assert reference["reports"] and reference["spent"] > 0, reference
+    assert any(p.startswith("Received PUBLISH") for p in reference["packets"]), reference["packets"]
+    for value, got in results.items():
+        assert got == reference, "value %s behaves differently from %r" % (value, values[0])
