@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from c_client_build import assert_no_sanitizer_report, build_client, client_env, run_client
+from c_client_build import assert_no_sanitizer_report, build_client, client_cmd, client_env, run_client
 from device_support import FLEET_KEY, ReportCollector, config_doc, envelope
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, fleet, protocol
@@ -484,3 +484,41 @@ def test_waits_for_a_broker_that_is_not_up_yet(mosquitto, tmp_path):
     ledger = device_runner.read_ledger(state)
     assert [p for _, p in reports] == [bytes.fromhex(ledger["reports"]["%d:1" % doc["campaign_id"]][2])]
     campaign_config.mechanism_for_phase(doc, 1).check(reports[0][1])
+
+
+@pytest.mark.parametrize("step", ["before-write", "mid-write", "after-write"])
+def test_reset_at_every_step_of_a_ledger_commit_loses_nothing(mosquitto, tmp_path, step):
+    """The C client's test build aborts (as a power cut would) at each step of writing the next
+    ledger generation: before the file is opened, with half of it written, and after it is
+    written and synced. Then the client runs again. The spend never goes below what was
+    committed, the older generation's memo survives, and a generation that was fully written
+    counts (its report is re-sent from the memo, not drawn again). Nothing is ever renamed or
+    deleted, so FAT's delete-then-rename cannot lose the only copy (spec §7.4)."""
+    doc = config_doc("cpu-load", mechanism="olh", eps_milli=1500, params={"g": 8})
+    state = make_state(tmp_path, ledger=PRIOR_LEDGER)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        argv = client_cmd(build_client(), state, mosquitto.port, "cpu-load", 5, once=True, timeout=15)
+        crashed = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                 env=dict(client_env(), LDPC_LEDGER_CRASH=step))
+        assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout + crashed.stderr
+        assert collector.barrier() == []  # nothing left before the commit finished
+        after_crash = device_runner.read_ledger(state)
+        assert after_crash["spent_milli"] >= PRIOR_LEDGER["spent_milli"]
+        assert after_crash["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
+        resumed = run_client(build_client(), state, mosquitto.port, "cpu-load", 5)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    final = device_runner.read_ledger(state)
+    assert final["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 1500  # spent exactly once
+    assert final["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
+    (report,) = [p for _, p in reports]
+    assert final["reports"]["%d:1" % doc["campaign_id"]][2] == report.hex()
+    if step == "after-write":  # the generation was complete: the memo goes out, no new draw
+        assert after_crash == final and "memo phase=1" in resumed.stdout
+    else:
+        assert after_crash["spent_milli"] == PRIOR_LEDGER["spent_milli"]
+        assert "spent phase=1" in resumed.stdout

@@ -85,7 +85,7 @@ def mutated_configs():
         m(lambda d: None, base["not_before"] - 1),
         m(lambda d: None, base["not_after"] + 1),
         m(set_(["type"], "phase2")), m(drop(["type"])),
-        m(set_(["protocol"], 2)), m(drop(["protocol"])), m(set_(["protocol"], "1")),
+        m(set_(["protocol"], 1)), m(set_(["protocol"], 3)), m(drop(["protocol"])), m(set_(["protocol"], "2")),
         m(set_(["campaign"], "bad name!")), m(set_(["campaign"], "")), m(set_(["campaign"], "x" * 65)),
         m(set_(["campaign"], "x" * 64)), m(set_(["campaign"], 5)), m(drop(["campaign"])),
         m(set_(["campaign_id"], -1)), m(set_(["campaign_id"], 2 ** 32)), m(set_(["campaign_id"], 2 ** 32 - 1)),
@@ -107,6 +107,21 @@ def mutated_configs():
         m(set_(["phases", 0, "eps_milli"], 64000)), m(set_(["phases", 0, "eps_milli"], 64001)),
         m(set_(["phases", 0, "eps_milli"], 10 ** 12)),
         m(drop(["phases", 0, "params"])),
+        # v2: d <= 2^32 - 1 (⊥ takes index d), non-empty strings, none with key(⊥) = H(b"")
+        m(set_(["domain", "size"], 2 ** 32 - 1)),
+        m(set_(["domain"], {"type": "str", "items": ["a", ""]})),
+        # v2 §2, every pair of GRR outputs: refused at eps 0.001 for d = 10^7 and at eps 0.6
+        # for d = 2^32 - 2 (field domain.size), accepted where the buckets are all equal or the
+        # ratio fits; OLH's g is always fine (c >= 65537)
+        m(set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 1, "params": {}}]),),
+        m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 1, "params": {}}])(d),
+                     set_(["domain", "size"], 10 ** 7)(d))),
+        m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 600, "params": {}}])(d),
+                     set_(["domain", "size"], 2 ** 32 - 2)(d))),
+        m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 694, "params": {}}])(d),
+                     set_(["domain", "size"], 2 ** 32 - 2)(d))),
+        m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 1, "params": {}}])(d),
+                     set_(["domain", "size"], 2 ** 16)(d))),
     ]
     return cases
 

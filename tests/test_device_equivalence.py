@@ -15,14 +15,13 @@ import json
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from brokers import PrivateMosquitto
 from c_client_build import build_client, client_cmd, client_env
-from device_support import FLEET_KEY, config_doc
+from device_support import FLEET_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 from ldpfleet.protocols import ldplcm
@@ -135,59 +134,42 @@ def c_cmd(work, state, port, campaign, value):
 
 def observe(client, broker, work, name, doc, p2, values):
     """Run every value of one campaign in parallel; per value, what is observable."""
-    import paho.mqtt.client as mqtt
     campaign = doc["campaign"]
     ids = device_ids(doc, len(values))
-    seen = {}
-
-    def on_message(_c, _u, msg):
-        header = protocol.parse_header(msg.payload) if len(msg.payload) >= 12 else None
-        seen.setdefault(msg.topic.rsplit("/", 1)[-1], []).append(
-            (msg.qos, msg.retain, len(msg.payload), header))
-
-    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="eq-sub-%s-%s" % (client, name))
-    sub.on_message = on_message
-    sub.connect("127.0.0.1", broker.port)
-    sub.subscribe("ldp/%s/r/+" % campaign, qos=1)
-    sub.loop_start()
-    pub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="eq-pub-%s-%s" % (client, name))
-    pub.connect("127.0.0.1", broker.port)
-    pub.loop_start()
-    pub.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, FLEET_KEY), qos=1,
-                retain=True).wait_for_publish(10)
-    if p2 is not None:
-        pub.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, FLEET_KEY), qos=1,
-                    retain=True).wait_for_publish(10)
-    make = micropython_cmd if client == "micropython" else c_cmd
-    procs = []
-    for dev, value in zip(ids, values):
-        state = device_runner.prepare_device(work / client / name / dev, dev, FLEET_KEY,
-                                             eps_cap_milli=8000, lifetime_budget_milli=100000)
-        argv, env = make(work, state, broker.port, campaign, value)
-        procs.append((dev, value, state, subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                                          stderr=subprocess.STDOUT, text=True)))
-    results = {}
-    for dev, value, state, proc in procs:
-        out, _ = proc.communicate(timeout=60)
-        ledger = device_runner.read_ledger(state) or {"spent_milli": 0, "reports": {}}
-        results[json.dumps(value)] = {"dev": dev, "code": proc.returncode,
-                                      "log": out.replace(dev, "DEV").splitlines(),
-                                      "spent": ledger["spent_milli"],
-                                      "memos": sorted(k.split(":")[1] for k in ledger["reports"])}
-    # the subscriber has every report once the broker acknowledged them; a barrier message
-    pub.publish("ldp/%s/r/zz-barrier" % campaign, b"x", qos=1).wait_for_publish(10)
-    deadline = time.monotonic() + 10
-    while "zz-barrier" not in seen and time.monotonic() < deadline:
-        time.sleep(0.05)
-    sub.loop_stop()
-    pub.loop_stop()
-    sub.disconnect()
-    pub.disconnect()
+    collector = ReportCollector(broker.port)
+    try:
+        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, FLEET_KEY))
+        if p2 is not None:
+            collector.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, FLEET_KEY))
+        make = micropython_cmd if client == "micropython" else c_cmd
+        procs = []
+        for dev, value in zip(ids, values):
+            state = device_runner.prepare_device(work / client / name / dev, dev, FLEET_KEY,
+                                                 eps_cap_milli=8000, lifetime_budget_milli=100000)
+            argv, env = make(work, state, broker.port, campaign, value)
+            procs.append((dev, value, state, subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        results = {}
+        for dev, value, state, proc in procs:
+            try:
+                out, _ = proc.communicate(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            ledger = device_runner.read_ledger(state) or {"spent_milli": 0, "reports": {}}
+            results[json.dumps(value)] = {"dev": dev, "code": proc.returncode,
+                                          "log": out.replace(dev, "DEV").splitlines(),
+                                          "spent": ledger["spent_milli"],
+                                          "memos": sorted(k.split(":")[1] for k in ledger["reports"])}
+        reports = collector.barrier()  # every report the broker acknowledged has arrived
+    finally:
+        collector.close()
     packets = broker_packets(broker)
-    for key, r in results.items():
-        r["reports"] = [(q, ret, n, hdr) for q, ret, n, hdr in seen.get(r["dev"], [])]
-        r["packets"] = packets.get(r["dev"], [])
-        del r["dev"]
+    for r in results.values():
+        dev = r.pop("dev")
+        r["reports"] = [(len(p), protocol.parse_header(p)) for t, p in reports
+                        if t.rsplit("/", 1)[-1] == dev]
+        r["packets"] = packets.get(dev, [])
     return results
 
 

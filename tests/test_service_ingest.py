@@ -98,10 +98,13 @@ def test_accepted_equals_sent_and_sketch_is_exact(tmp_path, mosquitto, two_campa
         want = direct_sketch(mech_grr, reports_grr).estimate(keys)
         assert [r["item"] for r in table.rows] == items + ["other"]
         assert [r["estimate"] for r in table.rows] == [float(v) for v in want]
-        sd = math.sqrt(mech_grr.variance(n_grr))
+        # each item's interval from its own variance at its (clipped) estimate (issue 10 #11)
         z = stats.norm.ppf(0.975)
         for row in table.rows:
+            f = min(max(row["frequency"], 0.0), 1.0)
+            sd = math.sqrt(float(mech_grr.item_variances(n_grr, [f])[0]))
             assert row["ci_high"] - row["frequency"] == pytest.approx(z * sd, rel=1e-12)
+            assert row["frequency"] - row["ci_low"] == pytest.approx(z * sd, rel=1e-12)
 
 
 def test_cli_output_shapes(tmp_path, mosquitto, two_campaigns, cli):
@@ -166,15 +169,23 @@ def test_cli_output_shapes(tmp_path, mosquitto, two_campaigns, cli):
     assert sum(r["post"] for r in post["items"]) == pytest.approx(1.0)
     assert min(r["post"] for r in post["items"]) >= 0
 
-    full = {r["item"]: r["frequency"] for r in json.loads(
-        cli("estimate", "cpu", "--state", state, "--json"))["items"]}
-    query = json.loads(cli("estimate", "cpu", "--state", state, "--subset", "0,1,2,3",
-                           "--post", "norm-sub", "--json"))["subset"]
-    assert query["items"] == [0, 1, 2, 3]
-    assert query["frequency"] == pytest.approx(sum(full[i] for i in range(4)))
-    sd = est["stddev_fraction"]
+    rows = json.loads(cli("estimate", "cpu", "--state", state, "--json"))["items"]
+    full = {r["item"]: r["frequency"] for r in rows}
     z = stats.norm.ppf(0.975)
-    assert query["ci_high"] - query["ci_low"] == pytest.approx(2 * z * sd * 2)
+    # each item's interval is its own (plug-in variance): the held items' are wider
+    item_sd = {r["item"]: (r["ci_high"] - r["ci_low"]) / (2 * z) for r in rows}
+    assert min(item_sd[i] for i in range(8)) > max(item_sd[i] for i in range(8, 256))
+    answer = json.loads(cli("estimate", "cpu", "--state", state, "--subset", "0,1,2,3",
+                            "--post", "norm-sub", "--json"))
+    query = answer["subset"]
+    assert query["items"] == [0, 1, 2, 3]
+    assert sorted(r["item"] for r in answer["items"]) == [0, 1, 2, 3]  # only the subset's rows
+    text = cli("estimate", "cpu", "--state", state, "--subset", "0,1,2,3")
+    assert len([line for line in text.splitlines() if line[:5].strip().isdigit()]) == 4
+    assert query["frequency"] == pytest.approx(sum(full[i] for i in range(4)))
+    assert query["ci_high"] - query["ci_low"] == pytest.approx(
+        2 * z * math.sqrt(sum(item_sd[i] ** 2 for i in range(4))))
+    sd = math.sqrt(sum(item_sd[i] ** 2 for i in range(4))) / 2
     # Half of the users hold items 0..3 (uniform over 8): sampling sd sqrt(.25/n), estimator
     # sd 2*sd for four independent item errors.
     assert abs(query["frequency"] - 0.5) < 5 * (2 * sd + math.sqrt(0.25 / n))

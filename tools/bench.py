@@ -18,7 +18,7 @@ Per mechanism (grr, olh, flh, oue, cms, hcms, sh: those whose module exists) and
   projection positions)*d per estimate.
 
 pure-ldp runs in its own venv (tools/.venv-pureldp, created on first use: pure-ldp needs numpy<2
-and xxhash<4, shared/docs/field-notes.md) through tools/bench_pureldp_worker.py, with the same
+and xxhash<4, see tools/bench_pureldp_worker.py) through tools/bench_pureldp_worker.py, with the same
 n, d, epsilon and parameters (OLH g; FLH g and k'; CMS/HCMS k and m). Its runs longer than
 `--pureldp-budget` seconds are timed on a part and scaled linearly (`extrapolated: true`).
 Its HR (Hadamard response) has no ldpfleet counterpart and is reported alone.

@@ -4,7 +4,7 @@ beside the broker's own ceiling for a bare paho subscriber measured in the same 
 Method (both sides the same, so the ratio isolates the aggregator's own cost):
 1. a persistent MQTT session subscribes to `ldp/+/r/+` at QoS 1 and goes away;
 2. the fleet generator publishes N reports (the broker queues them for the absent session;
-   its queue is sized for N, docs/field-notes.md);
+   its queue is sized for N: Mosquitto drops what does not fit, QoS 1 included);
 3. the subscriber comes back and drains the backlog, so the publisher does not compete for
    the 2 cores; the rate is the messages after the first one counted, over the time from the
    first to the last (start-up costs excluded on both sides).
@@ -12,8 +12,7 @@ The bare subscriber is paho-mqtt with the aggregator's protocol version and QoS,
 messages in `on_message` and nothing else; its clock runs from the first message to the last.
 Because paho's per-message cost can exceed the aggregator's own (which batches acks), the
 broker's true ceiling is also measured with a minimal MQTT 3.1.1 socket subscriber (QoS 1,
-PUBACKs written once per received chunk), the "minimal batched socket subscriber" of
-docs/field-notes.md.
+PUBACKs written once per received chunk).
 The aggregator is `ldpfleet serve` (subprocess): validation, dedupe, the mechanism's C decode,
 SQLite commit, then PUBACKs; its committed counters are polled every 20 ms, and its clock runs
 from the first poll that shows a committed batch to the one that shows all N accepted.

@@ -1,7 +1,8 @@
 """Times one workload through PyPI pure-ldp 1.2.0; prints one JSON object on stdout.
 
-Runs inside tools/.venv-pureldp (pure-ldp needs numpy<2 and xxhash<4, see
-shared/docs/field-notes.md "Running pure-ldp side by side"); driven by tools/bench.py:
+Runs inside tools/.venv-pureldp (pure-ldp 1.2.0 crashes with numpy>=2 in its CMS server and
+with xxhash>=4 in OLH/FLH/CMS/HCMS, and imports scikit-learn and statsmodels without declaring
+them); driven by tools/bench.py:
 
     python bench_pureldp_worker.py '{"mechanism": "olh", "n": 100000, "d": 1024, "eps": 2,
                                      "params": {"g": 8}, "budget": 10, "seed": 1}'

@@ -4,14 +4,14 @@
     python tools/reproduce_twophase.py {ldpminer,ldplcm,all} --out DIR [--quick]
                                        [--users N] [--repeats R] [--seed S] [--workers W]
 
-* ldpminer  LDPMiner (shared/papers/ldpminer-set-valued-heavy-hitters.md): RE and NDCG
+* ldpminer  LDPMiner (Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differential Privacy" (CCS 2016)): RE and NDCG
             (§5.1.3) vs eps (k = 10) and vs k (eps = 3) for LM-RP, LM-SH and single-phase
             sampling RAPPOR (RP) and sampling SH (SH) on §5.2's synthetic set-valued data
             (d = 1000, l = 50, normal and Laplace item distributions with mean 500 and standard
             deviation 100), plus a skewed extra dataset standing in for the real data of §5.3
             (AOL and Kosarak are not available offline): Zipf s = 1.0 item popularity, 10 items
             per user, l = 50.
-* ldplcm    LDPLCM (shared/papers/ldplcm-learned-sketch.md): SSE over the domain vs eps
+* ldplcm    LDPLCM (Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"): SSE over the domain vs eps
             (Fig. 10) and vs the sketch size k, m (Fig. 7) against Apple-CMS, Apple-HCMS and
             FLH (k' = 128) on Zipf s = 1.1, r = 0.1, theta = 0.5 -- with the domain and the
             population scaled down from the paper's Zipf(10M) (n = 10^7, d = 2.8 * 10^6) to

@@ -3,7 +3,8 @@ free loopback port, with sized queues and persistence in a temporary directory, 
 subprocess and stopped by its PID.
 
 Mosquitto drops QoS 1 messages for a slow subscriber once that subscriber's queue is full
-(docs/field-notes.md, "Mosquitto and MQTT clients"), so every config written here sizes the
+even though the publisher got its PUBACK (default `max_queued_messages` 1000; eclipse/mosquitto
+issue #3687), so every config written here sizes the
 queue explicitly. There is no in-process fallback: without the binary, `BrokerUnavailable`
 says how to install it.
 """

@@ -15,7 +15,12 @@ COMMAND_MODULES = [
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="ldpfleet", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="ldpfleet",
+        description="Private telemetry for device fleets: devices report under local "
+                    "differential privacy over MQTT; this command runs the aggregator "
+                    "(serve), manages campaigns, estimates, simulates, plans and flashes "
+                    "devices. `ldpfleet COMMAND --help` for each command.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     broken = []
     for name in COMMAND_MODULES:

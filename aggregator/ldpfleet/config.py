@@ -210,6 +210,26 @@ def mechanism_for_phase(doc: dict, phase: int, **extra):
                           campaign_id=doc["campaign_id"], phase=phase, **kw)
 
 
+def make_close(config: dict) -> dict:
+    """The close body of a campaign (spec §5.4): published retained on the config topic, so a
+    device that arrives after the close never sees the config and never spends on it."""
+    return {"type": "close", "protocol": protocol.PROTOCOL_VERSION, "campaign": config["campaign"],
+            "campaign_id": config["campaign_id"]}
+
+
+def check_close(doc: dict) -> dict:
+    """Structural checks of a close body (both clients apply the same rules)."""
+    if doc.get("type") != "close":
+        raise ConfigError("type", "not a close message")
+    if doc.get("protocol") != protocol.PROTOCOL_VERSION:
+        raise ConfigError("protocol", "unsupported protocol %r" % doc.get("protocol"))
+    if not NAME_RE.match(_need(doc, "campaign", str)):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
+    if not 0 <= _need(doc, "campaign_id", int) < protocol.WORD:
+        raise ConfigError("campaign_id", "out of u32 range")
+    return doc
+
+
 def make_phase2(config: dict, candidates=None, model=None) -> dict:
     doc = {"type": "phase2", "protocol": protocol.PROTOCOL_VERSION, "campaign": config["campaign"],
            "campaign_id": config["campaign_id"], "phase": 2}

@@ -6,7 +6,7 @@ unbiased estimates (c_v/n - q)/(p - q).
 
 References: Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency
 Estimation" (USENIX Security'17) define GRR and OUE and their variance; the consistency paper [NH]
-(shared/papers/consistency-norm-hyb.md) restates them in §2.2 (GRR, Eq. 1-3), §2.3 (OUE,
+(Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020)) restates them in §2.2 (GRR, Eq. 1-3), §2.3 (OUE,
 Eq. 5-6) and the f-free approximation of Eq. 7.
 """
 import math

@@ -7,7 +7,7 @@ the fleet key (spec ยง5), then publishes one report per device and phase (spec ย
 * simulated CPython devices: true items drawn aggregator-side from a seeded distribution,
   reports produced in batches by the mechanism's C kernels (`perturb_batch`), all published
   over one MQTT connection with a bounded number of un-acknowledged messages (paho-mqtt hangs
-  past 65,535 outstanding QoS 1 publishes, docs/field-notes.md);
+  past 65,535 outstanding QoS 1 publishes: the 16-bit message ids wrap);
 * real MicroPython device processes (`ldpfleet.device_runner`), which perturb with their own
   OS RNG and keep their own ledger;
 * C client processes (`device/c_client/`), when built.
@@ -144,7 +144,12 @@ def fetch_campaign(broker, campaign: str, fleet_key: bytes, phase: int = None,
     finally:
         client.disconnect()
         client.loop_stop()
-    doc = campaign_config.check_config(campaign_config.verify(retained[topics["config"]], fleet_key))
+    doc = campaign_config.verify(retained[topics["config"]], fleet_key)
+    if doc.get("type") == "close":
+        campaign_config.check_close(doc)
+        raise ConfigError("campaign", "campaign %s (id %d) is closed: its devices no longer report"
+                          % (campaign, doc["campaign_id"]))
+    doc = campaign_config.check_config(doc)
     if doc["campaign"] != campaign:
         raise ConfigError("campaign", "config on %s names campaign %r" % (topics["config"], doc["campaign"]))
     status = None

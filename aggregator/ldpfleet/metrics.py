@@ -1,11 +1,11 @@
 """Accuracy metrics for frequency estimates (all frequencies as fractions or all as counts).
 
-* [NH] consistency paper (shared/papers/consistency-norm-hyb.md) §4.1: full-domain MSE,
+* [NH] consistency paper (Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020)) §4.1: full-domain MSE,
   top-k MSE (§4.4), set-value MSE over random subsets of rho% of the domain (§4.3, Fig. 2),
   MAE (App. C.2).
-* [CAL] Calibrate (shared/papers/calibrate-prior-knowledge.md) §II-C: heavy hitters above a
+* [CAL] Calibrate (Jia, Gong, "Calibrate: Frequency Estimation and Heavy Hitter Identification with Local Differential Privacy via Incorporating Prior Knowledge" (INFOCOM 2019)) §II-C: heavy hitters above a
   threshold, Precision / Recall / F-Score (Eq. 6-8).
-* [LM] LDPMiner (shared/papers/ldpminer-set-valued-heavy-hitters.md) §5.1.3: Relative Error
+* [LM] LDPMiner (Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differential Privacy" (CCS 2016)) §5.1.3: Relative Error
   (RE) and NDCG with the rank gain rel = log2(|d - |rank_actual - rank_estimated||).
 """
 import numpy as np

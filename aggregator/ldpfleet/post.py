@@ -5,11 +5,11 @@ Every method takes the unbiased estimates ``est`` of a frequency oracle as fract
 one value per item) and returns post-processed fractions. Papers and equation numbers:
 
 * [NH]  Wang, Lopuhaä-Zwakenberg, Li, Skoric, Li, "Consistent and Accurate Frequency Oracles
-  under Local Differential Privacy" (NDSS'20; shared/papers/consistency-norm-hyb.md): Base,
+  under Local Differential Privacy" (NDSS'20; Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020)): Base,
   Base-Pos, Post-Pos, Base-Cut (§3.1, Eq. 9), Norm and Power (§3.2, Eq. 10), Norm-Mul,
   Norm-Sub, Norm-Cut, Norm-Hyb (§3.3), MLE-Apx (§3.4, Eq. 13-14, App. A), CLS (§3.5, App. B).
-* [NA]  the arXiv version (shared/papers/consistency-arxiv.md) §IV-E: PowerNS.
-* [CAL] Jia & Gong, "Calibrate" (shared/papers/calibrate-prior-knowledge.md) §III:
+* [NA]  the arXiv version (Wang et al., "Locally Differentially Private Frequency Estimation with Consistency" (arXiv)) §IV-E: PowerNS.
+* [CAL] Jia & Gong, "Calibrate" (Jia, Gong, "Calibrate: Frequency Estimation and Heavy Hitter Identification with Local Differential Privacy via Incorporating Prior Knowledge" (INFOCOM 2019)) §III:
   posterior mean (Eq. 11-12), power-law prior (Eq. 15), maximum likelihood (Eq. 16) and
   mean-variance (Eq. 17-20) prior fits, Gaussian noise with Var(s) of Eq. 14.
 

@@ -9,7 +9,7 @@ separately. `fast=True` (GRR and OUE only) instead draws the aggregate support c
 their exact distribution (`fastsim`), which has no per-user work.
 
 Accuracy is the full-domain MSE of frequencies as fractions ([NH] §4.1,
-shared/papers/consistency-norm-hyb.md), compared with the mechanism's theoretical variance
+Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020)), compared with the mechanism's theoretical variance
 averaged over the domain's true frequencies: for an unbiased oracle E[MSE] equals that mean.
 """
 import math

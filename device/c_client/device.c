@@ -117,6 +117,14 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
         dev->value = cJSON_CreateString(value_text);
     dev->high = high != 0;
     dev->once = once != 0;
+    if (cJSON_IsArray(dev->value) && cJSON_GetArraySize(dev->value) > LDPC_SET_CAPACITY) {
+        /* refused at start, before any message (spec §7.1: sets use a fixed capacity) */
+        ldpc_reason_set(why, "value", "the value's set has %d elements, more than set_capacity %d",
+                        cJSON_GetArraySize(dev->value), LDPC_SET_CAPACITY);
+        cJSON_Delete(dev->value);
+        dev->value = NULL;
+        return -1;
+    }
     if (ldpc_ledger_open(&dev->ledger, state_dir, id->eps_cap_milli, id->lifetime_budget_milli, why) != 0) {
         cJSON_Delete(dev->value);
         dev->value = NULL;
@@ -276,23 +284,24 @@ static int build_input(const cJSON *value, int high, const cJSON *doc, const str
     if (domain_view_init(&view, doc, why) != 0)
         return -1;
     if (ldpc_mech_set_valued(mech)) {
-        size_t cap = cJSON_IsArray(value) ? (size_t)cJSON_GetArraySize(value) : 1, n = 0, j;
-        *keys = malloc((cap ? cap : 1) * sizeof **keys);
+        /* every slot of the fixed capacity is processed, with the same work, whatever the set's
+         * size (spec §7.1); slots past the set's end hold no item */
+        size_t n = 0, j, slot;
+        item = cJSON_IsArray(value) ? value->child : value;
+        *keys = malloc(LDPC_SET_CAPACITY * sizeof **keys);
         if (*keys == NULL) {
             free(view.keys);
             ldpc_reason_set(why, "value", "out of memory");
             return -1;
         }
-        for (item = cJSON_IsArray(value) ? value->child : value; item != NULL;
-             item = cJSON_IsArray(value) ? item->next : NULL) {
+        for (slot = 0; slot < LDPC_SET_CAPACITY; slot++) {
             uint32_t key;
-            int seen = 0;
-            if (domain_index(&view, item, &key) >= view.d)
-                continue; /* not a domain item: dropped before padding/sampling */
+            int seen = 0, keep = domain_index(&view, item, &key) < view.d;
             for (j = 0; j < n; j++)
                 seen |= (*keys)[j] == key;
-            if (!seen)
-                (*keys)[n++] = key; /* distinct keys, first occurrence order */
+            if (keep && !seen) /* a domain item not seen yet (first occurrence order); others */
+                (*keys)[n++] = key; /* (out-of-domain, repeats, empty slots) are dropped */
+            item = item != NULL && cJSON_IsArray(value) ? item->next : NULL;
         }
         free(view.keys);
         in->keys = *keys;
@@ -395,6 +404,10 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase
                         cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring);
         return -1;
     }
+    if (ldpc_ledger_is_closed(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"))) {
+        ldpc_reason_set(why, "closed", "campaign id %lld was closed", (long long)int_of(doc, "campaign_id"));
+        return -1;
+    }
     participating(dev, doc, in_phase);
     cid = (uint32_t)int_of(doc, "campaign_id");
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
@@ -424,6 +437,36 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase
     return 0;
 }
 
+/* A signed close of our campaign (spec §5.4): the id goes into the ledger (a replayed config is
+ * refused from then on), nothing more is sent; with --once the device is done. */
+static void on_close(struct ldpc_device *dev, const cJSON *doc)
+{
+    struct ldpc_reason why;
+    int64_t cid;
+    if (ldpc_close_check(doc, &why) != 0) {
+        refuse(dev, "config", &why);
+        return;
+    }
+    cid = int_of(doc, "campaign_id");
+    if (strcmp(cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring, dev->campaign) != 0) {
+        ldpc_reason_set(&why, "campaign", "close of campaign %s on our topic",
+                        cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring);
+        refuse(dev, "config", &why);
+        return;
+    }
+    if (ldpc_ledger_close_campaign(&dev->ledger, (uint32_t)cid, &why) != 0) {
+        refuse(dev, "config", &why);
+        return;
+    }
+    while (dev->n_out)
+        free(ldpc_device_pop(dev));
+    cJSON_Delete(dev->config);
+    dev->config = NULL;
+    ldpc_log(dev->id.device_id, "closed", "campaign_id=%lld", (long long)cid);
+    if (dev->once)
+        dev->exit_code = LDPC_EXIT_DONE;
+}
+
 static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t len)
 {
     struct ldpc_reason why;
@@ -432,6 +475,12 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     uint32_t *keys = NULL;
     int in_phase[3], have_mech = 0;
     cJSON *doc = ldpc_envelope_verify(payload, len, dev->id.fleet_key, dev->id.fleet_key_len, &why);
+    if (doc != NULL && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "type"))
+        && strcmp(cJSON_GetObjectItemCaseSensitive(doc, "type")->valuestring, "close") == 0) {
+        on_close(dev, doc);
+        cJSON_Delete(doc);
+        return;
+    }
     if (doc == NULL || accept_config(dev, doc, in_phase, &mech, &have_mech, &in, &keys, &why) != 0) {
         cJSON_Delete(doc);
         refuse(dev, "config", &why);

@@ -22,6 +22,7 @@
 #define LDPC_RUNNING (-1)
 
 #define LDPC_MAX_KEY 128
+#define LDPC_SET_CAPACITY 64 /* spec §7.1: a set value is processed over this many slots */
 #define LDPC_MAX_CREDENTIAL 256 /* longest broker host, user or password, NUL included */
 
 /* The identity file's optional "broker": {host, port, user, password, tls: {ca_file}}

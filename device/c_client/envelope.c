@@ -316,6 +316,31 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
     return check_grr_bound(doc, why);
 }
 
+int ldpc_close_check(const cJSON *doc, struct ldpc_reason *why)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "campaign");
+    int64_t protocol, cid;
+    if (!str_equals(cJSON_GetObjectItemCaseSensitive(doc, "type"), "close")) {
+        ldpc_reason_set(why, "type", "not a close message");
+        return -1;
+    }
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "protocol"), &protocol) || protocol != PROTOCOL) {
+        ldpc_reason_set(why, "protocol", "unsupported protocol");
+        return -1;
+    }
+    if (!cJSON_IsString(name) || !ldpc_valid_name(name->valuestring)) {
+        ldpc_reason_set(why, "campaign", "name must match [A-Za-z0-9_-]{1,64}");
+        return -1;
+    }
+    if (!need_int(doc, "campaign_id", "campaign_id", &cid, why))
+        return -1;
+    if (cid < 0 || cid > 0xffffffffll) {
+        ldpc_reason_set(why, "campaign_id", "out of u32 range");
+        return -1;
+    }
+    return 0;
+}
+
 int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *why)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(config, "campaign");

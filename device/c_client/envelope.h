@@ -32,6 +32,9 @@ int ldpc_json_int(const cJSON *v, int64_t *out);
 
 uint64_t ldpc_domain_size(const cJSON *config);
 
+/* A signed close body (spec §5.4): 0, or -1 with the field. */
+int ldpc_close_check(const cJSON *doc, struct ldpc_reason *why);
+
 /* Item key of a domain item (spec §1): the integer itself, or H(utf8(s), KEY_SEED). */
 uint32_t ldpc_string_key(const char *s);
 

@@ -1,5 +1,5 @@
 /* LDPLCM frequency model on the C client (protocol_spec/v2/ldplcm-model.md; LDPLCM Alg. 2
- * line 4, /work/shared/papers/ldplcm-learned-sketch.md): decides whether the device's item is
+ * line 4, Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"): decides whether the device's item is
  * high-frequent, g(x) >= P, with integers only -- the same integer as the aggregator's
  * `ldplcm.evaluate_int` and the MicroPython device's ldp/lcm_model.py.
  *

@@ -428,3 +428,36 @@ int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, i
     l->reports = reports;
     return 0;
 }
+
+int ldpc_ledger_is_closed(const struct ldpc_ledger *l, uint32_t campaign_id)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, l->closed)
+        if (cJSON_IsNumber(e) && (uint32_t)e->valuedouble == campaign_id)
+            return 1;
+    return 0;
+}
+
+int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, struct ldpc_reason *why)
+{
+    cJSON *closed;
+    int64_t gen = l->gen + 1;
+    if (ldpc_ledger_is_closed(l, campaign_id))
+        return 0;
+    closed = cJSON_Duplicate(l->closed, 1);
+    if (closed == NULL) {
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    cJSON_AddItemToArray(closed, cJSON_CreateNumber((double)campaign_id));
+    while (cJSON_GetArraySize(closed) > LDPC_LEDGER_MAX_CLOSED)
+        cJSON_DeleteItemFromArray(closed, 0);
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, closed, why) != 0) {
+        cJSON_Delete(closed);
+        return -1;
+    }
+    l->gen = gen;
+    cJSON_Delete(l->closed);
+    l->closed = closed;
+    return 0;
+}

@@ -45,6 +45,13 @@ int ldpc_ledger_has(const struct ldpc_ledger *l, uint32_t campaign_id, int phase
  * (field "eps_cap" or "lifetime_budget"). */
 int ldpc_ledger_check(const struct ldpc_ledger *l, int64_t eps_milli, struct ldpc_reason *why);
 
+/* 1 if `campaign_id` was closed (spec §5.4), else 0. */
+int ldpc_ledger_is_closed(const struct ldpc_ledger *l, uint32_t campaign_id);
+
+/* Remember a closed campaign id durably (the oldest of LDPC_LEDGER_MAX_CLOSED dropped). */
+int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, struct ldpc_reason *why);
+#define LDPC_LEDGER_MAX_CLOSED 64
+
 /* Record spend + nonce + report durably; 0 on success (only then may the report be published). */
 int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,
                        uint32_t nonce, const uint8_t *report, size_t len, struct ldpc_reason *why);

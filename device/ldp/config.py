@@ -145,6 +145,19 @@ def check_grr_bound(ph, d):
                           % (n, ph["eps_milli"], cmin(n - 1), cmin(n - 1) + 1))
 
 
+def check_close(doc):
+    """A close body (spec §5.4; the aggregator's config.check_close)."""
+    if doc.get("type") != "close":
+        raise ConfigError("type", "not a close message")
+    if doc.get("protocol") != PROTOCOL:
+        raise ConfigError("protocol", "unsupported protocol %r" % (doc.get("protocol"),))
+    if not valid_name(_need(doc, "campaign", str)):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
+    if not 0 <= _need(doc, "campaign_id", int) <= 0xFFFFFFFF:
+        raise ConfigError("campaign_id", "out of u32 range")
+    return doc
+
+
 def sample_rates(phases):
     """The distinct `sample_rate_ppm` values of the phases (LDPLCM's public split, spec §5)."""
     rates = []

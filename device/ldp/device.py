@@ -133,9 +133,25 @@ class Device:
         sampled = murmur3(data, len(data), doc["salt"]) % cfg.PPM < rates[0]
         return [1] if sampled else [2]
 
+    def on_close(self, doc):
+        """A signed close of our campaign (spec §5.4): remember the id in the ledger (a replayed
+        config of it is refused from then on), send nothing more; `--once` is done."""
+        if doc["campaign"] != self.campaign:
+            raise ConfigError("campaign", "close of campaign %r on our topic" % doc["campaign"])
+        self.ledger.close(doc["campaign_id"])
+        self.outbox = []
+        self.config = None
+        self.log("closed", "campaign_id=%d" % doc["campaign_id"])
+        if self.once:
+            self.exit_code = EXIT_DONE
+
     def on_config(self, payload):
         try:
-            doc = cfg.check_config(cfg.verify(payload, self.fleet_key))
+            doc = cfg.verify(payload, self.fleet_key)
+            if doc.get("type") == "close":
+                self.on_close(cfg.check_close(doc))
+                return
+            doc = cfg.check_config(doc)
             if doc["campaign"] != self.campaign:
                 raise ConfigError("campaign", "config of campaign %r on our topic" % doc["campaign"])
             if self.ledger.is_closed(doc["campaign_id"]):

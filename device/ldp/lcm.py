@@ -1,5 +1,5 @@
-"""LDPLCM phase 2, the learned count-mean sketch (spec §3 id 9; /work/shared/papers/
-ldplcm-learned-sketch.md, Alg. 2).
+"""LDPLCM phase 2, the learned count-mean sketch (spec §3 id 9; Zhang, Lin, Yin,
+"Local Differentially Private Frequency Estimation based on Learned Sketches", Alg. 2).
 
 A low-frequent item is reported exactly as CMS; a high-frequent one (the model says
 g(d) >= P) sends the all -1 vector; the same row draw and bit flips either way. `value` is

@@ -1,4 +1,4 @@
-"""LDPLCM frequency model on the device (/work/shared/papers/ldplcm-learned-sketch.md Alg. 2
+"""LDPLCM frequency model on the device (Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches" Alg. 2
 line 4): decides whether the device's item is high-frequent, g(x) >= P, with integers only.
 
 The model is the "model" object of the phase-2 message (format "ldplcm-gbr" version 1, written

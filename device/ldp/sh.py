@@ -1,5 +1,5 @@
-"""Sampling succinct histogram, LDPMiner phase 1 (spec §3 id 7; /work/shared/papers/
-ldpminer-set-valued-heavy-hitters.md, Alg. 2).
+"""Sampling succinct histogram, LDPMiner phase 1 (spec §3 id 7; Qin et al., "Heavy
+Hitter Estimation over Set-Valued Data with Local Differential Privacy", CCS 2016, Alg. 2).
 
 L = max(l, s); i = bucket(w0, L); t = bucket(w1, m). If i >= s (the dummy) sign = +1 iff
 w2 < T_half; else phi = +1 iff Hs(key_i, seed_t) < 2^31 and sign = phi if w2 < T_rr else -phi.

@@ -1,5 +1,5 @@
 """Sampling RAPPOR over the phase-2 candidates, LDPMiner phase 2 (spec §3 id 8;
-/work/shared/papers/ldpminer-set-valued-heavy-hitters.md, §5).
+Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differential Privacy" (CCS 2016), §5).
 
 Bits 0..kc-1 are the candidates, bit kc the dummy. i = bucket(w0, L), L = max(l, s); the
 chosen item's bit is set (candidate c -> bit c; not a candidate, or i >= s -> bit kc); then

@@ -48,3 +48,40 @@ def host_address(text: str) -> str:
     if not text or any(c.isspace() or ord(c) < 32 for c in text):
         raise argparse.ArgumentTypeError("a host name or address, got %r" % text)
     return text
+
+
+PASSWORD_ENV = "LDPFLEET_PASSWORD"
+
+
+def add_password_args(p, what: str = "broker"):
+    """--password (shows in `ps`: discouraged), --password-file PATH (first line) and the
+    LDPFLEET_PASSWORD environment variable, in that order of precedence."""
+    p.add_argument("--password", default=None,
+                   help="%s password (visible to other users in `ps`: prefer --password-file or "
+                        "the %s environment variable)" % (what, PASSWORD_ENV))
+    p.add_argument("--password-file", default=None, metavar="PATH",
+                   help="read the %s password from the first line of PATH" % what)
+
+
+def resolve_password(args):
+    """The password of `add_password_args`, or None; a warning on stderr for --password."""
+    import os
+    import sys
+    from ..errors import ConfigError
+    if getattr(args, "password", None) is not None and getattr(args, "password_file", None):
+        raise ConfigError("password", "give --password or --password-file, not both")
+    if getattr(args, "password", None) is not None:
+        print("ldpfleet: warning: --password is visible in the process list; use --password-file "
+              "or %s" % PASSWORD_ENV, file=sys.stderr)
+        return args.password
+    if getattr(args, "password_file", None):
+        try:
+            with open(args.password_file, encoding="utf-8") as f:
+                line = f.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise ConfigError("password_file", "cannot read %s: %s"
+                              % (args.password_file, exc.strerror)) from None
+        if not line:
+            raise ConfigError("password_file", "%s is empty" % args.password_file)
+        return line
+    return os.environ.get(PASSWORD_ENV) or None

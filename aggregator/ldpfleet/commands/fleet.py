@@ -4,7 +4,7 @@ import json
 import os
 import sys
 
-from . import host_address, non_negative, tcp_port
+from . import add_password_args, host_address, non_negative, resolve_password, tcp_port
 
 
 def register(subparsers):
@@ -43,7 +43,7 @@ def register(subparsers):
                    help="broker login of the generator (all simulated devices share one "
                         "connection: under a broker-config ACL use its --loadgen-user); the "
                         "MicroPython and C devices get it too")
-    p.add_argument("--password", default=None)
+    add_password_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--progress", action="store_true", help="progress bar (default: on a terminal)")
     p.set_defaults(func=run_fleet_command)
@@ -129,7 +129,7 @@ def run_fleet_command(args):
         args.broker, args.campaign, fleet_key, devices=args.devices, micropython=args.micropython,
         c_clients=args.c_clients, rate=args.rate, dist=args.dist, seed=args.seed, phase=args.phase,
         id_prefix=args.id_prefix, max_inflight=args.max_inflight, username=args.username,
-        password=args.password, set_size=args.set_size, progress=_progress_wanted(args),
+        password=resolve_password(args), set_size=args.set_size, progress=_progress_wanted(args),
         c_client=args.c_client, cafile=args.cafile)
     if args.json:
         json.dump(result.to_json(), sys.stdout)

@@ -30,11 +30,20 @@ def run(args):
 
 
 def register(sub):
-    p = sub.add_parser("plan", help="recommend a mechanism and predict its error")
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--domain", type=int, required=True)
-    p.add_argument("--users", type=int)
-    p.add_argument("--target-mse", type=float)
-    p.add_argument("--report-bytes-max", type=int)
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "plan", help="recommend a mechanism and predict its error",
+        description="Rank the frequency oracles for a campaign by their variance formulas: "
+                    "given the fleet size, the expected mean squared error of every item's "
+                    "frequency; given a target error, the fleet size each one needs. A cheaper "
+                    "decoder within 10%% of the best variance is preferred.")
+    p.add_argument("--epsilon", type=float, required=True, metavar="E",
+                   help="privacy budget per report, in nats")
+    p.add_argument("--domain", type=int, required=True, metavar="D", help="number of items")
+    p.add_argument("--users", type=int, metavar="N",
+                   help="fleet size: predict each mechanism's error (give this or --target-mse)")
+    p.add_argument("--target-mse", type=float, metavar="X",
+                   help="wanted MSE of a frequency: predict the fleet size each needs")
+    p.add_argument("--report-bytes-max", type=int, metavar="B",
+                   help="leave out mechanisms whose reports are larger than B bytes")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

@@ -14,13 +14,13 @@ import signal
 import sys
 
 from ..errors import ConfigError, LdpError
-from . import duration, positive_int, tcp_port
+from . import add_password_args, duration, host_address, positive_int, resolve_password, tcp_port
 
 
 def _broker_args(p, required=True):
     p.add_argument("--broker", required=required, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
-    p.add_argument("--username", default=None)
-    p.add_argument("--password", default=None)
+    p.add_argument("--username", default=None, help="broker login")
+    add_password_args(p)
     p.add_argument("--tls", action="store_true", help="TLS (implied by mqtts:// or --cafile)")
     p.add_argument("--cafile", default=None, help="CA certificate(s) to verify the broker")
 
@@ -34,7 +34,8 @@ def _broker(args):
     from ..service.broker import BrokerSettings
     if getattr(args, "broker", None) is None:
         return None
-    return BrokerSettings.from_url(args.broker, username=args.username, password=args.password,
+    return BrokerSettings.from_url(args.broker, username=args.username,
+                                   password=resolve_password(args),
                                    tls=args.tls, cafile=args.cafile)
 
 
@@ -61,6 +62,9 @@ def register(subparsers):
     s.add_argument("--status-interval", type=duration, default=30.0,
                    help="seconds between retained status publications (0: never)")
     s.add_argument("--metrics-port", type=tcp_port, default=None, help="serve Prometheus metrics here")
+    s.add_argument("--metrics-bind", type=host_address, default="127.0.0.1", metavar="ADDR",
+                   help="address the metrics listen on (default 127.0.0.1; 0.0.0.0 for every "
+                        "interface, e.g. for a Prometheus on another machine)")
     s.add_argument("--log-level", default="INFO")
     s.set_defaults(func=run_serve)
 
@@ -116,10 +120,17 @@ def register(subparsers):
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=run_status)
 
-    cl = csub.add_parser("close", help="stop accepting reports (and publish the closed status)")
+    cl = csub.add_parser("close", help="stop accepting reports; with --broker, tell the devices",
+                         description="Close a campaign: the aggregator rejects further reports "
+                                     "(counted as closed_campaign). With --broker the signed close "
+                                     "replaces the retained config, so devices stop re-sending and "
+                                     "a device that comes later never spends on the campaign; the "
+                                     "retained phase-2 message is cleared.")
     cl.add_argument("name")
     _state_arg(cl)
     _broker_args(cl, required=False)
+    cl.add_argument("--fleet-key-file", default=None,
+                    help="key that signs the close (default: the one the campaign was made with)")
     cl.set_defaults(func=run_close)
 
     ls = csub.add_parser("list", help="campaigns in the state file")
@@ -208,7 +219,12 @@ def run_serve(args):
     if args.metrics_port is not None:
         from ..service.http_metrics import ServiceMetrics
         metrics = ServiceMetrics()
-        metrics.serve(args.metrics_port)
+        try:
+            metrics.serve(args.metrics_port, addr=args.metrics_bind)
+        except OSError as exc:
+            raise ConfigError("metrics_port", "cannot serve metrics on %s:%d: %s (another process "
+                              "uses the port? choose another --metrics-port)"
+                              % (args.metrics_bind, args.metrics_port, exc.strerror or exc)) from None
     ingestor = Ingestor(args.state, _broker(args), options, metrics=metrics)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ingestor.stop())
@@ -323,8 +339,13 @@ def run_close(args):
     from ..service.campaigns import close_campaign
     from ..service.store import Store
     with Store(args.state, create=False) as store:
-        camp = close_campaign(store, args.name, broker=_broker(args))
-    print("campaign %s closed" % camp.name)
+        broker = _broker(args)
+        camp = close_campaign(store, args.name, broker=broker, fleet_key_file=args.fleet_key_file)
+    if broker is None:
+        print("campaign %s closed (devices were not told: give --broker to publish the signed "
+              "close)" % camp.name)
+    else:
+        print("campaign %s closed; signed close retained on ldp/%s/config" % (camp.name, camp.name))
     return 0
 
 

@@ -1,7 +1,7 @@
 """Apple count-mean sketch, CMS (protocol_spec/v2 §3, id 5).
 
 Apple Differential Privacy Team, "Learning with Privacy at Scale" (2017), client A_client-CMS
-and server A_server-CMS; restated in LDPLCM (/work/shared/papers/ldplcm-learned-sketch.md)
+and server A_server-CMS; restated in LDPLCM (Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches")
 §3.2.1, Alg. 2 line 2 and the Apple-CMS variance after Theorem 3.
 
 Client: row j = bucket(w0, k), column c = bucket(Hs(key, salt + j), m); the vector is -1 except

@@ -4,7 +4,7 @@
 `DomainSketch` (int64 counts plus, for a string domain, its keys) and `SupportSketch`, the
 support-count sketch of a pure protocol (Wang, Blocki, Li, Jha, "Locally Differentially Private
 Protocols for Frequency Estimation", USENIX Security 2017, §3; restated in [NH] =
-/work/shared/papers/consistency-norm-hyb.md §2, Eq. 4-7).
+Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020) §2, Eq. 4-7).
 
 Domain choice: an int domain is the keys 0..d-1 (the item index is the key). A string domain
 is passed as `domain_keys=` (u32 item keys in domain order, no duplicates). The keys are kept

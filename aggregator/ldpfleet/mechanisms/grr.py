@@ -2,7 +2,7 @@
 
 Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency Estimation"
 (USENIX Security 2017) §4.1 ("direct encoding"); restated in [NH] =
-/work/shared/papers/consistency-norm-hyb.md §2.2, Eq. 1-3.
+Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020) §2.2, Eq. 1-3.
 
 The pieces GRR, OLH, FLH and OUE share (`DomainMechanism`, `SupportSketch`, ...) live in
 `domain.py`, the generic helpers in `base.py`; the names this module used to define are

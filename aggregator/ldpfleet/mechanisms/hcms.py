@@ -1,7 +1,7 @@
 """Apple Hadamard count-mean sketch, HCMS (protocol_spec/v2 §3, id 6).
 
 Apple Differential Privacy Team, "Learning with Privacy at Scale" (2017), A_client-HCMS /
-A_server-HCMS; restated in LDPLCM (/work/shared/papers/ldplcm-learned-sketch.md) §5.1.
+A_server-HCMS; restated in LDPLCM (Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches") §5.1.
 
 Client: row j = bucket(w0, k), c = bucket(Hs(key, salt + j), m), Hadamard row l = bucket(w1, m)
 (m a power of two, so l is exactly uniform), h = (-1)^popcount(l & c), sign = h w.p.

@@ -1,7 +1,7 @@
 """LDPLCM phase 2, the learned count-mean sketch (protocol_spec/v2 §3, id 9).
 
 Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"
-(/work/shared/papers/ldplcm-learned-sketch.md): client Alg. 2 (phase 2), estimator Alg. 4,
+(Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"): client Alg. 2 (phase 2), estimator Alg. 4,
 Theorems 1-3. Phase 1 of an LDPLCM campaign is plain `cms`; training the frequency model g and
 the boundary P is not done here (the model decides each user's `high` flag and supplies the
 high items' predictions at estimate time).

@@ -4,7 +4,7 @@ Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency E
 (USENIX Security 2017) §4.4: the device reports (seed, GRR_g(bucket(Hs(key, seed), g))); an
 item v is supported by a report iff bucket(Hs(v, seed), g) == y, so p* = P(keep) and, with the
 hash modelled as random, q* = 1/g. Default g = round(e^eps) + 1 (their optimum e^eps + 1).
-Restated in [NH] = /work/shared/papers/consistency-norm-hyb.md §2.4.
+Restated in [NH] = Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020) §2.4.
 
 Decoding is the O(n·d) loop of `ldp_olh_support` (C), run on `kernels.THREADS` threads over
 disjoint item ranges.

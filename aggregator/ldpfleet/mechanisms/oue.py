@@ -1,7 +1,7 @@
 """OUE, optimized unary encoding (protocol_spec/v2 §3, id 4).
 
 Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency Estimation"
-(USENIX Security 2017) §4.3; restated in [NH] = /work/shared/papers/consistency-norm-hyb.md
+(USENIX Security 2017) §4.3; restated in [NH] = Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020)
 §2.3, Eq. 5-6. The true item's bit is 1 w.p. p* = 2^31/2^32 = 1/2 exactly, every other bit
 w.p. q* = T_oue_q/2^32 exactly, so the estimator is exactly unbiased.
 """

@@ -1,6 +1,6 @@
 """Sampling succinct histogram, SH (protocol_spec/v2 §3, id 7).
 
-LDPMiner (Qin et al., CCS'16; /work/shared/papers/ldpminer-set-valued-heavy-hitters.md) §4.2
+LDPMiner (Qin et al., CCS'16; Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differential Privacy" (CCS 2016)) §4.2
 Alg. 1 (sampling randomizer) with Alg. 2 (sampling SH); SH itself is Bassily-Smith's succinct
 histogram with a +-1 projection phi(t, v).
 

@@ -1,6 +1,6 @@
 """Sampling RAPPOR over a phase-2 candidate list, SRAPPOR (protocol_spec/v2 §3, id 8).
 
-LDPMiner (Qin et al., CCS'16; /work/shared/papers/ldpminer-set-valued-heavy-hitters.md) §4.2
+LDPMiner (Qin et al., CCS'16; Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differential Privacy" (CCS 2016)) §4.2
 Alg. 1 with RAPPOR as the randomizer, used in Phase II over the k_max candidates (§4.4;
 trimming to candidates per Theorem 4.3's proof, padding with the dummy per §3).
 

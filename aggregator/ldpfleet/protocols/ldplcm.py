@@ -1,5 +1,5 @@
 """LDPLCM: frequency estimation with a learned count-mean sketch (Zhang, Lin, Yin;
-/work/shared/papers/ldplcm-learned-sketch.md), aggregator side.
+Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"), aggregator side.
 
 Flow (Alg. 1): devices with H(utf8(device_id), salt) % 10^6 < sample_rate_ppm (spec §5) report
 in phase 1 with Apple CMS; the aggregator builds the sketch, estimates t sampled domain items

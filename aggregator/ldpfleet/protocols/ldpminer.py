@@ -1,5 +1,5 @@
 """LDPMiner: heavy hitters over set-valued data (Qin et al., CCS'16;
-/work/shared/papers/ldpminer-set-valued-heavy-hitters.md).
+Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differential Privacy" (CCS 2016)).
 
 Protocols (the names of §5.1.3 "Competitors"):
 

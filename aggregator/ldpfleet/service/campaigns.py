@@ -230,9 +230,29 @@ def create_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_fi
     return _sign_store_publish(store, broker, fleet_key_file, key, doc)
 
 
-def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = None) -> Campaign:
+def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = None,
+                   fleet_key_file: str = None) -> Campaign:
+    """State `closed` (the ingest rejects further reports as `closed_campaign`). With a broker,
+    the signed close (spec §5.4) replaces the retained config on `ldp/<name>/config` — a device
+    that comes later never sees the config, so it never spends on the campaign — the retained
+    phase-2 message is cleared, and the closed status is published. The key is read before
+    anything changes, so a missing key file changes nothing."""
+    camp = store.require_campaign(name)
+    payload = None
+    if broker is not None:
+        key_file = fleet_key_file or camp.fleet_key_ref
+        key = read_fleet_key(key_file)
+        try:
+            cfgmod.verify(camp.config_payload, key)
+        except ConfigError:
+            raise ConfigError("fleet_key", "%s is not the key campaign %s was signed with"
+                              % (key_file, name)) from None
+        payload = cfgmod.sign(cfgmod.make_close(camp.config), key)
     store.set_state(name, "closed")
     if broker is not None:
+        brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
+        if camp.phases > 1:
+            brokermod.publish(broker, "ldp/%s/phase2" % name, b"", retain=True)  # clears it
         publish_status(store, broker, name)
     return store.require_campaign(name)
 

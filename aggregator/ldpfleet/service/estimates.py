@@ -2,9 +2,12 @@
 
 `compute_estimates(store, name, ...) -> EstimateTable`:
 - raw estimates: `sketch.estimate(keys)` (unbiased counts), as fractions of the n reports;
-- interval: estimate ± z·σ with σ² = `mech.variance(n)` (the mechanism's theoretical variance
-  of one item's estimated fraction, f -> 0 approximation; Wang et al. 2017 §3 / [NH] Eq. 5 for
-  the pure protocols) and z the normal quantile of `confidence` (CLT over n reports);
+- interval: estimate ± z·σ_x with σ_x² = `mech.item_variances(n, f̂_x)`, each item's own
+  variance evaluated at its estimate clipped to [0, 1] (the plug-in variance: Wang et al. 2017
+  §3 / [NH] Eq. 5 for the pure protocols; it grows with the item's frequency, so one f -> 0
+  variance for all items under-covers the heavy items) and z the normal quantile of
+  `confidence` (CLT over n reports). `stddev_fraction` is the f -> 0 value
+  (`mech.variance(n)`), the noise floor of an item nobody holds;
 - optional consistency post-processing `post.postprocess(method, est, var, n)` over the whole
   domain ([NH] §3), shown next to the raw estimate;
 - `threshold="auto"`: keep items whose raw estimate exceeds T = Φ⁻¹(1 − α/d)·σ with α = 2
@@ -12,8 +15,9 @@
   number keeps items whose raw estimate exceeds that fraction of n;
 - `top=K`: the K largest, ranked by the post-processed value if a method is given, else raw;
 - `subset=[items]`: a set-value query, the fraction of users whose item is in the set: the sum
-  of the estimates, interval ± z·σ·sqrt(|S|) (independent per-item errors, [NH] §5.2), and with
-  a method the sum of its post-processed values (Post-Pos clips the query answer, [NH] §3.1).
+  of the estimates, interval ± z·sqrt(Σ σ_x²) (independent per-item errors, [NH] §5.2), and with
+  a method the sum of its post-processed values (Post-Pos clips the query answer, [NH] §3.1);
+  the table then holds only the subset's rows.
 
 `EstimateTable.to_json()` / `to_csv(file)` / `to_text()` render it.
 
@@ -85,7 +89,8 @@ class EstimateTable:
             self.campaign, self.phase, self.mechanism, self.epsilon, self.n)]
         if self.n == 0:
             return lines[0] + "; no estimate yet"
-        lines.append("per-item stddev %.3g of n (%.1f reports); %g%% intervals%s%s" % (
+        lines.append("noise floor (stddev of an item nobody holds) %.3g of n (%.1f reports); "
+                     "%g%% intervals from each item's own variance%s%s" % (
             self.stddev_fraction, self.stddev_fraction * self.n, 100 * self.confidence,
             "; post-processing %s" % self.post if self.post else "",
             "; threshold %.4g" % self.threshold if self.threshold is not None else ""))
@@ -134,6 +139,21 @@ def _query_keys(campaign, phase, items):
     return shown, keys
 
 
+def item_stddevs(mech, freq, n: int) -> np.ndarray:
+    """Each item's standard deviation (fraction of n) from its plug-in variance: the
+    mechanism's exact per-item variance at the estimate clipped to [0, 1]. Mechanisms whose
+    variance needs more than the frequency (LDPLCM's high/low split) fall back to the f -> 0
+    value for every item."""
+    f = np.clip(np.asarray(freq, dtype=np.float64), 0.0, 1.0)
+    try:
+        var = np.asarray(mech.item_variances(n, f), dtype=np.float64)
+        if var.shape != f.shape:
+            raise ValueError("per-item variances of another shape")
+    except (TypeError, ValueError, NotImplementedError):
+        var = np.full(f.shape, float(mech.variance(n)))
+    return np.sqrt(np.maximum(var, 0.0))
+
+
 def _subset_query(subset, keys, freq, post_values, post, sd, z) -> dict:
     """Set-value query over `subset` (items of the campaign's domain)."""
     from .. import protocol
@@ -144,7 +164,7 @@ def _subset_query(subset, keys, freq, post_values, post, sd, z) -> dict:
         raise ConfigError("subset", "items not in the estimated domain: %r" % (missing[:5],))
     idx = np.array([index[protocol.item_key(item)] for item in wanted])
     total = float(freq[idx].sum())
-    half = z * sd * math.sqrt(len(idx))
+    half = z * math.sqrt(float(np.sum(np.asarray(sd)[idx] ** 2)))  # independent per-item errors
     out = {"items": wanted, "frequency": total, "ci_low": total - half, "ci_high": total + half}
     if post_values is not None:
         from .. import post as postmod
@@ -206,8 +226,9 @@ def compute_estimates(store: Store, name: str, phase: int = None, post: str = No
             table.threshold = float(stats.norm.ppf(1 - DEFAULT_ALPHA / len(keys))) * sd
         else:
             table.threshold = float(threshold)
+    sds = item_stddevs(mech, freq, n)
     if subset is not None:
-        table.subset = _subset_query(subset, keys, freq, post_values, post, sd, z)
+        table.subset = _subset_query(subset, keys, freq, post_values, post, sds, z)
     order = np.arange(len(keys))
     if top is not None or table.threshold is not None:
         order = np.argsort(-value, kind="stable")
@@ -217,11 +238,16 @@ def compute_estimates(store: Store, name: str, phase: int = None, post: str = No
         order = order[:int(top)]
     for rank, i in enumerate(order.tolist(), start=1):
         row = {"rank": rank, "item": shown[i], "key": int(keys[i]), "estimate": float(counts[i]),
-               "frequency": float(freq[i]), "ci_low": float(freq[i] - z * sd),
-               "ci_high": float(freq[i] + z * sd)}
+               "frequency": float(freq[i]), "ci_low": float(freq[i] - z * sds[i]),
+               "ci_high": float(freq[i] + z * sds[i])}
         if post_values is not None:
             row["post"] = float(post_values[i])
         table.rows.append(row)
+    if subset is not None:
+        # a set-value query answers about its items: show those rows (and the sum), not the
+        # whole domain (issue 10 #7); ranks stay those of the full ordering
+        wanted = set(table.subset["items"])
+        table.rows = [row for row in table.rows if row["item"] in wanted]
     return table
 
 

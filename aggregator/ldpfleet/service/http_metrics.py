@@ -53,7 +53,7 @@ class ServiceMetrics:
     def backlog(self, n: int):
         self.backlog_gauge.set(n)
 
-    def serve(self, port: int, addr: str = "0.0.0.0"):
+    def serve(self, port: int, addr: str = "127.0.0.1"):
         """Start the HTTP exporter in a daemon thread; returns (server, thread)."""
         return start_http_server(port, addr=addr, registry=self.registry)
 
