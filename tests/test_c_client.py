@@ -522,3 +522,14 @@ def test_reset_at_every_step_of_a_ledger_commit_loses_nothing(mosquitto, tmp_pat
     else:
         assert after_crash["spent_milli"] == PRIOR_LEDGER["spent_milli"]
         assert "spent phase=1" in resumed.stdout
+
+
+def test_unknown_campaign_says_so_at_the_timeout(mosquitto, tmp_path):
+    """issue 10 #10: with a campaign nobody created and --once, the client used to exit 3 at the
+    timeout without a word; the usage text no longer marks identity-file options as required."""
+    state = make_state(tmp_path)
+    proc = run_client(build_client(), state, mosquitto.port, "no-such-campaign", 5, wait=8)
+    assert proc.returncode == device_runner.EXIT_TIMEOUT
+    assert "timeout no config received on ldp/no-such-campaign/config" in proc.stdout, proc.stdout
+    usage = subprocess.run([str(build_client()), "--help"], capture_output=True, text=True)
+    assert usage.returncode == 0 and "[--host H] [--port P]" in usage.stdout

@@ -79,3 +79,27 @@ def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "memo phase=1" in again.stdout, again.stdout + again.stderr
     assert device_runner.read_ledger(stage)["spent_milli"] == 2000
+
+
+def test_dry_run_without_a_stage_dir_keeps_what_its_commands_name(tmp_path):
+    """issue 10 #10: without --stage-dir the dry run used to print mpremote commands into a
+    staging directory it had already deleted, and no mpy-cross commands."""
+    key_file = tmp_path / "fleet.key"
+    key_file.write_text(FLEET_KEY.hex() + "\n")
+    proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "flash", "--port", "/dev/ttyACM0",
+                           "--device-id", "board-2", "--fleet-key-file", str(key_file), "--dry-run",
+                           "--march", "xtensawin"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    staged = proc.stdout.split("staged in ", 1)[1].split(",", 1)[0]
+    try:
+        copy = next(line for line in proc.stdout.splitlines() if " fs cp " in line)
+        for arg in copy.split():
+            if arg.startswith(staged):
+                assert os.path.exists(arg), arg  # every file the command copies exists
+        crosses = [line for line in proc.stdout.splitlines() if "-march=xtensawin" in line]
+        assert len(crosses) == len(list((device_runner.DEVICE_DIR / "ldp").glob("*.py")))
+        assert all(line.strip().split()[0].endswith("mpy-cross") for line in crosses)
+        assert "ledger.init" in copy  # generation 0 of the ledger, adopted only by a new board
+    finally:
+        import shutil
+        shutil.rmtree(staged, ignore_errors=True)

@@ -52,3 +52,57 @@ def test_plug_in_intervals_cover_the_top_items(name, params):
 def test_one_f_free_variance_under_covers_grrs_top_items():
     """The old intervals (one variance at f -> 0) fail here: this is what the change fixes."""
     assert coverage("grr", {}, plug_in=False) <= 0.86
+
+
+def fold(mosquitto, tmp_path, name, n, probs, eps):
+    """A campaign whose sketch holds `n` simulated reports (ingested in process, no serve)."""
+    from ldpfleet.service import Store
+    from ldpfleet.service.ingest import Ingestor
+    from service_support import new_campaign, report_messages
+    state, camp = new_campaign(tmp_path, mosquitto.url, name, "olh", eps, str(len(probs)))
+    rng = np.random.default_rng(5)
+    mech = camp.mechanism(1)
+    reports = mech.perturb_batch(rng.choice(len(probs), size=n, p=probs).astype(np.uint32), rng)
+    ingestor = Ingestor(state)
+    ingestor.process_batch(report_messages(name, reports))
+    ingestor.store.close()
+    return state
+
+
+def test_estimate_warns_when_the_noise_is_larger_than_the_estimates(mosquitto, tmp_path):
+    """issue 10: `estimate` says so when even the largest estimate is within 3 noise standard
+    deviations, and names the fleet size that would resolve it; a fleet that resolves its items
+    gets no warning."""
+    from ldpfleet.service import Store, compute_estimates
+    uniform = np.full(256, 1 / 256)
+    small = fold(mosquitto, tmp_path, "tiny", 1000, uniform, 0.5)
+    with Store(small) as store:
+        table = compute_estimates(store, "tiny")
+    assert len(table.warnings) == 1 and "mostly noise" in table.warnings[0], table.warnings
+    needed = int(table.warnings[0].split("about ")[2].split()[0])  # for an item held by 5 %
+    from ldpfleet.service.estimates import reports_needed
+    assert needed == reports_needed(table.stddev_fraction, 1000, 257, 0.05) > 1000
+    skewed = np.r_[np.full(4, 0.2), np.full(252, 0.2 / 252)]
+    big = fold(mosquitto, tmp_path, "clear", 40000, skewed, 4.0)
+    with Store(big) as store:
+        assert compute_estimates(store, "clear").warnings == []
+
+
+def test_ldpminer_answer_flags_fractions_outside_0_1_and_noise():
+    """issue 10 #4: a 10,000-device LDPMiner run printed fractions of 1.30 (phase 1: 2.46) with
+    no warning. The answer now says when its numbers leave [0, 1] or sink into the noise."""
+    from types import SimpleNamespace
+    from ldpfleet.mechanisms import make_mechanism
+    from ldpfleet.service.estimates import ProtocolAnswer, _ldpminer_warnings
+    mech2 = make_mechanism("srappor", 2000, 1000, salt=1, campaign_id=1, phase=2,
+                           candidates=list(range(20)), l=10)
+    camp = SimpleNamespace(protocol={"k_max": 20}, mechanism=lambda phase: mech2)
+    noisy = ProtocolAnswer("hh", "ldpminer-rappor", [10000, 10000], {})
+    noisy.rows = [{"frequency": f, "phase1_frequency": f1} for f, f1 in [(1.30, 2.46), (0.02, 0.5)]]
+    sketches = (SimpleNamespace(n=10000), SimpleNamespace(n=10000))
+    warnings = _ldpminer_warnings(camp, noisy, *sketches)
+    assert any("outside [0, 1]" in w for w in warnings)
+    assert any("noise" in w and "lower ranks" in w for w in warnings)
+    clean = ProtocolAnswer("hh", "ldpminer-rappor", [10 ** 6, 10 ** 6], {})
+    clean.rows = [{"frequency": f, "phase1_frequency": f} for f in (0.9, 0.6, 0.4)]
+    assert _ldpminer_warnings(camp, clean, SimpleNamespace(n=10 ** 6), SimpleNamespace(n=10 ** 6)) == []

@@ -33,5 +33,34 @@ def test_quick_run_of_both_families(tmp_path):
         summary = (tmp_path / (family + ".md")).read_text()
         assert "## Comparison with the paper" in summary and "## Analysis" in summary
         assert "paper:" in summary and "Measured:" in summary and "nan" not in summary
+    # issue 10 #7: progress on stderr while it runs, and a summary naming every check
+    assert "ldpminer: running" in proc.stderr and "done (" in proc.stderr
+    listed = [line for line in proc.stdout.splitlines() if line.startswith("  [")]
+    assert len(listed) == sum(int(line.split(" of ")[1].split()[0]) for line in proc.stdout.splitlines()
+                              if " checks reproduced (" in line)
+    failing = [line for line in listed if line.startswith("  [ ]")]
+    assert all("NOT reproduced" in line for line in failing)
     sweeps = {(r["dataset"], r["sweep"]) for r in csv.DictReader(open(tmp_path / "ldpminer.csv"))}
     assert {("normal", "eps"), ("laplace", "k"), ("zipf-s10 (extra)", "eps")} <= sweeps
+
+
+def test_summary_names_failed_checks_and_strict_exits_1(tmp_path, capsys):
+    """The exit code contract: 0 once a run completed (the summary names what did not
+    reproduce), 1 with --strict when any check did not reproduce."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("reproduce_twophase_under_test", SCRIPT)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+
+    def fake(out_dir, users, repeats, seed, quick, workers):
+        checks = tool.Checks()
+        checks.add("claim that holds", "1.0", "> 0", True)
+        checks.add("claim that fails", "0.2", "> 1", False)
+        return checks
+
+    tool.FAMILIES = {"fake": fake}
+    assert tool.main(["fake", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fake: 1 of 2 checks reproduced" in out
+    assert "  [x] claim that holds" in out and "  [ ] claim that fails -- NOT reproduced: 0.2" in out
+    assert tool.main(["fake", "--out", str(tmp_path), "--strict"]) == 1

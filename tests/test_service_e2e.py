@@ -169,11 +169,16 @@ def test_fleet_cli_json(service, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "fleet", "--broker", broker.url,
                            "--campaign", "e2e-cli", "--devices", "300", "--micropython", str(micropython),
                            "--fleet-key-file", key_file, "--dist", str(weights), "--seed", "3",
-                           "--rate", "2000", "--json"], capture_output=True, text=True, timeout=90)
+                           "--rate", "2000", "--json", "--true-counts", str(tmp_path / "truth.json")],
+                          capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
-    assert out["sent"] == 300 + micropython
+    summary = json.loads(proc.stdout)  # a summary on stdout (issue 10 #7: no per-device dump)
+    assert "device_ids" not in summary and "true_counts" not in summary
+    assert summary["devices_by_kind"]["simulated"] == 300 and summary["distinct_true_items"] <= 3
+    out = json.loads((tmp_path / "truth.json").read_text())
+    assert out["sent"] == summary["sent"] == 300 + micropython
     assert set(out["true_counts"]) <= {"3", "7", "9"}
+    assert summary["top_true_counts"] == out["true_counts"]  # <= 3 items: all of them in the top
     assert sum(out["true_counts"].values()) == out["sent"]
     assert out["device_ids"]["simulated"] == ["sim3-%d" % i for i in range(300)]
     assert len(out["device_ids"].get("micropython", [])) == micropython

@@ -140,11 +140,29 @@ def write_summary(path, title, setup, sections, checks, analysis, seconds):
                 % (sum(checks.results), len(checks.results), analysis, seconds))
 
 
+def progress(text):
+    """One progress line on stderr (stdout keeps the summary)."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def run_tasks(fn, tasks, workers):
+    """fn(*task) for every task, in order, on `workers` processes; reports progress on stderr."""
+    started, out = time.time(), []
+    progress("  %s: %d tasks on %d worker(s)" % (fn.__name__, len(tasks), max(1, workers)))
     if workers <= 1 or len(tasks) <= 1:
-        return [fn(*t) for t in tasks]
-    with ProcessPoolExecutor(workers) as pool:
-        return list(pool.map(fn, *zip(*tasks)))
+        results = (fn(*t) for t in tasks)
+        pool = None
+    else:
+        pool = ProcessPoolExecutor(workers)
+        results = pool.map(fn, *zip(*tasks))
+    try:
+        for i, result in enumerate(results, start=1):
+            out.append(result)
+            progress("  %s: %d/%d done (%.0f s)" % (fn.__name__, i, len(tasks), time.time() - started))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return out
 
 
 def seeds(seed, *path):
@@ -596,6 +614,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=20240611)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="worker processes (default: 2 or the core count)")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when a check does not reproduce (default: exit 0 once the "
+                             "run completed; the summary says which checks did not reproduce)")
     args = parser.parse_args(argv)
     for name in ("users", "repeats", "workers"):
         value = getattr(args, name)
@@ -603,13 +624,22 @@ def main(argv=None):
             parser.error("--%s must be >= 1" % name)
     os.makedirs(args.out, exist_ok=True)
     families = sorted(FAMILIES) if args.family == "all" else [args.family]
+    failed = 0
     for family in families:
         started = time.time()
+        progress("%s: running (minutes at full size; --quick for a small run)" % family)
         checks = FAMILIES[family](args.out, args.users, args.repeats, args.seed, args.quick, args.workers)
         print("%s: %d of %d checks reproduced (%.1f s) -> %s"
               % (family, sum(checks.results), len(checks.results), time.time() - started,
                  os.path.join(args.out, family + ".md")))
-    return 0
+        for claim, measured, _criterion, ok in checks.items:
+            print("  [%s] %s%s" % ("x" if ok else " ", claim, "" if ok else " -- NOT reproduced: %s"
+                                   % measured))
+            failed += not ok
+    if failed:
+        print("%d check(s) did not reproduce; the analysis in the .md files says why%s"
+              % (failed, " (--strict: exit 1)" if args.strict else ""))
+    return 1 if failed and args.strict else 0
 
 
 if __name__ == "__main__":

@@ -362,13 +362,25 @@ class FleetResult:
     seconds: float = 0.0
     failed: int = 0
 
-    def to_json(self) -> dict:
-        return {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
-                "sent": self.sent, "sent_by_kind": self.sent_by_kind, "failed": self.failed,
-                "skipped_by_sampling": self.skipped_by_sampling,
-                "true_counts": {str(k): int(v) for k, v in self.true_counts.items()},
-                "device_ids": self.device_ids, "seconds": round(self.seconds, 3),
-                "rate": round(self.sent / self.seconds, 1) if self.seconds > 0 else None}
+    TOP_IN_SUMMARY = 20
+
+    def to_json(self, detail: bool = False) -> dict:
+        """A summary (the most common true items, device counts per kind); with `detail` every
+        true count and every device id as well (`fleet --true-counts FILE`): for a large fleet
+        that is megabytes, which a terminal should not get by default."""
+        out = {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
+               "sent": self.sent, "sent_by_kind": self.sent_by_kind, "failed": self.failed,
+               "skipped_by_sampling": self.skipped_by_sampling,
+               "distinct_true_items": len(self.true_counts),
+               "top_true_counts": {str(k): int(v) for k, v in sorted(
+                   self.true_counts.items(), key=lambda kv: -kv[1])[:self.TOP_IN_SUMMARY]},
+               "devices_by_kind": {k: len(v) for k, v in self.device_ids.items()},
+               "seconds": round(self.seconds, 3),
+               "rate": round(self.sent / self.seconds, 1) if self.seconds > 0 else None}
+        if detail:
+            out["true_counts"] = {str(k): int(v) for k, v in self.true_counts.items()}
+            out["device_ids"] = self.device_ids
+        return out
 
     def summary(self) -> str:
         kinds = ", ".join("%d %s" % (v, k) for k, v in self.sent_by_kind.items() if v)

@@ -1,7 +1,7 @@
 /* ldpfleet C client for Linux single-board computers (protocol v2, protocol_spec/v2/README.md).
  *
- *   ldp_client [run] --host H --port P --campaign C --state-dir DIR [--identity FILE]
- *              [--device-id ID] --value V [--high] [--once] [--timeout S] [--keepalive S]
+ *   ldp_client [run] --campaign C --state-dir DIR --value V [--host H] [--port P]
+ *              [--identity FILE] [--device-id ID] [--high] [--once] [--timeout S] [--keepalive S]
  *              [--backoff-max S] [--username U] [--password P] [--cafile PEM]
  *              [--crash-point after-commit]
  *     (host, port, username, password and CA default to the identity file's optional
@@ -33,8 +33,8 @@
 #include "session.h"
 
 #define USAGE \
-    "usage: ldp_client [run] --host H --port P --campaign C --state-dir DIR [--identity FILE]\n" \
-    "                  [--device-id ID] --value V [--high] [--once] [--timeout S]\n" \
+    "usage: ldp_client [run] --campaign C --state-dir DIR --value V [--host H] [--port P]\n" \
+    "                  [--identity FILE] [--device-id ID] [--high] [--once] [--timeout S]\n" \
     "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n" \
     "                  [--cafile PEM] [--crash-point after-commit]\n" \
     "       ldp_client provision --state-dir DIR\n" \

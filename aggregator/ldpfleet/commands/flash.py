@@ -141,17 +141,29 @@ def mpremote_commands(mpremote, port, staged_dir, files) -> list:
     return [mkdir, copy + ["reset"]]
 
 
+def mpy_cross_commands(march: str, out_dir) -> list:
+    """The mpy-cross command lines `stage` runs (device_runner.compile_mpy), for --dry-run."""
+    cross = device_runner.mpy_cross_binary()
+    return [[cross, "-march=" + march, "-s", str(rel), "-o", str(Path(out_dir) / rel.with_suffix(".mpy")),
+             str(src)] for rel, src in device_runner.device_sources() if rel.name != "main.py"]
+
+
 def run_flash_command(args):
     fleet_key = read_fleet_key(args.fleet_key_file)
     staged = args.stage_dir or tempfile.mkdtemp(prefix="ldpfleet-flash-")
+    keep = bool(args.stage_dir) or args.dry_run  # a dry run's commands point into the stage
     try:
         files = stage(staged, args, fleet_key)
         mkdir, copy = mpremote_commands(args.mpremote, args.port, staged, files)
         if args.dry_run:
-            print("files (staged in %s):" % staged)
+            print("files (staged in %s, kept so the commands below can run; it holds the "
+                  "device's identity: delete it afterwards):" % staged)
             for rel in files:
                 print("  %-22s %6d bytes" % (rel, (Path(staged) / rel).stat().st_size))
-            print("commands:")
+            print("compiled with:")
+            for cmd in mpy_cross_commands(args.march, staged):
+                print("  " + " ".join(shlex.quote(c) for c in cmd))
+            print("copy to the board with:")
             for cmd in (mkdir, copy):
                 print("  " + " ".join(shlex.quote(c) for c in cmd))
             return 0
@@ -161,5 +173,5 @@ def run_flash_command(args):
         subprocess.run(mkdir, check=False)
         return subprocess.run(copy).returncode
     finally:
-        if not args.stage_dir:
+        if not keep:
             shutil.rmtree(staged, ignore_errors=True)

@@ -44,7 +44,11 @@ def register(subparsers):
                         "connection: under a broker-config ACL use its --loadgen-user); the "
                         "MicroPython and C devices get it too")
     add_password_args(p)
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON summary (sent, per kind, the most common true items)")
+    p.add_argument("--true-counts", default=None, metavar="FILE",
+                   help="write every true count and device id as JSON to FILE (the data to "
+                        "score estimates against; megabytes for a large fleet)")
     p.add_argument("--progress", action="store_true", help="progress bar (default: on a terminal)")
     p.set_defaults(func=run_fleet_command)
 
@@ -82,7 +86,8 @@ def register(subparsers):
     b.add_argument("--devices-file", required=True, help="device ids, one per line")
     b.add_argument("--campaigns", nargs="*", default=None,
                    help="restrict devices to these campaigns (default: any campaign)")
-    b.add_argument("--port", type=tcp_port, default=1883)
+    b.add_argument("--port", type=tcp_port, default=None,
+                   help="listener port (default 8883 with --certfile/--keyfile, else 1883)")
     b.add_argument("--bind", type=host_address, default=None, help="listen address (default: all interfaces)")
     b.add_argument("--max-queued-messages", type=non_negative, default=None,
                    help="per-client queue (default: max(100000, 4 x devices))")
@@ -131,6 +136,9 @@ def run_fleet_command(args):
         id_prefix=args.id_prefix, max_inflight=args.max_inflight, username=args.username,
         password=resolve_password(args), set_size=args.set_size, progress=_progress_wanted(args),
         c_client=args.c_client, cafile=args.cafile)
+    if args.true_counts:
+        with open(args.true_counts, "w") as f:
+            json.dump(result.to_json(detail=True), f)
     if args.json:
         json.dump(result.to_json(), sys.stdout)
         sys.stdout.write("\n")
@@ -163,7 +171,31 @@ def run_broker_config_command(args):
         max_queued_bytes=args.max_queued_bytes, certfile=args.certfile, keyfile=args.keyfile,
         cafile=args.cafile, log_file=args.log_file, run_as=args.run_as,
         loadgen_user=args.loadgen_user)
-    print("wrote %s (%d devices)" % (", ".join(os.path.basename(p) for p in paths.values()),
-                                     len(device_ids)))
-    print("run: mosquitto -c %s" % paths["mosquitto.conf"])
+    files = [paths[k] for k in ("mosquitto.conf", "passwd", "acl", "credentials.csv")]
+    print("wrote %s (%d devices)" % (", ".join(os.path.basename(p) for p in files), len(device_ids)))
+    print(BROKER_NEXT_STEPS % {
+        "conf": paths["mosquitto.conf"], "creds": paths["credentials.csv"],
+        "url": "%s://HOST:%d" % ("mqtts" if paths["tls"] else "mqtt", paths["port"]),
+        "ca": " --cafile ca.pem" if paths["tls"] else "", "agg": args.aggregator_user,
+        "devices": args.devices_file,
+        "loadgen": ("\n     ldpfleet fleet --broker URL --username %s --password-file loadgen.pw ..."
+                    % args.loadgen_user) if args.loadgen_user else ""})
     return 0
+
+
+BROKER_NEXT_STEPS = """
+next steps:
+1. start the broker (as root it drops to its own user; its files were handed to it):
+     mosquitto -c %(conf)s
+2. every ldpfleet command that talks to it logs in as the aggregator user %(agg)s, with the
+   password from %(creds)s (role aggregator) put in a file only you can read:
+     grep '^aggregator,' %(creds)s | cut -d, -f3 > agg.pw && chmod 600 agg.pw
+     ldpfleet serve --broker %(url)s%(ca)s --username %(agg)s --password-file agg.pw --state ...
+     ldpfleet campaign create --broker %(url)s%(ca)s --username %(agg)s --password-file agg.pw ...%(loadgen)s
+   (or set LDPFLEET_PASSWORD instead of --password-file). Without them serve logs
+   "Not authorized" and retries forever.
+3. %(devices)s lists the devices (one id per line): each may publish only its own report topic,
+   logging in with its id and its password from %(creds)s (role device); `ldpfleet flash
+   --username ID --password ...` writes them into the board's identity.json, and the C client
+   reads them from its identity file (broker.user / broker.password).
+   Re-running broker-config keeps every password already in %(creds)s."""

@@ -47,8 +47,10 @@ def register(subparsers):
                     "committed to the state file before the broker is acknowledged.")
     _broker_args(s)
     _state_arg(s)
-    s.add_argument("--client-id", default="ldpfleet-aggregator",
-                   help="fixed MQTT client id of the persistent session")
+    s.add_argument("--client-id", default=None,
+                   help="MQTT client id of the persistent session (default: ldpfleet-agg- and 8 "
+                        "hex digits of the state file's path, so two serves with different state "
+                        "files never take each other's session, and a restart resumes its own)")
     s.add_argument("--batch-size", type=positive_int, default=2000, help="messages per batch (upper bound)")
     s.add_argument("--batch-ms", type=duration, default=200.0,
                    help="a batch is committed at most this long after its first message")
@@ -212,7 +214,10 @@ def run_serve(args):
     from ..service.ingest import IngestOptions, Ingestor
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
-    options = IngestOptions(client_id=args.client_id, batch_size=max(1, args.batch_size),
+    from ..service.ingest import default_client_id
+    from ..service.store import state_path
+    client_id = args.client_id or default_client_id(state_path(args.state))
+    options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt)
     metrics = None
@@ -225,12 +230,38 @@ def run_serve(args):
             raise ConfigError("metrics_port", "cannot serve metrics on %s:%d: %s (another process "
                               "uses the port? choose another --metrics-port)"
                               % (args.metrics_bind, args.metrics_port, exc.strerror or exc)) from None
+    lock = _serve_lock(state_path(args.state))
     ingestor = Ingestor(args.state, _broker(args), options, metrics=metrics)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ingestor.stop())
     logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
     ingestor.run()
+    lock.close()
     return 0
+
+
+def _serve_lock(path: str):
+    """An exclusive lock on `<state>.serve.lock` for the life of this serve: one writer per
+    state file (two would interleave batches and acks). The OS drops it when the process dies,
+    kill -9 included. Exit 2 naming the holder when another serve has it."""
+    import fcntl
+    import os
+    lock_path = os.path.abspath(path) + ".serve.lock"
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    f = open(lock_path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise ConfigError("state", "%s is already served by %s (one serve per state file; a "
+                          "second machine or worker needs its own state)" % (path, holder)) from None
+    f.seek(0)
+    f.truncate()
+    f.write("ldpfleet serve pid %d" % os.getpid())
+    f.flush()
+    return f
 
 
 def _split(text):
@@ -483,6 +514,8 @@ def run_estimate(args):
         table.to_csv(sys.stdout)
     else:
         print(table.to_text())
+    for warning in table.warnings:
+        print("ldpfleet: warning: %s" % warning, file=sys.stderr)
     return 0
 
 
@@ -500,4 +533,6 @@ def _print_answer(args, store):
         answer.to_csv(sys.stdout)
     else:
         print(answer.to_text())
+    for warning in answer.warnings:
+        print("ldpfleet: warning: %s" % warning, file=sys.stderr)
     return 0

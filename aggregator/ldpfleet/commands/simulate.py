@@ -73,18 +73,20 @@ def register(subparsers):
                     "hitters) and speed.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     kind = p.add_mutually_exclusive_group(required=True)
-    kind.add_argument("--mechanism", choices=MECHANISMS)
+    kind.add_argument("--mechanism", choices=MECHANISMS, help="one frequency oracle (a round per --repeat)")
     kind.add_argument("--protocol", choices=PROTOCOLS,
                       help="a two-phase protocol or a baseline (one run; see the keys below)")
     p.add_argument("--epsilon", required=True, type=_epsilon, metavar="E",
                    help="privacy budget per report (multiple of 0.001)")
-    p.add_argument("--users", required=True, type=_positive_int, metavar="N")
+    p.add_argument("--users", required=True, type=_positive_int, metavar="N",
+                   help="simulated devices (users) per round")
     p.add_argument("--domain", required=True, type=_positive_int, metavar="D",
                    help="integer domain 0..D-1")
     p.add_argument("--dist", default="zipf:1.1",
                    help="true-value distribution: zipf:S | uniform | normal:MU,SIGMA | laplace:MU,B "
                         "(default zipf:1.1; Zipf ranks items in index order)")
-    p.add_argument("--repeat", type=_positive_int, default=1, metavar="R")
+    p.add_argument("--repeat", type=_positive_int, default=1, metavar="R",
+                   help="rounds on fresh data (the JSON reports their mean)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="aggregator-side seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--post", type=_methods, default=[], metavar="M1,M2",

@@ -68,6 +68,7 @@ class EstimateTable:
     threshold: float = None
     rows: list = field(default_factory=list)
     subset: dict = None
+    warnings: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
@@ -75,7 +76,7 @@ class EstimateTable:
                 "stddev_fraction": self.stddev_fraction,
                 "stddev_count": None if self.stddev_fraction is None else self.stddev_fraction * self.n,
                 "post": self.post, "threshold": self.threshold, "items": self.rows,
-                "subset": self.subset}
+                "subset": self.subset, "warnings": self.warnings}
 
     def columns(self):
         cols = ["rank", "item", "key", "estimate", "frequency", "ci_low", "ci_high"]
@@ -137,6 +138,31 @@ def _query_keys(campaign, phase, items):
     if other:
         shown.append(protocol.OTHER_LABEL)
     return shown, keys
+
+
+def noise_level(floor_sd: float, d: int) -> float:
+    """The largest estimate noise alone produces among d items, with a margin: σ·(sqrt(2 ln d)
+    + 1) (the expected maximum of d normal errors is about σ·sqrt(2 ln d); pure noise exceeds
+    this level with probability about d·P(Z > sqrt(2 ln d) + 1), 0.2 % at d = 256)."""
+    return floor_sd * (math.sqrt(2 * math.log(max(d, 2))) + 1)
+
+
+def reports_needed(floor_sd: float, n: int, d: int, frequency: float) -> int:
+    """Reports at which an item of `frequency` clears the noise level of d items (σ shrinks as
+    1/sqrt(n))."""
+    return int(math.ceil(n * (noise_level(floor_sd, d) / frequency) ** 2))
+
+
+def noise_warning(largest: float, floor_sd: float, n: int, d: int) -> str:
+    """The warning when even the largest estimate is below the noise level of d items, with the
+    fleet sizes that would resolve an item held by 5 % and by 1 % of the devices."""
+    return ("no estimate stands out of the noise (largest %.4g; noise alone reaches about %.4g "
+            "among %d items, sigma %.4g as fractions of the %d reports): these numbers are "
+            "mostly noise. At this epsilon about %d reports resolve an item held by 5 %% of the "
+            "devices, %d one held by 1 %% (or raise epsilon, or pick a mechanism with less "
+            "variance: `ldpfleet plan`)."
+            % (largest, noise_level(floor_sd, d), d, floor_sd, n,
+               reports_needed(floor_sd, n, d, 0.05), reports_needed(floor_sd, n, d, 0.01)))
 
 
 def item_stddevs(mech, freq, n: int) -> np.ndarray:
@@ -227,6 +253,8 @@ def compute_estimates(store: Store, name: str, phase: int = None, post: str = No
         else:
             table.threshold = float(threshold)
     sds = item_stddevs(mech, freq, n)
+    if items is None and freq.size and float(np.max(freq)) < noise_level(sd, len(keys)):
+        table.warnings.append(noise_warning(float(np.max(freq)), sd, n, len(keys)))
     if subset is not None:
         table.subset = _subset_query(subset, keys, freq, post_values, post, sds, z)
     order = np.arange(len(keys))
@@ -265,11 +293,12 @@ class ProtocolAnswer:
     params: dict
     rows: list = field(default_factory=list)
     high_items: list = None
+    warnings: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         out = {"campaign": self.campaign, "protocol": self.protocol, "phase": 2,
                "phase_reports": self.phase_reports, "n": self.phase_reports[1],
-               "params": self.params, "items": self.rows}
+               "params": self.params, "items": self.rows, "warnings": self.warnings}
         if self.high_items is not None:
             out["high_items"] = self.high_items
         return out
@@ -366,4 +395,32 @@ def compute_answer(store: Store, name: str, top: int = None) -> ProtocolAnswer:
         answer.rows.append({"rank": rank, "item": item, "key": int(key),
                             "estimate": float(f) * sketch2.n, "frequency": float(f),
                             "phase1_frequency": float(f1)})
+    answer.warnings += _ldpminer_warnings(camp, answer, sketch1, sketch2)
     return answer
+
+
+def _ldpminer_warnings(camp, answer, sketch1, sketch2) -> list:
+    """LDPMiner answers that are mostly noise (issue 10 #4): a fraction of devices holding an
+    item cannot leave [0, 1], and a phase-2 frequency within NOISE_SIGMAS noise floors is not
+    told apart from a candidate nobody holds."""
+    out = []
+    freqs = [r["frequency"] for r in answer.rows] + [r["phase1_frequency"] for r in answer.rows]
+    if freqs and (max(freqs) > 1.0 or min(freqs) < -0.5):
+        out.append("some frequencies lie outside [0, 1] (from %.3g to %.3g), which a share of "
+                   "devices cannot: the noise of this fleet size dominates the answer"
+                   % (min(freqs), max(freqs)))
+    try:
+        sd2 = math.sqrt(float(camp.mechanism(2).variance(max(int(sketch2.n), 1))))
+    except Exception:  # a phase-2 mechanism without a variance formula: no further check
+        return out
+    kth = min((r["frequency"] for r in answer.rows), default=None)
+    k_max = int(camp.protocol["k_max"])
+    if kth is not None and kth < noise_level(sd2, k_max):
+        largest = max(r["frequency"] for r in answer.rows)
+        if largest < noise_level(sd2, k_max):
+            out.append(noise_warning(largest, sd2, int(sketch2.n), k_max))
+        else:
+            out.append("the k-th item's frequency %.4g is below the noise level %.4g of %d "
+                       "candidates with %d phase-2 reports: the lower ranks are mostly noise"
+                       % (kth, noise_level(sd2, k_max), k_max, int(sketch2.n)))
+    return out

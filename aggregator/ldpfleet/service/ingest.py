@@ -78,6 +78,19 @@ the body fields of `mech.validate`."""
 REJECTIONS = tuple(r for r in REASONS if r != ACCEPTED)
 
 
+def default_client_id(state_file: str) -> str:
+    """`ldpfleet-agg-` + 8 hex digits of SHA-256 of the state file's absolute path: stable
+    across restarts (the persistent session is resumed), different for every state file (two
+    serves on one broker never take each other's session)."""
+    import hashlib
+    digest = hashlib.sha256(os.path.abspath(state_file).encode("utf-8")).hexdigest()
+    return "ldpfleet-agg-" + digest[:8]
+
+
+TAKEOVER_WINDOW = 60.0
+"""Seconds in which repeated drops right after connecting mean another client uses our id."""
+
+
 @dataclass
 class IngestOptions:
     client_id: str = "ldpfleet-aggregator"
@@ -152,6 +165,9 @@ class Ingestor:
         self._stop = threading.Event()
         self._status_due = 0.0
         self._status_sent = {}
+        self._connected_at = 0.0
+        self._quick_drops = []
+        self._takeover_logged = -TAKEOVER_WINDOW
 
     # --- campaigns and sketches --------------------------------------------------------
     def _refresh_campaigns(self):
@@ -324,6 +340,7 @@ class Ingestor:
             log.error("broker refused the connection: %s", reason)
             return
         self._connected = True
+        self._connected_at = time.monotonic()
         present = getattr(_flags, "session_present", None)
         log.info("connected to %s as %s (session present: %s)", self.broker.url,
                  self.options.client_id, present)
@@ -347,6 +364,19 @@ class Ingestor:
     def _on_disconnect(self, _client, _userdata, _flags, reason, _props):
         if self._connected:
             log.warning("disconnected from broker: %s", reason)
+            now = time.monotonic()
+            quick = now - self._connected_at < 5.0
+            self._quick_drops = [t for t in self._quick_drops if now - t < TAKEOVER_WINDOW]
+            if quick:
+                self._quick_drops.append(now)
+            taken = getattr(reason, "value", None) == 142  # MQTT 5 "Session taken over"
+            if (taken or len(self._quick_drops) >= 3) and now - self._takeover_logged > TAKEOVER_WINDOW:
+                self._takeover_logged = now
+                log.error("another client uses client id %s on this broker and takes over our "
+                          "session (%s); give each serve its own --client-id (the default is "
+                          "derived from the state file)", self.options.client_id,
+                          "session taken over" if taken else
+                          "%d drops right after connecting in a minute" % len(self._quick_drops))
         self._connected = False
 
     def _on_message(self, _client, _userdata, msg):
