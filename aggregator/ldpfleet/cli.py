@@ -43,23 +43,33 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from .errors import LdpError
     try:
         return args.func(args) or 0
-    except ConnectionError as exc:  # broker unreachable or refusing
-        print("ldpfleet: broker: %s" % exc, file=sys.stderr)
-        return 3
-    except (LdpError, ValueError, OverflowError, OSError, sqlite3.Error) as exc:
-        # bad input of any kind (files, numbers, state file, certificates): one line, exit 2
-        print("ldpfleet: error: %s" % _describe(exc), file=sys.stderr)
-        return 2
-    except MemoryError:
-        print("ldpfleet: error: not enough memory for this run (smaller --users/--domain?)",
-              file=sys.stderr)
-        return 2
+    except Exception as exc:  # noqa: BLE001 - mapped by the one table below, else re-raised
+        for kinds, code, label in exit_codes():
+            if isinstance(exc, kinds):
+                print("ldpfleet: %s: %s" % (label, _describe(exc)), file=sys.stderr)
+                return code
+        raise
+
+
+def exit_codes():
+    """THE table of expected failures -> (exit code, label of the one line printed): first
+    match wins. 3: the broker is unreachable, refuses us, or cannot be started; 2: bad input of
+    any kind (typed LdpErrors naming the field, numbers, files, the state file, certificates,
+    too little memory for the run). Anything else is a bug and keeps its traceback."""
+    from .broker import BrokerUnavailable
+    from .errors import LdpError
+    return [
+        ((ConnectionError, BrokerUnavailable), 3, "broker"),
+        ((LdpError, ValueError, OverflowError, OSError, sqlite3.Error), 2, "error"),
+        ((MemoryError,), 2, "error"),
+    ]
 
 
 def _describe(exc) -> str:
+    if isinstance(exc, MemoryError):
+        return "not enough memory for this run (smaller --users/--domain?)"
     if isinstance(exc, sqlite3.DatabaseError):
         return "state file: %s" % exc
     if isinstance(exc, OSError) and exc.filename is not None:

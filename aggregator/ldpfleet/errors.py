@@ -1,37 +1,26 @@
-"""Typed errors. Each carries the offending field so callers can count rejections by reason."""
+"""Typed errors. Each carries the offending field so callers can count rejections by reason;
+`ldpfleet.cli.EXIT_CODES` maps them to exit codes (one table)."""
 
 
 class LdpError(Exception):
-    """Base class of ldpfleet's own errors."""
+    """Base class of ldpfleet's own errors: `field` names what is wrong."""
+
+    def __init__(self, field, message):
+        super().__init__("%s: %s" % (field, message))
+        self.field = field
 
 
 class ReportFormatError(LdpError, ValueError):
     """A report does not match the protocol (wrong size, version, range ...)."""
 
-    def __init__(self, field, message):
-        super().__init__("%s: %s" % (field, message))
-        self.field = field
-
 
 class SketchMismatch(LdpError, ValueError):
     """Two sketches cannot be merged (different mechanism, parameters or seeds)."""
-
-    def __init__(self, field, message):
-        super().__init__("%s: %s" % (field, message))
-        self.field = field
 
 
 class ConfigError(LdpError, ValueError):
     """A campaign config or phase-2 message is malformed, unsigned or badly signed."""
 
-    def __init__(self, field, message):
-        super().__init__("%s: %s" % (field, message))
-        self.field = field
-
 
 class BudgetExceeded(LdpError):
     """A report would exceed the per-report epsilon cap or the lifetime budget."""
-
-    def __init__(self, field, message):
-        super().__init__("%s: %s" % (field, message))
-        self.field = field

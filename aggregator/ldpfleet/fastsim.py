@@ -17,12 +17,11 @@ from .errors import LdpError
 
 
 class SimulationError(LdpError, ValueError):
-    """Bad input to a simulation; ``param`` names the offending parameter."""
+    """Bad input to a simulation; ``field`` (also ``param``) names the offending parameter."""
 
-    def __init__(self, param, message):
-        super().__init__("%s: %s" % (param, message))
-        self.param = param
-        self.field = param
+    @property
+    def param(self):
+        return self.field
 
 
 def _check_eps(eps):

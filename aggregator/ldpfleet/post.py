@@ -35,12 +35,12 @@ DEFAULT_WINDOW_SIGMAS = 10.0
 
 
 class PostProcessError(LdpError, ValueError):
-    """Bad input to a post-processing method; ``param`` names the offending parameter."""
+    """Bad input to a post-processing method; ``field`` (also ``param``) names the offending
+    parameter."""
 
-    def __init__(self, param, message):
-        super().__init__("%s: %s" % (param, message))
-        self.param = param
-        self.field = param
+    @property
+    def param(self):
+        return self.field
 
 
 # --- input checks ---------------------------------------------------------------------------

@@ -104,28 +104,10 @@ def register(subparsers):
     b.set_defaults(func=run_broker_config_command)
 
 
-def _guard(fn):
-    """Typed errors -> message with the field, exit 2; broker unreachable -> exit 3."""
-    def wrapped(args):
-        from ..broker import BrokerUnavailable
-        from ..errors import LdpError
-        try:
-            return fn(args)
-        except (LdpError, ValueError) as exc:
-            print("ldpfleet: error: %s" % exc, file=sys.stderr)
-            return 2
-        except (ConnectionError, BrokerUnavailable) as exc:
-            print("ldpfleet: broker: %s" % exc, file=sys.stderr)
-            return 3
-    wrapped.__name__ = fn.__name__
-    return wrapped
-
-
 def _progress_wanted(args) -> bool:
     return bool(getattr(args, "progress", False)) or (not args.json and sys.stderr.isatty())
 
 
-@_guard
 def run_fleet_command(args):
     from .. import fleet
     from ..service.campaigns import read_fleet_key
@@ -147,7 +129,6 @@ def run_fleet_command(args):
     return 0
 
 
-@_guard
 def run_demo_command(args):
     from .. import fleet
     result = fleet.run_demo(
@@ -161,7 +142,6 @@ def run_demo_command(args):
     return 0 if result["lost"] == 0 else 1
 
 
-@_guard
 def run_broker_config_command(args):
     from .. import broker
     device_ids = broker.read_device_ids(args.devices_file)

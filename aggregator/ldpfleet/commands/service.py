@@ -194,22 +194,6 @@ def register(subparsers):
     e.set_defaults(func=run_estimate)
 
 
-def _guard(fn):
-    """Typed errors -> message with the field and exit code 2; broker trouble -> 3."""
-    def wrapped(args):
-        try:
-            return fn(args)
-        except LdpError as exc:
-            print("ldpfleet: error: %s" % exc, file=sys.stderr)
-            return 2
-        except ConnectionError as exc:
-            print("ldpfleet: broker: %s" % exc, file=sys.stderr)
-            return 3
-    wrapped.__name__ = fn.__name__
-    return wrapped
-
-
-@_guard
 def run_serve(args):
     from ..service.ingest import IngestOptions, Ingestor
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
@@ -287,7 +271,6 @@ def _create_protocol(args):
             salt=args.salt)
 
 
-@_guard
 def run_create(args):
     from ..service.campaigns import create_campaign, parse_params
     from ..service.store import Store
@@ -333,7 +316,6 @@ def _print_created(args, camp):
     return 0
 
 
-@_guard
 def run_status(args):
     from ..service.campaigns import campaign_status
     from ..service.store import Store
@@ -365,7 +347,6 @@ def run_status(args):
     return 0
 
 
-@_guard
 def run_close(args):
     from ..service.campaigns import close_campaign
     from ..service.store import Store
@@ -380,7 +361,6 @@ def run_close(args):
     return 0
 
 
-@_guard
 def run_list(args):
     from ..service.store import Store
     with Store(args.state, create=False) as store:
@@ -421,7 +401,6 @@ def _items(text, domain_type=None):
         return raw
 
 
-@_guard
 def run_phase2(args):
     from .. import protocol
     from ..service.campaigns import publish_phase2
@@ -443,7 +422,6 @@ def run_phase2(args):
     return 0
 
 
-@_guard
 def run_advance(args):
     from ..service.campaigns import advance_campaign
     from ..service.store import Store
@@ -465,7 +443,6 @@ def run_advance(args):
     return 0
 
 
-@_guard
 def run_keygen(args):
     from ..service.campaigns import write_fleet_key
     try:
@@ -476,7 +453,6 @@ def run_keygen(args):
     return 0
 
 
-@_guard
 def run_estimate(args):
     from ..service.campaigns import parse_params
     from ..service.estimates import compute_estimates
@@ -508,13 +484,18 @@ def run_estimate(args):
         table = compute_estimates(store, args.name, phase=args.phase, post=args.post, top=args.top,
                                   threshold=threshold, confidence=args.confidence, items=items,
                                   post_opts=parse_params(args.post_opt), subset=subset)
+    return _print_result(args, table)
+
+
+def _print_result(args, result):
+    """An estimate table or a protocol answer as JSON, CSV or text; its warnings on stderr."""
     if args.json:
-        print(json.dumps(table.to_json(), sort_keys=True))
+        print(json.dumps(result.to_json(), sort_keys=True))
     elif args.csv:
-        table.to_csv(sys.stdout)
+        result.to_csv(sys.stdout)
     else:
-        print(table.to_text())
-    for warning in table.warnings:
+        print(result.to_text())
+    for warning in result.warnings:
         print("ldpfleet: warning: %s" % warning, file=sys.stderr)
     return 0
 
@@ -526,13 +507,4 @@ def _print_answer(args, store):
         if getattr(args, flag):
             raise ConfigError(flag, "--%s applies to one phase's estimates; add --phase 1 or 2"
                               % flag)
-    answer = compute_answer(store, args.name, top=args.top)
-    if args.json:
-        print(json.dumps(answer.to_json(), sort_keys=True))
-    elif args.csv:
-        answer.to_csv(sys.stdout)
-    else:
-        print(answer.to_text())
-    for warning in answer.warnings:
-        print("ldpfleet: warning: %s" % warning, file=sys.stderr)
-    return 0
+    return _print_result(args, compute_answer(store, args.name, top=args.top))

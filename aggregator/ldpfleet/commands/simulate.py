@@ -131,7 +131,10 @@ def _progress(total):
     """A tqdm bar on stderr, only when stderr is a terminal (80x24 if it reports no size)."""
     if not sys.stderr.isatty():
         return None
-    from tqdm import tqdm
+    try:
+        from tqdm import tqdm
+    except ImportError:  # the `eval` extra: no bar without it
+        return None
     try:
         size = os.get_terminal_size(sys.stderr.fileno())
     except OSError:

@@ -367,7 +367,11 @@ def train_model(phase1_sketch, domain_keys, theta: float = 0.5, train_items: int
     is written; that sum adds every item's estimation noise (hash collisions put d/m items on
     each sketch column, so its error is of the order of the largest frequencies) and at the
     simulated sizes it came out near 0, leaving nothing high."""
-    from sklearn.ensemble import GradientBoostingRegressor
+    try:
+        from sklearn.ensemble import GradientBoostingRegressor
+    except ImportError:
+        raise ConfigError("ldplcm", "training the LDPLCM frequency model needs scikit-learn: "
+                          "pip install 'ldpfleet[ldplcm]'") from None
     keys = as_keys(domain_keys)
     d = keys.size
     if phase1_sketch.n < 1:

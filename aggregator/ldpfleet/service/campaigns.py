@@ -230,6 +230,20 @@ def create_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_fi
     return _sign_store_publish(store, broker, fleet_key_file, key, doc)
 
 
+def campaign_key(camp: Campaign, fleet_key_file: str = None) -> bytes:
+    """The key that signs a campaign's later messages (phase 2, close): the given key file or
+    the one the campaign was made with, refused unless it verifies the campaign's config
+    (devices would refuse anything else)."""
+    key_file = fleet_key_file or camp.fleet_key_ref
+    key = read_fleet_key(key_file)
+    try:
+        cfgmod.verify(camp.config_payload, key)
+    except ConfigError:
+        raise ConfigError("fleet_key", "%s is not the key campaign %s was signed with"
+                          % (key_file, camp.name)) from None
+    return key
+
+
 def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = None,
                    fleet_key_file: str = None) -> Campaign:
     """State `closed` (the ingest rejects further reports as `closed_campaign`). With a broker,
@@ -240,13 +254,7 @@ def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = N
     camp = store.require_campaign(name)
     payload = None
     if broker is not None:
-        key_file = fleet_key_file or camp.fleet_key_ref
-        key = read_fleet_key(key_file)
-        try:
-            cfgmod.verify(camp.config_payload, key)
-        except ConfigError:
-            raise ConfigError("fleet_key", "%s is not the key campaign %s was signed with"
-                              % (key_file, name)) from None
+        key = campaign_key(camp, fleet_key_file)
         payload = cfgmod.sign(cfgmod.make_close(camp.config), key)
     store.set_state(name, "closed")
     if broker is not None:
@@ -274,13 +282,7 @@ def publish_phase2(store: Store, broker: brokermod.BrokerSettings, name: str, ca
         raise ConfigError("phase", "campaign %s has a single phase" % name)
     if not camp.open:
         raise ConfigError("state", "campaign %s is closed" % name)
-    key_file = fleet_key_file or camp.fleet_key_ref
-    key = read_fleet_key(key_file)
-    try:
-        cfgmod.verify(camp.config_payload, key)
-    except ConfigError:
-        raise ConfigError("fleet_key", "%s is not the key campaign %s was signed with"
-                          % (key_file, name)) from None
+    key = campaign_key(camp, fleet_key_file)
     if candidates is not None:
         keys = set(int(c) for c in candidates)
         dom = camp.config["domain"]

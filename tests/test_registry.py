@@ -1,0 +1,68 @@
+"""protocol_spec/v2/registry.json is the one source of mechanism ids, names and report sizes
+(issue 11 #5): every hand-kept table — the aggregator's, the C kernels' and the C client's, the
+MicroPython client's, the CLI's choices — must agree with it, so adding a mechanism has one path
+(CONTRIBUTING.md) and a forgotten table fails here."""
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from ldpfleet import config as campaign_config
+from ldpfleet import device_runner, protocol
+from ldpfleet.commands.simulate import MECHANISMS as SIMULATE_CHOICES
+from ldpfleet.kernels import ffi, lib
+from ldpfleet.mechanisms import MODULES, make_mechanism
+
+ROOT = Path(__file__).resolve().parents[1]
+REGISTRY = json.loads((ROOT / "protocol_spec" / "v2" / "registry.json").read_text())
+IDS = {name: m["id"] for name, m in REGISTRY["mechanisms"].items()}
+SET_VALUED = {name for name, m in REGISTRY["mechanisms"].items() if m.get("set_valued")}
+
+
+def test_aggregator_tables():
+    assert protocol.MECHANISM_IDS == IDS
+    assert set(MODULES) == set(IDS)
+    assert campaign_config.SET_VALUED == SET_VALUED
+    assert protocol.PROTOCOL_VERSION == REGISTRY["protocol"]
+    assert protocol.HEADER_SIZE == REGISTRY["header"]["size"]
+    assert protocol.MAX_EPS_MILLI == REGISTRY["limits"]["eps_milli_max"]
+    assert set(SIMULATE_CHOICES) <= set(IDS)
+
+
+def test_c_kernel_and_c_client_tables():
+    for name, mid in IDS.items():
+        assert lib.ldp_mechanism_id(name.encode()) == mid
+        assert ffi.string(lib.ldp_mechanism_name(mid)).decode() == name
+    header = (ROOT / "c_kernels" / "ldp_report.h").read_text()
+    defined = {m.group(1).lower(): int(m.group(2))
+               for m in re.finditer(r"#define LDP_MECHANISM_ID_(\w+) (\d+)", header)}
+    assert defined == IDS
+    version = int(re.search(r"#define LDP_PROTOCOL_VERSION (\d+)", header).group(1))
+    assert version == REGISTRY["protocol"]
+
+
+def test_micropython_tables():
+    script = ("import json\nfrom ldp import report, mechanisms\n"
+              "print(json.dumps({'ids': report.MECHANISM_IDS, 'names': list(mechanisms.NAMES),"
+              " 'set_valued': list(mechanisms.SET_VALUED), 'version': report.VERSION}))\n")
+    proc = subprocess.run([device_runner.micropython_binary(), "-c", script],
+                          env=device_runner.micropython_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["ids"] == IDS and set(got["names"]) == set(IDS)
+    assert set(got["set_valued"]) == SET_VALUED and got["version"] == REGISTRY["protocol"]
+
+
+def test_report_sizes_follow_the_registry_formulas():
+    for name, entry in REGISTRY["mechanisms"].items():
+        params = {"grr": {}, "olh": {"g": 8}, "flh": {"g": 8, "kp": 16}, "oue": {},
+                  "cms": {"k": 4, "m": 40}, "hcms": {"k": 4, "m": 32}, "sh": {"m": 64, "l": 3},
+                  "srappor": {"l": 3, "candidates": [1, 2, 3, 4, 5]}, "lcm": {"k": 4, "m": 40}}[name]
+        mech = make_mechanism(name, 1000, 100, salt=1, campaign_id=1, phase=1, **params)
+        env = {"n": 100, "m": params.get("m", 0), "kc": len(params.get("candidates", []))}
+        # the registry writes ceil(X/8) for bitmaps of X bits: ((X) + 7) // 8 in integers
+        formula = re.sub(r"ceil\((.*)/8\)", r"(((\1) + 7) // 8)", entry["body_bytes"])
+        want = eval(formula, {"__builtins__": {}}, env)  # noqa: S307 - the repo's own registry
+        body = mech.body_size
+        assert body == int(want), (name, entry["body_bytes"], body)
