@@ -533,3 +533,19 @@ def test_unknown_campaign_says_so_at_the_timeout(mosquitto, tmp_path):
     assert "timeout no config received on ldp/no-such-campaign/config" in proc.stdout, proc.stdout
     usage = subprocess.run([str(build_client()), "--help"], capture_output=True, text=True)
     assert usage.returncode == 0 and "[--host H] [--port P]" in usage.stdout
+
+
+def test_production_build_has_no_test_modes(tmp_path):
+    """issue 11 #4: `make` (what a board owner runs) leaves out the vector/threshold/model/config
+    test modes and the crash point; the tests build with TEST_MODES=1."""
+    out = tmp_path / "prod"
+    proc = subprocess.run(["make", "-C", str(ROOT / "device" / "c_client"), "BUILD=%s" % out, "-j2"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    binary = out / "ldp_client"
+    for mode in ("vector", "thresholds", "check-model", "verify-config"):
+        refused = subprocess.run([str(binary), mode], capture_output=True, text=True)
+        assert refused.returncode == 1 and "production build" in refused.stderr, (mode, refused.stderr)
+    assert subprocess.run([str(build_client()), "thresholds", "--eps-milli", "1000"],
+                          capture_output=True, text=True).returncode == 0
+    assert b"LDPC_TEST_RANDOM_SEED" not in binary.read_bytes()  # no deterministic-randomness seam

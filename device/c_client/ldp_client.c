@@ -38,6 +38,7 @@
     "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n" \
     "                  [--cafile PEM] [--crash-point after-commit]\n" \
     "       ldp_client provision --state-dir DIR\n" \
+    "   test builds only (make TEST_MODES=1):\n" \
     "       ldp_client vector --case JSON --words-hex HEX\n" \
     "       ldp_client check-model [--model-file F] [--d D]\n" \
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
@@ -134,6 +135,10 @@ static int run(int argc, char **argv)
         return usage("bad --port, --keepalive, --backoff-max or --timeout");
     if (crash != NULL && strcmp(crash, "after-commit") != 0)
         return usage("--crash-point takes after-commit");
+#ifndef LDPC_TEST_MODES
+    if (crash != NULL)
+        return usage("--crash-point is a test mode: `make TEST_MODES=1`");
+#endif
     if (identity_path == NULL) {
         snprintf(path, sizeof path, "%s/identity.json", state_dir);
         identity_path = path;
@@ -185,6 +190,9 @@ static int run(int argc, char **argv)
     return code;
 }
 
+/* ---- test-only modes: built with `make TEST_MODES=1` (the tests do); the production binary
+ * has none of them (issue 11 #4) ---------------------------------------------------------- */
+#ifdef LDPC_TEST_MODES
 static int str_is(const cJSON *v, const char *s)
 {
     return cJSON_IsString(v) && strcmp(v->valuestring, s) == 0;
@@ -501,6 +509,8 @@ static int thresholds(int argc, char **argv)
     return LDPC_EXIT_DONE;
 }
 
+#endif /* LDPC_TEST_MODES */
+
 /* `provision --state-dir DIR`: generation 0 of the ledger (spec §7.4), unless one exists. */
 static int provision(int argc, char **argv)
 {
@@ -524,6 +534,7 @@ int main(int argc, char **argv)
         fputs(USAGE, stdout);
         return LDPC_EXIT_DONE;
     }
+#ifdef LDPC_TEST_MODES
     if (argc >= 2 && strcmp(argv[1], "vector") == 0)
         return vector(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "verify-config") == 0)
@@ -532,6 +543,11 @@ int main(int argc, char **argv)
         return check_model(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "thresholds") == 0)
         return thresholds(argc - 2, argv + 2);
+#else
+    if (argc >= 2 && (strcmp(argv[1], "vector") == 0 || strcmp(argv[1], "verify-config") == 0
+                      || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0))
+        return usage("this is a production build: the test modes need `make TEST_MODES=1`");
+#endif
     if (argc >= 2 && strcmp(argv[1], "provision") == 0)
         return provision(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "run") == 0)
