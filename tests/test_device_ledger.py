@@ -180,3 +180,39 @@ def test_nonces_are_random_per_campaign_not_a_counter(mosquitto, tmp_path):
     assert ledger["spent_milli"] == 3000
     assert sorted(v[0] for v in ledger["reports"].values()) == sorted(nonces)
     assert "next_seq" not in json.dumps(ledger)
+
+
+@pytest.mark.parametrize("step", ["before-ledger-write", "mid-ledger-write", "after-ledger-write"])
+def test_reset_at_every_step_of_a_ledger_commit(mosquitto, tmp_path, step):
+    """The same three steps as the C client's test (tests/test_c_client.py): before the file is
+    opened, half-way through writing it, after it is written and synced. The spend never goes
+    below what was committed, the older generation's memo survives, a complete generation counts
+    (its report goes out from the memo, not drawn again), and the campaign is spent exactly once.
+    The ledger never renames or deletes, so a filesystem whose rename deletes the target first
+    (FAT) has no window in which the only copy is gone."""
+    state = device(tmp_path, budget=10000)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        start_campaign(collector, "one", eps_milli=1000)
+        assert run(state, mosquitto, "one").returncode == 0
+        committed = device_runner.read_ledger(state)
+        start_campaign(collector, "two", eps_milli=1000)
+        crashed = run(state, mosquitto, "two", extra_args=["--crash-point", step])
+        assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout
+        assert [t for t, _ in collector.barrier()] == ["ldp/one/r/dev-1"]  # nothing of "two" left
+        after = device_runner.read_ledger(state)
+        assert after["spent_milli"] >= committed["spent_milli"]
+        assert after["reports"]["%d:1" % config_doc("one")["campaign_id"]] == \
+            committed["reports"]["%d:1" % config_doc("one")["campaign_id"]]
+        resumed = run(state, mosquitto, "two")
+        assert resumed.returncode == 0, resumed.stdout
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    final = device_runner.read_ledger(state)
+    assert final["spent_milli"] == 2000  # campaign two spent exactly once
+    assert [t for t, _ in reports] == ["ldp/one/r/dev-1", "ldp/two/r/dev-1"]
+    if step == "after-ledger-write":
+        assert after == final and "memo phase=1" in resumed.stdout
+    else:
+        assert after == committed and "spent phase=1" in resumed.stdout

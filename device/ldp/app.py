@@ -46,12 +46,16 @@ def parse_args(argv):
     return opts
 
 
+LEDGER_CRASH_POINTS = {"before-ledger-write": "before-write", "mid-ledger-write": "mid-write",
+                      "after-ledger-write": "after-write"}
+
+
 def _crash_point(name):
     """Test crash points: "after-commit" (the device, after the ledger write, before the
-    publish) or "mid-ledger-write" (the ledger, half-way through writing a generation)."""
-    if name == "mid-ledger-write":
+    publish) or a step of the ledger's write (LEDGER_CRASH_POINTS)."""
+    if name in LEDGER_CRASH_POINTS:
         from . import ledger
-        ledger.CRASH_STEP = "mid-write"
+        ledger.CRASH_STEP = LEDGER_CRASH_POINTS[name]
         return None
     return name
 

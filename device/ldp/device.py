@@ -176,7 +176,6 @@ class Device:
             return
         if self.config is None or self.config["campaign_id"] != doc["campaign_id"]:
             self.delivered = set()
-            self.domain = None
         self.config = doc
         self.phases = phases
         self.log("accepted", "config campaign_id=%d phases=%s" % (doc["campaign_id"], phases))

@@ -73,6 +73,8 @@ def _read(path):
 def write_generation(state_dir, gen, doc):
     """Write generation `gen` of `doc` into its file (gen mod 2) and sync."""
     text = json.dumps({"gen": gen, "doc": doc, "sha256": _digest(doc)})
+    if CRASH_STEP == "before-write":  # tests: a reset before the file is opened
+        raise SystemExit(75)
     with open(_path(state_dir, FILES[gen % 2]), "w") as f:
         if CRASH_STEP == "mid-write":  # tests: a reset half-way through the write
             f.write(text[:len(text) // 2])
@@ -83,6 +85,8 @@ def write_generation(state_dir, gen, doc):
         if flush is not None:
             flush()
     _sync()
+    if CRASH_STEP == "after-write":  # tests: a reset once the generation is on flash
+        raise SystemExit(75)
 
 
 def provision(state_dir):
