@@ -117,14 +117,6 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
         dev->value = cJSON_CreateString(value_text);
     dev->high = high != 0;
     dev->once = once != 0;
-    if (cJSON_IsArray(dev->value) && cJSON_GetArraySize(dev->value) > LDPC_SET_CAPACITY) {
-        /* refused at start, before any message (spec §7.1: sets use a fixed capacity) */
-        ldpc_reason_set(why, "value", "the value's set has %d elements, more than set_capacity %d",
-                        cJSON_GetArraySize(dev->value), LDPC_SET_CAPACITY);
-        cJSON_Delete(dev->value);
-        dev->value = NULL;
-        return -1;
-    }
     if (ldpc_ledger_open(&dev->ledger, state_dir, id->eps_cap_milli, id->lifetime_budget_milli, why) != 0) {
         cJSON_Delete(dev->value);
         dev->value = NULL;

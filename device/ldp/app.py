@@ -12,8 +12,8 @@ On the unix port:
                       [--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]
                       [--ca-file PATH]
 Exit codes: 0 done, 1 missing or corrupt ledger (the device stops rather than reset its
-budget; `ldpfleet flash` provisions it), 2 config refused (--once), unusable CA file or a value
-set larger than set_capacity, 3 timed out (--once), 75 test crash point.
+budget; `ldpfleet flash` provisions it), 2 config refused (--once) or unusable CA file, 3 timed out
+(--once), 75 test crash point.
 """
 import json
 
@@ -129,7 +129,7 @@ def main(argv):
     except (LedgerCorrupt, LedgerMissing) as exc:
         print("ldp %s stopped %s" % (identity.get("device_id"), exc))
         return EXIT_CORRUPT_LEDGER
-    except ValueError as exc:  # a value set larger than set_capacity (checked before any message)
-        print("ldp %s refused value %s" % (identity.get("device_id"), exc))
+    except ValueError as exc:  # a malformed device id or campaign name in the local files
+        print("ldp %s refused %s" % (identity.get("device_id"), exc))
         return EXIT_BAD_CA
     return device.run()

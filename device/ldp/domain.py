@@ -29,15 +29,15 @@ def _key_of(v):
 
 class DeviceValue:
     """The device's value prepared at start: for a one-item campaign its int / string key;
-    for a set campaign the keys of up to `capacity` distinct elements (ValueError if the set
-    is larger: refused at start, before any message, spec §7.1)."""
+    for a set campaign the keys of the distinct items among its first `capacity` elements
+    (slots), as the C client reads them. A longer set is
+    truncated, never refused: a device that refused (or went silent) would show that its set is
+    long; truncation is a function of the value that the mechanism then perturbs, so the report
+    stays exactly ε-LDP (spec §7.1)."""
 
     def __init__(self, value, capacity=SET_CAPACITY):
         self.int_value, self.str_key = _key_of(value)
-        items = value if isinstance(value, list) else [value]
-        if len(items) > capacity:
-            raise ValueError("the value's set has %d elements, more than set_capacity %d"
-                             % (len(items), capacity))
+        items = (value if isinstance(value, list) else [value])[:capacity]  # the C client's slots
         self.capacity = capacity
         self.set_ints = [-1] * capacity
         self.set_strs = [-1] * capacity
