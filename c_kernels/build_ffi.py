@@ -1,7 +1,8 @@
 """cffi API-mode builder for the C kernels (ldpfleet._kernels).
 
 Every `c_kernels/*.h` contributes the prototypes between `/* cdef-begin */` and
-`/* cdef-end */`; every `c_kernels/*.c` except the device client's is compiled in.
+`/* cdef-end */`; every `c_kernels/*.c` is compiled in (the C client, device/c_client,
+links the same sources with its own Makefile).
 """
 import os
 import re
@@ -11,12 +12,11 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 CDEF_RE = re.compile(r"/\* cdef-begin \*/(.*?)/\* cdef-end \*/", re.S)
-EXCLUDE = {"ldp_client_main.c"}
 
 
 def collect():
     headers = sorted(HERE.glob("*.h"))
-    sources = sorted(p for p in HERE.glob("*.c") if p.name not in EXCLUDE)
+    sources = sorted(HERE.glob("*.c"))
     cdef = "\n".join(m for h in headers for m in CDEF_RE.findall(h.read_text()))
     return headers, sources, cdef
 

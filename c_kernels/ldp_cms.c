@@ -1,4 +1,4 @@
-/* CMS / LCM client and aggregation kernels, protocol v1 §3 (ids 5 and 9). */
+/* CMS / LCM client and aggregation kernels, protocol v2 §3 (ids 5 and 9). */
 #include "ldp_cms.h"
 #include "ldp_hash.h"
 

@@ -1,4 +1,4 @@
-/* Apple count-mean sketch (CMS, id 5) and LDPLCM phase 2 (LCM, id 9), protocol v1 §3.
+/* Apple count-mean sketch (CMS, id 5) and LDPLCM phase 2 (LCM, id 9), protocol v2 §3.
  *
  * Body: j:u16 (LE), then a bitmap of m bits (bit i in byte i>>3 at position i&7).
  * Words per user (user-major): R = 1 + m; w0 picks the row j = bucket(w0, k), w[1+i] flips bit i

@@ -1,19 +1,7 @@
-/* GRR client perturbation and aggregator counting, protocol v1 §3 (id 1). */
+/* GRR client perturbation and aggregator counting, protocol v2 §3 (id 1). */
+#include "ldp_bytes.h"
 #include "ldp_grr.h"
 #include "ldp_hash.h"
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 /* n users with item indices x[i] < d; words[2i], words[2i+1]; body i written at out + i*stride.
  * y = x if w0 < t_keep, else r = bucket(w1, d-1), y = r + (r >= x).

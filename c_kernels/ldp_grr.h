@@ -1,4 +1,4 @@
-/* GRR (generalized randomized response), protocol v1 §3 mechanism id 1.
+/* GRR (generalized randomized response), protocol v2 §3 mechanism id 1.
  * Body: y:u32 (LE). Words per user: 2 (w0 keep test, w1 uniform among the others).
  * Portable C99, no allocation, no globals. */
 #ifndef LDP_GRR_H

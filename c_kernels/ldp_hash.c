@@ -1,4 +1,4 @@
-/* MurmurHash3_x86_32 (Austin Appleby, public domain), protocol v1 §1. */
+/* MurmurHash3_x86_32 (Austin Appleby, public domain), protocol v2 §1. */
 #include "ldp_hash.h"
 
 uint32_t ldp_murmur3_32(const uint8_t *data, size_t len, uint32_t seed)

@@ -1,4 +1,4 @@
-/* Hashing and bucketing, protocol v1 §1. Portable C99, no allocation, no globals. */
+/* Hashing and bucketing, protocol v2 §1. Portable C99, no allocation, no globals. */
 #ifndef LDP_HASH_H
 #define LDP_HASH_H
 #include <stddef.h>

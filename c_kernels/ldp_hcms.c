@@ -1,4 +1,4 @@
-/* HCMS client, aggregation and the fast Walsh-Hadamard transform, protocol v1 §3 (id 6). */
+/* HCMS client, aggregation and the fast Walsh-Hadamard transform, protocol v2 §3 (id 6). */
 #include "ldp_hcms.h"
 #include "ldp_hash.h"
 

@@ -1,4 +1,4 @@
-/* Apple Hadamard count-mean sketch (HCMS, id 6), protocol v1 §3.
+/* Apple Hadamard count-mean sketch (HCMS, id 6), protocol v2 §3.
  *
  * Body: j:u16, l:u16, sign:u8 (1 = +1, 0 = -1). Words per user (user-major): R = 3;
  * j = bucket(w0, k), c = bucket(Hs(key, salt + j), m), l = bucket(w1, m),

@@ -1,7 +1,8 @@
-/* OLH / FLH client perturbation and aggregator decoding, protocol v1 §3 (ids 2, 3).
+/* OLH / FLH client perturbation and aggregator decoding, protocol v2 §3 (ids 2, 3).
  * OLH: Wang et al., "Locally Differentially Private Protocols for Frequency Estimation"
  * (USENIX Security 2017) §4.4; FLH: Cormode, Maddock, Maple, "Frequency Estimation under
  * Local Differential Privacy" (VLDB 2021) §4 (k' public hash functions). */
+#include "ldp_bytes.h"
 #include "ldp_olh.h"
 #include "ldp_hash.h"
 
@@ -13,19 +14,6 @@
 
 /* Reports per block of the decoder: the block's three u32 arrays stay in L1. */
 #define LDP_OLH_BLOCK 2048
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 /* GRR over [0, g): keep v iff w_keep < t_keep, else r = bucket(w_other, g-1), r + (r >= v). */
 static uint32_t grr_over(uint32_t v, uint32_t g, uint32_t t_keep, uint32_t w_keep, uint32_t w_other)

@@ -1,4 +1,4 @@
-/* OLH and FLH (local hashing), protocol v1 §3 mechanism ids 2 and 3.
+/* OLH and FLH (local hashing), protocol v2 §3 mechanism ids 2 and 3.
  * OLH body: seed:u32, y:u16; FLH body: seed_index:u32, y:u16 (LE). Words per user: 3.
  * Client paths: no allocation, no globals. The OLH decoder is the O(n·d) hot loop. */
 #ifndef LDP_OLH_H

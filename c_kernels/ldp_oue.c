@@ -1,4 +1,4 @@
-/* OUE client perturbation and aggregator bit counting, protocol v1 §3 (id 4).
+/* OUE client perturbation and aggregator bit counting, protocol v2 §3 (id 4).
  * Wang et al., "Locally Differentially Private Protocols for Frequency Estimation"
  * (USENIX Security 2017) §4.3. */
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* OUE (optimized unary encoding), protocol v1 §3 mechanism id 4.
+/* OUE (optimized unary encoding), protocol v2 §3 mechanism id 4.
  * Body: bitmap of d bits, LSB first, padding bits 0. Words per user: d.
  * Client path: no allocation, no globals. */
 #ifndef LDP_OUE_H

@@ -22,20 +22,8 @@
 #define LDP_MECHANISM_ID_SRAPPOR 8
 #define LDP_MECHANISM_ID_LCM 9
 
-/* ldp_header_parse result: 0, or 1 + the index of the offending field in the registry's
- * "errors" list (size, version, mechanism, phase, flags). */
-#define LDP_REPORT_OK 0
-#define LDP_REPORT_ESIZE 1
-#define LDP_REPORT_EVERSION 2
-#define LDP_REPORT_EMECHANISM 3
-#define LDP_REPORT_EPHASE 4
-#define LDP_REPORT_EFLAGS 5
-
 /* cdef-begin */
 void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce);
-int ldp_header_parse(const uint8_t *report, size_t len, uint8_t *mechanism, uint8_t *phase,
-                     uint32_t *campaign_id, uint32_t *nonce);
-const char *ldp_report_error_field(int code);
 int ldp_mechanism_id(const char *name);
 const char *ldp_mechanism_name(int id);
 /* cdef-end */

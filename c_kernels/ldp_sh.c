@@ -1,4 +1,4 @@
-/* Sampling SH and sampling RAPPOR kernels (LDPMiner §4.2, Alg. 2), protocol v1 §3 (ids 7, 8). */
+/* Sampling SH and sampling RAPPOR kernels (LDPMiner §4.2, Alg. 2), protocol v2 §3 (ids 7, 8). */
 #include "ldp_sh.h"
 #include "ldp_cms.h"
 #include "ldp_hash.h"

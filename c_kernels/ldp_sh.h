@@ -1,5 +1,5 @@
 /* Set-valued mechanisms of LDPMiner (Qin et al., CCS'16 §4.2): sampling succinct histogram
- * (SH, id 7, Alg. 2) and sampling RAPPOR (SRAPPOR, id 8), protocol v1 §3.
+ * (SH, id 7, Alg. 2) and sampling RAPPOR (SRAPPOR, id 8), protocol v2 §3.
  *
  * A batch of n users' item sets is passed flat: user u holds keys[offsets[u] .. offsets[u+1])
  * (s distinct keys, any s >= 0); L = max(l, s) and i = bucket(w0, L) picks the reported element,

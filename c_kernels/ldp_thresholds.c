@@ -1,4 +1,4 @@
-/* Integer thresholds of protocol v1 §2 (protocol_spec/v2/README.md, table "Thresholds").
+/* Integer thresholds of protocol v2 §2 (protocol_spec/v2/README.md, table "Thresholds").
  *
  * W = 2^32, S = 2^64. The definitions use products such as E*W*c that exceed 128 bits, so
  * they are evaluated through exact identities (W integer, floor(W - x) = W - ceil(x)):

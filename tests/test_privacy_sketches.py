@@ -1,5 +1,5 @@
 """Exact privacy of the sketch and set-valued mechanisms (CMS, HCMS, SH, SRAPPOR, LCM) by
-enumeration over the shipped C perturbation kernels (briefing's method, protocol v1 §2).
+enumeration over the shipped C perturbation kernels (briefing's method, protocol v2 §2).
 
 Every random word the kernel consumes is split into the intervals on which the kernel is
 claimed to be constant (threshold breakpoints, bucket edges ceil(r 2^32/n)). For every combination

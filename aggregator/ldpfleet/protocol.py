@@ -8,7 +8,10 @@ thresholds are computed.
 import json
 import math
 import struct
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from .errors import ReportFormatError
 
@@ -238,20 +241,75 @@ def pack_header(mechanism: str, phase: int, campaign_id: int, nonce: int) -> byt
 
 
 def parse_header(report: bytes):
-    """Return (version, mechanism_id, phase, flags, campaign_id, nonce); checks version/flags."""
+    """(version, mechanism_id, phase, flags, campaign_id, nonce) of a report, unchecked (the
+    rule is `header_faults`); a report shorter than the header is a `size` ReportFormatError."""
     if len(report) < HEADER_SIZE:
         raise ReportFormatError("size", "report of %d bytes is shorter than the %d-byte header"
                                 % (len(report), HEADER_SIZE))
-    fields = HEADER.unpack_from(report, 0)
-    if fields[0] != PROTOCOL_VERSION:
-        raise ReportFormatError("version", "unsupported version %d" % fields[0])
-    if fields[1] not in MECHANISM_NAMES:
-        raise ReportFormatError("mechanism", "unknown mechanism id %d" % fields[1])
-    if fields[2] not in (1, 2):
-        raise ReportFormatError("phase", "phase must be 1 or 2, got %d" % fields[2])
-    if fields[3] != 0:
-        raise ReportFormatError("flags", "flags must be 0, got %d" % fields[3])
-    return fields
+    return HEADER.unpack_from(report, 0)
+
+
+HEADER_FAULTS = ("size", "version", "phase", "phase_not_open", "mechanism", "flags",
+                 "campaign_id")
+"""What `header_faults` can find wrong with a report, by name (`phase_not_open`: a phase the
+campaign has not opened yet; the others are the registry's error fields)."""
+
+
+@dataclass(frozen=True)
+class HeaderRule:
+    """What a report's header and length must say to count for one campaign (spec §3).
+
+    `mechanism_ids[p - 1]` and `report_sizes[p - 1]` belong to phase p; phases below
+    `first_phase` or above `len(mechanism_ids)` are a `phase` fault, phases above
+    `open_phase` a `phase_not_open` one (a phase-2 report before the phase-2 message)."""
+
+    campaign_id: int
+    mechanism_ids: tuple
+    report_sizes: tuple
+    first_phase: int = 1
+    open_phase: int = None
+
+
+def header_faults(reports, rule: HeaderRule):
+    """THE header rule, for a batch: (first fault of every report as an index into
+    HEADER_FAULTS, -1 for none; the phase byte of every report), both numpy arrays.
+
+    The checks run in this order and the first that fails names the fault: size (shorter than
+    the header), version, phase, phase_not_open, mechanism, flags, campaign_id, size (not the
+    report size of its phase). `reports`: a list of bytes, or an (n, size) uint8 array (all of
+    one length). The body fields are the mechanism's (`Mechanism.validate`)."""
+    if isinstance(reports, np.ndarray):
+        hdr = reports[:, :HEADER_SIZE]
+        lengths = np.full(reports.shape[0], reports.shape[1], np.int64)
+        if reports.shape[1] < HEADER_SIZE:
+            hdr = np.zeros((reports.shape[0], HEADER_SIZE), np.uint8)
+    else:
+        lengths = np.fromiter(map(len, reports), np.int64, len(reports))
+        hdr = np.frombuffer(b"".join(bytes(r[:HEADER_SIZE]).ljust(HEADER_SIZE, b"\0")
+                                     for r in reports), np.uint8).reshape(-1, HEADER_SIZE)
+    n = lengths.shape[0]
+    phases = hdr[:, 2].astype(np.int64)
+    last = len(rule.mechanism_ids)
+    in_range = (phases >= rule.first_phase) & (phases <= last)
+    at = np.where(in_range, phases - 1, 0)
+    mids = np.asarray(rule.mechanism_ids, np.int64)[at] if last else np.zeros(n, np.int64)
+    sizes = np.asarray(rule.report_sizes, np.int64)[at] if last else np.zeros(n, np.int64)
+    open_phase = last if rule.open_phase is None else rule.open_phase
+    cid = np.ascontiguousarray(hdr[:, 4:8]).view("<u4").ravel()
+    checks = (
+        ("size", lengths < HEADER_SIZE),
+        ("version", hdr[:, 0] != PROTOCOL_VERSION),
+        ("phase", ~in_range),
+        ("phase_not_open", phases > open_phase),
+        ("mechanism", hdr[:, 1] != mids),
+        ("flags", hdr[:, 3] != 0),
+        ("campaign_id", cid != rule.campaign_id),
+        ("size", lengths != sizes),
+    )
+    faults = np.full(n, -1, np.int16)
+    for name, bad in checks:
+        faults[(faults < 0) & bad] = HEADER_FAULTS.index(name)
+    return faults, phases
 
 
 EMPTY_KEY = murmur3_32(b"", KEY_SEED)

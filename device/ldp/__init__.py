@@ -1,1 +1,1 @@
-"""ldpfleet device client for MicroPython (protocol v1, protocol_spec/v2/README.md)."""
+"""ldpfleet device client for MicroPython (protocol v2, protocol_spec/v2/README.md)."""

@@ -223,22 +223,19 @@ class Mechanism:
         return np.frombuffer(b"".join(reports), np.uint8).reshape(-1, self.report_size)
 
     def validate(self, arr: np.ndarray) -> np.ndarray:
-        """Per-report error field index into protocol registry 'errors' (-1 = valid)."""
-        out = np.full(arr.shape[0], -1, np.int16)
-        fields = ERROR_FIELDS
-        hdr = arr[:, :protocol.HEADER_SIZE]
-        cid = hdr[:, 4:8].copy().view("<u4").ravel()
-        checks = [
-            ("version", hdr[:, 0] != protocol.PROTOCOL_VERSION),
-            ("mechanism", hdr[:, 1] != protocol.MECHANISM_IDS[self.name]),
-            ("phase", hdr[:, 2] != self.phase),
-            ("flags", hdr[:, 3] != 0),
-            ("campaign_id", cid != self.campaign_id),
-        ]
-        checks += self.validate_bodies(arr[:, protocol.HEADER_SIZE:])
-        for field, bad in checks:
-            out[(out < 0) & bad] = fields.index(field)
-        return out
+        """Per-report error field index into protocol registry 'errors' (-1 = valid): the
+        header by `protocol.header_faults` (this mechanism, phase and campaign id), then
+        the body fields."""
+        faults, _ = protocol.header_faults(arr, self.header_rule)
+        out = np.where(faults >= 0, HEADER_TO_ERROR[faults], -1).astype(np.int16)
+        return first_faults(self.validate_bodies(arr[:, protocol.HEADER_SIZE:]), out)
+
+    @property
+    def header_rule(self) -> protocol.HeaderRule:
+        """Reports of this mechanism's phase only."""
+        before = (0,) * (self.phase - 1)
+        return protocol.HeaderRule(self.campaign_id, before + (protocol.MECHANISM_IDS[self.name],),
+                                   before + (self.report_size,), first_phase=self.phase)
 
     def check(self, reports) -> np.ndarray:
         """Reports as an array, raising ReportFormatError for the first invalid one."""
@@ -272,6 +269,18 @@ class Mechanism:
 
 ERROR_FIELDS = ["size", "version", "mechanism", "phase", "flags", "campaign_id", "y",
                 "seed_index", "j", "l", "sign", "t", "padding"]
+HEADER_TO_ERROR = np.array([ERROR_FIELDS.index(f) if f in ERROR_FIELDS else -1
+                            for f in protocol.HEADER_FAULTS] + [-1], np.int16)
+"""protocol.HEADER_FAULTS index -> ERROR_FIELDS index (`phase_not_open` cannot happen for a
+single mechanism: its rule opens its own phase)."""
+
+
+def first_faults(checks, codes: np.ndarray) -> np.ndarray:
+    """Fill `codes` (-1 = valid so far) with the ERROR_FIELDS index of each row's first
+    failing (field, bad-row mask) of `checks`, in order; returns `codes`."""
+    for field, bad in checks:
+        codes[(codes < 0) & bad] = ERROR_FIELDS.index(field)
+    return codes
 
 
 def padding_mask(bitmaps: np.ndarray, bits: int):

@@ -38,7 +38,7 @@ fractions of users. Of §4.4's optimisation:
 * not implemented: the correlated perturbation of [29] with consistent hashing, under which a
   device that samples the same item in both phases releases its phase-2 report at eps1 + eps2
   and the collector forms f = (f1 + (l-1) f2) / l. It needs the device to keep its phase-1
-  sample and coin and to perturb phase 2 conditioned on them, which protocol v1's report
+  sample and coin and to perturb phase 2 conditioned on them, which protocol v2's report
   formats and word layouts (spec §3, ids 7 and 8) do not define.
 """
 from collections import namedtuple

@@ -9,7 +9,8 @@ clean_start=False plus a non-zero Session Expiry Interval.
 Batch cycle (`Ingestor.process_batch` + `Ingestor._flush`), at `batch_size` messages or
 `batch_ms` after the first pending one, whichever comes first:
 1. one SQLite write transaction: reload campaigns if another process changed them;
-2. classify every message (topic, campaign, header, size; `mech.validate` for the body);
+2. route every message by topic to its campaign, check headers and sizes with the one
+   header rule (`protocol.header_faults`), then the body fields of the phase's mechanism;
 3. dedupe valid reports per (campaign, phase, device id): the same seq again is a
    `duplicate`, another seq from a device that already reported in this phase is a
    `second_report` (devices send one report per phase, spec §6);
@@ -48,7 +49,7 @@ import numpy as np
 
 from .. import protocol
 from ..config import NAME_RE
-from ..mechanisms.base import ERROR_FIELDS, Sketch
+from ..mechanisms.base import ERROR_FIELDS, Sketch, first_faults
 from . import broker as brokermod
 from .campaigns import status_document
 from .store import GLOBAL, Store
@@ -194,63 +195,44 @@ class Ingestor:
         return self._sketches[key]
 
     # --- one batch ---------------------------------------------------------------------
-    def _classify(self, topic, payload):
-        """(counter key, reason) of an invalid message, or (campaign, phase) of a candidate."""
+    def _route(self, topic):
+        """(counter key, reason) of a message no campaign takes, or (campaign, None)."""
         where = parse_report_topic(topic)
         if where is None:
-            return GLOBAL, BAD_TOPIC, None
-        name, _device = where
+            return GLOBAL, BAD_TOPIC
+        name = where[0]
         camp = self._campaigns.get(name)
         if camp is None:
-            return GLOBAL, UNKNOWN_CAMPAIGN, None
+            return GLOBAL, UNKNOWN_CAMPAIGN
         if not camp.open:
-            return name, CLOSED_CAMPAIGN, None
-        if len(payload) < protocol.HEADER_SIZE:
-            return name, "size", None
-        if payload[0] != protocol.PROTOCOL_VERSION:
-            return name, "version", None
-        phase = payload[2]
-        if not 1 <= phase <= camp.phases:
-            return name, "phase", None
-        if phase > camp.phase:
-            return name, PHASE_NOT_OPEN, None
-        mech = camp.mechanism(phase)
-        if payload[1] != protocol.MECHANISM_IDS[mech.name]:
-            return name, "mechanism", None
-        if payload[3] != 0:
-            return name, "flags", None
-        if int.from_bytes(payload[4:8], "little") != camp.campaign_id:
-            return name, "campaign_id", None
-        if len(payload) != mech.report_size:
-            return name, "size", None
-        return name, None, phase
+            return name, CLOSED_CAMPAIGN
+        return name, None
 
     def process_batch(self, messages) -> dict:
         """Validate, dedupe, fold and COMMIT one batch of (topic, payload) messages.
 
-        Returns {(campaign or "", reason): count} of what was committed (every message once
-        under `received` and once under its outcome). Raises only if the store fails, in
-        which case nothing of the batch is committed and the in-memory sketches are reset
-        to the stored ones."""
+        Top-down: route by topic (`_route`), the header rule per campaign
+        (`protocol.header_faults`), then per campaign phase the body fields, dedupe and one
+        sketch update (`_fold_group`), then the store. Returns {(campaign or "", reason):
+        count} of what was committed (every message once under `received` and once under
+        its outcome). Raises only if the store fails, in which case nothing of the batch is
+        committed and the in-memory sketches are reset to the stored ones."""
         counts = defaultdict(int)
         try:
             with self.store.batch():
                 self._refresh_campaigns()
-                groups = defaultdict(list)
+                routed = defaultdict(list)
                 for index, (topic, payload) in enumerate(messages):
-                    try:
-                        key, reason, phase = self._classify(topic, payload)
-                    except Exception as exc:  # e.g. a phase mechanism that cannot be built
-                        where = parse_report_topic(topic)
-                        key = where[0] if where and where[0] in self._campaigns else GLOBAL
-                        reason, phase = INTERNAL_ERROR, None
-                        self.bounded_log(INTERNAL_ERROR, "topic %r: %r", topic, exc)
+                    key, reason = self._route(topic)
                     counts[(key, RECEIVED)] += 1
                     if reason is None:
-                        groups[(key, phase)].append(index)
+                        routed[key].append(index)
                     else:
                         counts[(key, reason)] += 1
                         self.bounded_log(reason, "topic %r, %d bytes", topic, len(payload))
+                groups = {}
+                for name, indices in routed.items():
+                    groups.update(self._check_headers(name, indices, messages, counts))
                 seen_rows, touched = [], []
                 for (name, phase), indices in groups.items():
                     try:
@@ -275,6 +257,27 @@ class Ingestor:
             raise
         return dict(counts)
 
+    def _check_headers(self, name, indices, messages, counts) -> dict:
+        """The header rule over one campaign's messages: faults counted into `counts`;
+        returns {(campaign, phase): indices} of the rest."""
+        try:
+            faults, phases = protocol.header_faults([messages[i][1] for i in indices],
+                                                    self._campaigns[name].header_rule)
+        except Exception as exc:  # e.g. a phase mechanism that cannot be built
+            counts[(name, INTERNAL_ERROR)] += len(indices)
+            self.bounded_log(INTERNAL_ERROR, "campaign %s: %r", name, exc)
+            return {}
+        groups = defaultdict(list)
+        for index, fault, phase in zip(indices, faults.tolist(), phases.tolist()):
+            if fault < 0:
+                groups[(name, phase)].append(index)
+            else:
+                reason = protocol.HEADER_FAULTS[fault]
+                counts[(name, reason)] += 1
+                self.bounded_log(reason, "topic %r, %d bytes", messages[index][0],
+                                 len(messages[index][1]))
+        return groups
+
     def _fold_group(self, name, phase, indices, messages):
         """Body validation, dedupe and ONE sketch update for the candidate reports of one
         campaign phase. Returns ({reason: count}, dedupe rows of the accepted reports)."""
@@ -286,7 +289,8 @@ class Ingestor:
             return outcome, []
         arr = np.frombuffer(b"".join(messages[i][1] for i in indices), np.uint8).reshape(
             len(indices), mech.report_size)
-        codes = mech.validate(arr)
+        codes = first_faults(mech.validate_bodies(arr[:, protocol.HEADER_SIZE:]),
+                             np.full(len(indices), -1, np.int16))
         for code, hits in zip(*np.unique(codes[codes >= 0], return_counts=True)):
             outcome[ERROR_FIELDS[code]] += int(hits)
             self.bounded_log(ERROR_FIELDS[code], "campaign %s: %d reports", name, int(hits))

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import config as cfgmod
+from .. import protocol
 from ..errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -136,6 +137,17 @@ class Campaign:
             raise ConfigError("candidates", "campaign %s: phase 2 (%s) has no candidates before "
                               "its phase-2 message" % (self.name, name))
         return extras
+
+    @property
+    def header_rule(self):
+        """What a report header must say for this campaign (spec §3); the sizes of phases
+        not open yet are never compared (their reports are `phase_not_open` first)."""
+        phases = self.config["phases"]
+        return protocol.HeaderRule(
+            self.campaign_id, tuple(protocol.MECHANISM_IDS[ph["mechanism"]] for ph in phases),
+            tuple(self.mechanism(p).report_size if p <= self.phase else 0
+                  for p in range(1, len(phases) + 1)),
+            open_phase=self.phase)
 
     def mechanism(self, phase: int):
         """The Mechanism of one phase (cached per row object)."""
