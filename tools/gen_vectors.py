@@ -1,22 +1,22 @@
 """Regenerate protocol_spec/v2/vectors/*.json from the plain-Python reference implementations.
 
-Each mechanism module provides `vector_cases() -> (report_cases, parse_cases)`:
+tests/support/vectors.py holds the cases: `CASES[name]() -> (report_cases, parse_cases)`:
 report case: {"mechanism", "eps_milli", "domain_size", "salt", "campaign_id", "phase",
               "params", "value" (key, list of keys for set-valued, or {"key":..,"high":bool}
               for lcm), "nonce" (the header field), "words", "report_hex"};
 parse case:  {... same mechanism description ..., "report_hex", "error": field or null}.
 Run: python tools/gen_vectors.py
 """
-import importlib
 import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from ldpfleet import protocol  # noqa: E402
-from ldpfleet.mechanisms import MODULES  # noqa: E402
+from support.vectors import CASES  # noqa: E402
 
 OUT = ROOT / "protocol_spec" / "v2" / "vectors"
 
@@ -55,13 +55,8 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "hash.json").write_text(json.dumps(hash_vectors(), indent=1) + "\n")
     (OUT / "thresholds.json").write_text(json.dumps(threshold_vectors(), indent=1) + "\n")
-    for name, modname in sorted(MODULES.items()):
-        try:
-            mod = importlib.import_module("ldpfleet.mechanisms." + modname)
-        except ImportError:
-            print("skip %s (module not present)" % name)
-            continue
-        reports, parses = mod.vector_cases()
+    for name, cases in sorted(CASES.items()):
+        reports, parses = cases()
         (OUT / ("reports_%s.json" % name)).write_text(json.dumps(reports, indent=1) + "\n")
         (OUT / ("parse_%s.json" % name)).write_text(json.dumps(parses, indent=1) + "\n")
         print("%s: %d report vectors, %d parse vectors" % (name, len(reports), len(parses)))

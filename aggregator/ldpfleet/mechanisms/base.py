@@ -45,6 +45,22 @@ def check_int(name: str, value, lo: int, hi: int) -> int:
     return int(value)
 
 
+class IntParam:
+    """One integer config parameter of a mechanism: its default (an int, or a function of
+    eps_milli) and its bounds [lo, hi]. A mechanism declares them in `PARAMS`."""
+
+    __slots__ = ("default", "lo", "hi")
+
+    def __init__(self, default, lo: int, hi: int):
+        self.default, self.lo, self.hi = default, lo, hi
+
+    def value(self, name: str, given, eps_milli: int) -> int:
+        """The given value checked, or the default when None."""
+        if given is None:
+            given = self.default(eps_milli) if callable(self.default) else self.default
+        return check_int(name, given, self.lo, self.hi)
+
+
 def reject_unknown(name: str, params, known=None):
     """ConfigError naming the first of `params` that mechanism `name` does not take; with
     `known` (the names it does take) anything else is unknown and the message lists them."""
@@ -137,38 +153,41 @@ def pack_bitmap(bits) -> bytes:
 class Mechanism:
     """Client face and parameters of one mechanism in one campaign phase.
 
-    Subclasses set `name`, implement `body_size`, `random_words`, `reference_report`,
-    `perturb_batch`, `validate_bodies`, `new_sketch`, `item_variances` (or `variance`).
+    Subclasses set `name`, declare their config parameters in `PARAMS` (name -> IntParam; any
+    other parameter raises ConfigError, each one becomes an attribute), set `body_size` and
+    `random_words` (class attributes, or properties when they depend on parameters) and
+    implement `reference_report`, `perturb_batch`, `validate_bodies`, `new_sketch`,
+    `item_variances` (or `variance`).
     """
 
     name = ""
     set_valued = False
+    PARAMS = {}
+    default_phase = 1
+    body_size: int
+    random_words: int
 
     def __init__(self, eps_milli: int, domain_size: int, salt: int = 0, campaign_id: int = 0,
-                 phase: int = 1, **params):
+                 phase: int = None, **params):
         protocol._check_eps(eps_milli)
         if domain_size < 2:
             raise ValueError("domain_size must be >= 2, got %d" % domain_size)
+        reject_unknown(self.name, params, tuple(self.PARAMS))
         self.eps_milli = eps_milli
         self.eps = eps_milli / 1000.0
         self.domain_size = int(domain_size)
         self.salt = int(salt) % protocol.WORD
         self.campaign_id = int(campaign_id)
-        self.phase = int(phase)
-        self.params = dict(params)
+        self.phase = self.default_phase if phase is None else int(phase)
+        self.params = {}
+        for key, spec in self.PARAMS.items():
+            self.params[key] = spec.value(key, params.get(key), eps_milli)
+            setattr(self, key, self.params[key])
 
     # --- sizes ---------------------------------------------------------------------------
     @property
-    def body_size(self) -> int:
-        raise NotImplementedError
-
-    @property
     def report_size(self) -> int:
         return protocol.HEADER_SIZE + self.body_size
-
-    @property
-    def random_words(self) -> int:
-        raise NotImplementedError
 
     def header(self, seq: int) -> bytes:
         return protocol.pack_header(self.name, self.phase, self.campaign_id, seq)
@@ -399,72 +418,3 @@ class IntStateSketch(Sketch):
             getattr(self, name)[...] += getattr(other, name)
         self.n += other.n
         return self
-
-
-# --- shared vector generation (tools/gen_vectors.py) ---------------------------------------
-
-def word_stream(seed: int, count: int, specials=()) -> list:
-    """Deterministic words for vectors: a fixed LCG stream with `specials` = [(index, word)]."""
-    x = seed & 0xFFFFFFFF
-    out = []
-    for _ in range(count):
-        x = (x * 1664525 + 1013904223) & 0xFFFFFFFF
-        out.append(x ^ (x >> 13))
-    for i, w in specials:
-        out[i] = w
-    return out
-
-
-def report_case(mech: Mechanism, value, words, nonce: int) -> dict:
-    """A report vector: `value` encoded from `words` with header `nonce` by `reference_report`."""
-    return dict(mech.describe(), value=value, nonce=nonce, words=words,
-                report_hex=mech.reference_report(value, words, nonce).hex())
-
-
-def parse_case(mech: Mechanism, report: bytes, error=None) -> dict:
-    """A parse vector: `report` is rejected naming field `error`, or accepted (None)."""
-    return dict(mech.describe(), report_hex=report.hex(), error=error)
-
-
-def set_body_byte(report: bytes, offset: int, value: int) -> bytes:
-    """`report` with body byte `offset` replaced by `value`."""
-    b = bytearray(report)
-    b[protocol.HEADER_SIZE + offset] = value
-    return bytes(b)
-
-
-def parse_cases(mech: Mechanism, valid: bytes, header_edits, body_errors) -> list:
-    """Parse vectors: the valid report, then wrong sizes, each header edit
-    `(field, byte offset, value)`, a wrong campaign id, and `body_errors` [(field, report)]."""
-    def with_byte(pos, value):
-        b = bytearray(valid)
-        b[pos] = value
-        return bytes(b)
-
-    bad = [("size", valid[:-1]), ("size", valid + b"\x00"), ("size", valid[:protocol.HEADER_SIZE])]
-    bad += [(field, with_byte(pos, value)) for field, pos, value in header_edits]
-    bad.append(("campaign_id",
-                valid[:4] + struct.pack("<I", (mech.campaign_id + 1) % W) + valid[8:]))
-    bad += list(body_errors)
-    return [parse_case(mech, valid)] + [parse_case(mech, r, field) for field, r in bad]
-
-
-def other_mechanism_id(mech: Mechanism) -> int:
-    """A registered mechanism id that is not `mech`'s."""
-    return protocol.MECHANISM_IDS[mech.name] % 9 + 1
-
-
-def parse_cases_for(mech: Mechanism, valid: bytes, body_errors) -> list:
-    """Standard parse vectors (GRR, OLH, FLH, OUE): one bad value per header field."""
-    edits = [("version", 0, 1), ("mechanism", 1, other_mechanism_id(mech)),
-             ("phase", 2, 3 - mech.phase), ("phase", 2, 0), ("flags", 3, 1)]
-    return parse_cases(mech, valid, edits, body_errors)
-
-
-def header_parse_cases(mech: Mechanism, valid: bytes, body_errors) -> list:
-    """Parse vectors of the sketch mechanisms (CMS, HCMS, SH, SRAPPOR, LCM): both ends of the
-    header fields' bad values."""
-    edits = [("version", 0, 0), ("version", 0, 1),
-             ("mechanism", 1, other_mechanism_id(mech)), ("mechanism", 1, 0),
-             ("phase", 2, 3 - mech.phase), ("phase", 2, 3), ("flags", 3, 0x80)]
-    return parse_cases(mech, valid, edits, body_errors)

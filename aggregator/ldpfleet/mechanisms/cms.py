@@ -26,10 +26,8 @@ import numpy as np
 
 from .. import protocol
 from ..kernels import THREADS, ffi, lib, parallel_map, ptr
-from .base import (W, IntStateSketch, Mechanism, as_keys, bitmap_bytes, body_ptr, body_u16,
-                   check_int, check_words, header_parse_cases, pack_bitmap, padding_mask,
-                   parse_case, reject_unknown, report_array, report_case, run_chunks,
-                   set_body_byte, word_stream)
+from .base import (W, IntParam, IntStateSketch, Mechanism, as_keys, bitmap_bytes, body_ptr,
+                   body_u16, check_words, pack_bitmap, padding_mask, report_array, run_chunks)
 
 DEFAULT_K = 256
 DEFAULT_M = 1024
@@ -92,14 +90,10 @@ class CmsMechanism(Mechanism):
 
     name = "cms"
 
-    def __init__(self, eps_milli: int, domain_size: int, salt: int = 0, campaign_id: int = 0,
-                 phase: int = 1, k: int = DEFAULT_K, m: int = DEFAULT_M, **unknown):
-        reject_unknown(self.name, unknown)
-        k = check_int("k", k, 1, 65536)
-        m = check_int("m", m, 2, 65536)
-        super().__init__(eps_milli, domain_size, salt=salt, campaign_id=campaign_id, phase=phase,
-                         k=k, m=m)
-        self.k, self.m = k, m
+    PARAMS = {"k": IntParam(DEFAULT_K, 1, 65536), "m": IntParam(DEFAULT_M, 2, 65536)}
+
+    def __init__(self, eps_milli: int, domain_size: int, **kw):
+        super().__init__(eps_milli, domain_size, **kw)
         self.t_flip = protocol.t_flip(eps_milli)
 
     @property
@@ -245,37 +239,3 @@ MECHANISM = CmsMechanism
 
 
 # --- vectors (CMS and LCM) -------------------------------------------------------------------
-
-def bitmap_vector_cases(cls, values_for):
-    """Report and parse vectors for the bitmap sketches (CMS, LCM); `values_for(mech)` lists
-    the values to encode."""
-    reports, parses = [], []
-    configs = [(500, 64, 4, 8, 0x12345678, 1), (1000, 1000, 16, 13, 7, 1),
-               (2000, 1024, 256, 64, 0xFFFFFFFF, 2), (4000, 50, 3, 2, 0, 1),
-               (8000, 4096, 65536, 9, 0xDEADBEEF, 2)]
-    seq = 0
-    for eps_milli, d, k, m, salt, phase in configs:
-        mech = cls(eps_milli, d, salt=salt, campaign_id=0xC0FFEE + k, phase=phase, k=k, m=m)
-        t = mech.t_flip
-        for n_case, value in enumerate(values_for(mech)):
-            specials = [(0, [0, W - 1, W // 2, t, t - 1][n_case % 5])]
-            specials += [(1 + (i % m), w) for i, w in enumerate([0, t - 1, t, W - 1])]
-            words = word_stream(seq * 7919 + eps_milli, mech.random_words, specials)
-            seq += 1
-            reports.append(report_case(mech, value, words, seq))
-        valid = bytes.fromhex(reports[-1]["report_hex"])
-        errors = [("j", set_body_byte(set_body_byte(valid, 0, k & 0xFF), 1, (k >> 8) & 0xFF))
-                  ] if k < 65536 else []
-        if m % 8:
-            errors.append(("padding", set_body_byte(valid, 1 + bitmap_bytes(m), valid[-1] | 0x80)))
-        parses += header_parse_cases(mech, valid, errors)
-        if k > 1:
-            top = set_body_byte(set_body_byte(valid, 0, (k - 1) & 0xFF), 1, (k - 1) >> 8)
-            parses.append(parse_case(mech, top))
-    return reports, parses
-
-
-def vector_cases():
-    def values(mech):
-        return [0, 1, mech.domain_size - 1, 12345, 0xFFFFFFFF, 7, 1 << 31, 99]
-    return bitmap_vector_cases(CmsMechanism, values)

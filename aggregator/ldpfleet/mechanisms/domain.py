@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import kernels, protocol
 from ..errors import SketchMismatch
-from .base import (W, IntStateSketch, Mechanism, Sketch, body_ptr, check_words, reject_unknown,
+from .base import (W, IntStateSketch, Mechanism, Sketch, body_ptr, check_words,
                    report_array, run_chunks)
 
 
@@ -46,17 +46,11 @@ def u32_keys(keys) -> np.ndarray:
 
 
 class DomainMechanism(Mechanism):
-    """A mechanism whose aggregator estimates over a fixed domain of item keys.
+    """A mechanism whose aggregator estimates over a fixed domain of item keys (optionally
+    explicit: `domain_keys`, the u32 keys in domain order)."""
 
-    `PARAMS` names the config parameters a subclass accepts; any other raises ConfigError."""
-
-    PARAMS = ()
-
-    def __init__(self, eps_milli: int, domain_size: int, salt: int = 0, campaign_id: int = 0,
-                 phase: int = 1, domain_keys=None, **params):
-        reject_unknown(self.name, params, self.PARAMS)
-        super().__init__(eps_milli, domain_size, salt=salt, campaign_id=campaign_id, phase=phase,
-                         **params)
+    def __init__(self, eps_milli: int, domain_size: int, domain_keys=None, **kw):
+        super().__init__(eps_milli, domain_size, **kw)
         self._domain_keys = None
         self._sorted = None
         if domain_keys is not None:

@@ -18,10 +18,9 @@ import numpy as np
 
 from .. import kernels, protocol
 from ..errors import ConfigError
-from .base import W, body_ptr, body_u16, body_u32, parse_case, parse_cases_for
+from .base import W, IntParam, body_ptr, body_u16, body_u32
 from .domain import DomainSketch, u32_keys
-from .olh import (LocalHashMechanism, check_g, default_g, grr_over, item_spans,
-                  local_hash_report_cases)
+from .olh import G_PARAM, LocalHashMechanism, grr_over, item_spans
 
 KP_DEFAULT = 10000
 # Upper bound on k' * g, the number of int64 cells of the aggregator's table (256 MiB).
@@ -32,18 +31,13 @@ class FlhMechanism(LocalHashMechanism):
     """FLH with g buckets and k' public seeds (params: g, kp)."""
 
     name = "flh"
-    PARAMS = ("g", "kp")
+    PARAMS = {"g": G_PARAM, "kp": IntParam(KP_DEFAULT, 1, W - 1)}
 
-    def __init__(self, eps_milli: int, domain_size: int, g=None, kp=KP_DEFAULT, **kw):
-        g = check_g(default_g(eps_milli) if g is None else g)
-        if isinstance(kp, bool) or not isinstance(kp, (int, np.integer)) or not 1 <= kp < W:
-            raise ConfigError("kp", "kp must be an integer in [1, 2^32), got %r" % (kp,))
-        kp = int(kp)
-        if kp * g > TABLE_MAX:
+    def __init__(self, eps_milli: int, domain_size: int, **kw):
+        super().__init__(eps_milli, domain_size, **kw)
+        if self.kp * self.g > TABLE_MAX:
             raise ConfigError("kp", "k' x g = %d cells exceeds the table limit %d"
-                              % (kp * g, TABLE_MAX))
-        super().__init__(eps_milli, domain_size, g=g, kp=kp, **kw)
-        self.kp = kp
+                              % (self.kp * self.g, TABLE_MAX))
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:
         key = protocol.item_key(value)
@@ -130,24 +124,3 @@ class FlhSketch(DomainSketch):
 
 
 MECHANISM = FlhMechanism
-
-
-def vector_cases():
-    reports, parses = [], []
-    configs = [(500, 16, None, 4, 0xFFFFFFF0), (1000, 1024, None, 10000, 0),
-               (2000, 42178, None, 10000, 0xA5A5A5A5), (2000, 50, 2, 1, 12),
-               (5000, 1000, 300, 100000, 1), (8000, 300, 65536, 7, 2)]
-    seq = 2000
-    for eps_milli, d, g, kp, salt in configs:
-        mech = FlhMechanism(eps_milli, d, g=g, kp=kp, salt=salt, campaign_id=salt ^ 0x5555)
-        reports += local_hash_report_cases(mech, seq)
-        seq += 5
-        valid = mech.reference_report(d - 1, [W - 1, mech.t_keep, W - 1], 3)
-        body_errors = [("seed_index", valid[:12] + kp.to_bytes(4, "little") + valid[16:]),
-                       ("seed_index", valid[:12] + b"\xff\xff\xff\xff" + valid[16:])]
-        if mech.g < 65536:
-            body_errors.append(("y", valid[:16] + mech.g.to_bytes(2, "little")))
-        parses += parse_cases_for(mech, valid, body_errors)
-        edge = valid[:12] + (kp - 1).to_bytes(4, "little") + (mech.g - 1).to_bytes(2, "little")
-        parses.append(parse_case(mech, edge))
-    return reports, parses

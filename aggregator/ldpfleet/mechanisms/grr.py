@@ -13,10 +13,8 @@ from fractions import Fraction
 import numpy as np
 
 from .. import kernels, protocol
-from .base import (W, body_ptr, body_u16, body_u32, contiguous_bodies,  # noqa: F401
-                   fill_headers, parse_case, parse_cases_for, report_case)
-from .domain import DomainMechanism, DomainSketch, SupportSketch  # noqa: F401
-from .domain import item_keys as as_keys  # noqa: F401  (the name it had here)
+from .base import W, body_ptr, body_u32
+from .domain import DomainMechanism, SupportSketch
 
 
 class GrrMechanism(DomainMechanism):
@@ -24,19 +22,14 @@ class GrrMechanism(DomainMechanism):
 
     name = "grr"
 
+    body_size = 4
+    random_words = 2
+
     def __init__(self, eps_milli: int, domain_size: int, **kw):
         super().__init__(eps_milli, domain_size, **kw)
         if self.domain_size >= W:
             raise ValueError("GRR domain must be < 2^32 items")
         self.t_keep = protocol.t_grr(eps_milli, self.domain_size)
-
-    @property
-    def body_size(self) -> int:
-        return 4
-
-    @property
-    def random_words(self) -> int:
-        return 2
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:
         x = self.key_index(value)
@@ -81,26 +74,3 @@ MECHANISM = GrrMechanism
 def boundary_words(t: int):
     """Words on both sides of a threshold plus the extremes."""
     return [0, t - 1, t, W - 1]
-
-
-def vector_cases():
-    reports, parses = [], []
-    configs = [(500, 2, 0), (1000, 5, 7), (2500, 8, 0xDEADBEEF), (5000, 1024, 42), (100, 3, 1)]
-    seq = 0
-    for eps_milli, d, cid in configs:
-        mech = GrrMechanism(eps_milli, d, salt=0x1234, campaign_id=cid, phase=1)
-        t = mech.t_keep
-        for x, w0, w1 in [(0, 0, 0), (d - 1, t - 1, W - 1), (d // 2, t, 0), (1, W - 1, W - 1),
-                          (d - 1, t, W // 3)]:
-            words = [w0, w1]
-            seq += 1
-            reports.append(report_case(mech, x, words, seq))
-        valid = mech.reference_report(d - 1, [t, W - 1], 5)
-        bad_y = valid[:protocol.HEADER_SIZE] + d.to_bytes(4, "little")
-        parses += parse_cases_for(mech, valid, [("y", bad_y)])
-        top_y = valid[:protocol.HEADER_SIZE] + (d - 1).to_bytes(4, "little")
-        parses.append(parse_case(mech, top_y))
-    mech2 = GrrMechanism(1000, 5, campaign_id=3, phase=2)
-    valid = mech2.reference_report(4, [0, 0], 9)
-    parses += parse_cases_for(mech2, valid, [("y", valid[:12] + b"\xff\xff\xff\xff")])
-    return reports, parses

@@ -19,9 +19,8 @@ import numpy as np
 from .. import protocol
 from ..errors import ConfigError
 from ..kernels import lib, ptr
-from .base import (W, IntStateSketch, Mechanism, as_keys, body_ptr, body_u16, check_int,
-                   check_words, header_parse_cases, parse_case, reject_unknown, report_array,
-                   report_case, run_chunks, set_body_byte, word_stream)
+from .base import (W, IntParam, IntStateSketch, Mechanism, as_keys, body_ptr, body_u16,
+                   check_words, report_array, run_chunks)
 from .cms import DEFAULT_K, DEFAULT_M, gather, row_weight_moment
 
 
@@ -32,25 +31,15 @@ class HcmsMechanism(Mechanism):
 
     name = "hcms"
 
-    def __init__(self, eps_milli: int, domain_size: int, salt: int = 0, campaign_id: int = 0,
-                 phase: int = 1, k: int = DEFAULT_K, m: int = DEFAULT_M, **unknown):
-        reject_unknown(self.name, unknown)
-        k = check_int("k", k, 1, 65536)
-        m = check_int("m", m, 2, 65536)
-        if m & (m - 1):
-            raise ConfigError("m", "HCMS needs a power of two, got %d" % m)
-        super().__init__(eps_milli, domain_size, salt=salt, campaign_id=campaign_id, phase=phase,
-                         k=k, m=m)
-        self.k, self.m = k, m
+    PARAMS = {"k": IntParam(DEFAULT_K, 1, 65536), "m": IntParam(DEFAULT_M, 2, 65536)}
+    body_size = 5
+    random_words = 3
+
+    def __init__(self, eps_milli: int, domain_size: int, **kw):
+        super().__init__(eps_milli, domain_size, **kw)
+        if self.m & (self.m - 1):
+            raise ConfigError("m", "HCMS needs a power of two, got %d" % self.m)
         self.t_rr = protocol.t_rr(eps_milli)
-
-    @property
-    def body_size(self) -> int:
-        return 5
-
-    @property
-    def random_words(self) -> int:
-        return 3
 
     @property
     def keep_probability(self) -> float:
@@ -148,30 +137,3 @@ class HcmsSketch(IntStateSketch):
 
 
 MECHANISM = HcmsMechanism
-
-
-def vector_cases():
-    reports, parses = [], []
-    configs = [(500, 64, 4, 8, 0x12345678, 1), (1000, 1000, 3, 1024, 7, 2),
-               (2000, 1024, 256, 2, 0xFFFFFFFF, 1), (8000, 1 << 20, 65536, 65536, 0xDEADBEEF, 1)]
-    seq = 0
-    for eps_milli, d, k, m, salt, phase in configs:
-        mech = HcmsMechanism(eps_milli, d, salt=salt, campaign_id=0xABCD + k, phase=phase, k=k, m=m)
-        t = mech.t_rr
-        for i, key in enumerate([0, 1, d - 1, 0xFFFFFFFF, 4242, 1 << 31]):
-            specials = [(0, [0, W - 1, t, t - 1, W // 3, 5][i]),
-                        (1, [W - 1, 0, 1, W // 2, t, 77][i]),
-                        (2, [t - 1, t, 0, W - 1, t - 1, t][i])]
-            words = word_stream(seq * 104729 + eps_milli, 3, specials)
-            seq += 1
-            reports.append(report_case(mech, key, words, seq))
-        valid = bytes.fromhex(reports[-1]["report_hex"])
-        errors = [("sign", set_body_byte(valid, 4, 2)), ("sign", set_body_byte(valid, 4, 0xFF))]
-        if k < 65536:
-            errors.append(("j", set_body_byte(set_body_byte(valid, 0, k & 0xFF), 1, k >> 8)))
-        if m < 65536:
-            errors.append(("l", set_body_byte(set_body_byte(valid, 2, m & 0xFF), 3, m >> 8)))
-        parses += header_parse_cases(mech, valid, errors)
-        edge = set_body_byte(set_body_byte(valid, 2, (m - 1) & 0xFF), 3, (m - 1) >> 8)
-        parses.append(parse_case(mech, set_body_byte(edge, 4, 0)))
-    return reports, parses

@@ -1,8 +1,7 @@
 """LDPLCM phase 2, the learned count-mean sketch (protocol_spec/v2 §3, id 9).
 
-Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"
-(Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"): client Alg. 2 (phase 2), estimator Alg. 4,
-Theorems 1-3. Phase 1 of an LDPLCM campaign is plain `cms`; training the frequency model g and
+Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned
+Sketches": client Alg. 2 (phase 2), estimator Alg. 4, Theorems 1-3. Phase 1 of an LDPLCM campaign is plain `cms`; training the frequency model g and
 the boundary P is not done here (the model decides each user's `high` flag and supplies the
 high items' predictions at estimate time).
 
@@ -20,8 +19,7 @@ has slightly lower variance (its flip noise is reduced by (1-gamma)^2 + (m-1) ga
 import numpy as np
 
 from .base import as_keys
-from .cms import (DEFAULT_K, DEFAULT_M, CmsMechanism, CmsSketch, bitmap_vector_cases,
-                  collision_probability, row_weights)
+from .cms import CmsMechanism, CmsSketch, collision_probability, row_weights
 
 
 def split_value(value):
@@ -38,11 +36,7 @@ class LcmMechanism(CmsMechanism):
     of the same length (True: the model calls the user's item high-frequent)."""
 
     name = "lcm"
-
-    def __init__(self, eps_milli: int, domain_size: int, salt: int = 0, campaign_id: int = 0,
-                 phase: int = 2, k: int = DEFAULT_K, m: int = DEFAULT_M, **unknown):
-        super().__init__(eps_milli, domain_size, salt=salt, campaign_id=campaign_id, phase=phase,
-                         k=k, m=m, **unknown)
+    default_phase = 2
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:
         key, high = split_value(value)
@@ -133,14 +127,3 @@ class LcmSketch(CmsSketch):
 
 
 MECHANISM = LcmMechanism
-
-
-def vector_cases():
-    def values(mech):
-        d = mech.domain_size
-        return [{"key": 0, "high": False}, {"key": 1, "high": True}, {"key": d - 1, "high": False},
-                {"key": 0, "high": True}, {"key": 0xFFFFFFFF, "high": False},
-                {"key": 12345, "high": False}, {"key": 7, "high": True},
-                {"key": 1 << 31, "high": False}]
-    return bitmap_vector_cases(LcmMechanism, values)
-

@@ -4,7 +4,8 @@ Wang, Blocki, Li, Jha, "Locally Differentially Private Protocols for Frequency E
 (USENIX Security 2017) §4.4: the device reports (seed, GRR_g(bucket(Hs(key, seed), g))); an
 item v is supported by a report iff bucket(Hs(v, seed), g) == y, so p* = P(keep) and, with the
 hash modelled as random, q* = 1/g. Default g = round(e^eps) + 1 (their optimum e^eps + 1).
-Restated in [NH] = Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate Frequency Oracles under Local Differential Privacy" (NDSS 2020) §2.4.
+Restated in [NH] = Wang, Lopuhaä-Zwakenberg, Li, Škorić, Li, "Consistent and Accurate
+Frequency Oracles under Local Differential Privacy" (NDSS 2020) §2.4.
 
 Decoding is the O(n·d) loop of `ldp_olh_support` (C), run on `kernels.THREADS` threads over
 disjoint item ranges.
@@ -15,8 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import kernels, protocol
-from ..errors import ConfigError
-from .base import W, body_ptr, body_u16, parse_case, parse_cases_for, report_case
+from .base import W, IntParam, body_ptr, body_u16
 from .domain import DomainMechanism, SupportSketch, u32_keys
 
 G_MAX = 65536
@@ -31,10 +31,7 @@ def default_g(eps_milli: int) -> int:
     return min(max(int(round(math.exp(eps_milli / 1000.0))) + 1, 2), G_MAX)
 
 
-def check_g(g) -> int:
-    if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 2 <= g <= G_MAX:
-        raise ConfigError("g", "g must be an integer in [2, %d], got %r" % (G_MAX, g))
-    return int(g)
+G_PARAM = IntParam(default_g, 2, G_MAX)
 
 
 def grr_over(v: int, g: int, t_keep: int, w_keep: int, w_other: int) -> int:
@@ -73,19 +70,12 @@ class LocalHashMechanism(DomainMechanism):
     """What OLH and FLH share: the device hashes its key into g buckets and reports GRR over
     them (T_grr(g)) with a u32 seed field and a u16 y (6-byte body, 3 words)."""
 
-    def __init__(self, eps_milli: int, domain_size: int, g=None, **kw):
-        g = check_g(default_g(eps_milli) if g is None else g)
-        super().__init__(eps_milli, domain_size, g=g, **kw)
-        self.g = g
-        self.t_keep = protocol.t_grr(eps_milli, g)
+    body_size = 6
+    random_words = 3
 
-    @property
-    def body_size(self) -> int:
-        return 6
-
-    @property
-    def random_words(self) -> int:
-        return 3
+    def __init__(self, eps_milli: int, domain_size: int, **kw):
+        super().__init__(eps_milli, domain_size, **kw)
+        self.t_keep = protocol.t_grr(eps_milli, self.g)
 
     def c_report(self, value, words, seq: int = 0) -> bytes:
         return self.one_report(protocol.item_key(value), words, seq, self._kernel)
@@ -104,7 +94,7 @@ class OlhMechanism(LocalHashMechanism):
     """OLH with g hash buckets (params: g)."""
 
     name = "olh"
-    PARAMS = ("g",)
+    PARAMS = {"g": G_PARAM}
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:
         key = protocol.item_key(value)
@@ -131,33 +121,3 @@ class OlhSketch(SupportSketch):
 
 
 MECHANISM = OlhMechanism
-
-
-def local_hash_report_cases(mech: LocalHashMechanism, seq: int) -> list:
-    """OLH / FLH report vectors seq + 1 .. seq + 5: both sides of the keep threshold, the word
-    extremes, first, middle and last items."""
-    d, t = mech.domain_size, mech.t_keep
-    cases = [(0, [0, 0, 0]), (d - 1, [W - 1, t - 1, W - 1]), (1, [123456789, t, 0]),
-             (d // 2, [0xDEADBEEF, W - 1, W - 1]), (7 % d, [2 ** 31, t, W // 2])]
-    return [report_case(mech, x, words, seq + i) for i, (x, words) in enumerate(cases, 1)]
-
-
-def vector_cases():
-    reports, parses = [], []
-    configs = [(500, 16, None, 0), (1000, 1024, None, 17), (2000, 42178, None, 0xFFFFFFFF),
-               (2000, 100, 2, 5), (5000, 1000, 65536, 6), (8000, 300, 100, 7)]
-    seq = 1000
-    for eps_milli, d, g, cid in configs:
-        mech = OlhMechanism(eps_milli, d, g=g, salt=99, campaign_id=cid)
-        reports += local_hash_report_cases(mech, seq)
-        seq += 5
-        valid = mech.reference_report(d - 1, [W - 1, mech.t_keep, W - 1], 3)
-        body_errors = []
-        if mech.g < G_MAX:
-            body_errors.append(("y", valid[:16] + mech.g.to_bytes(2, "little")))
-            body_errors.append(("y", valid[:16] + b"\xff\xff"))
-        parses += parse_cases_for(mech, valid, body_errors)
-        top = valid[:16] + (mech.g - 1).to_bytes(2, "little")
-        parses.append(parse_case(mech, top))
-    return reports, parses
-

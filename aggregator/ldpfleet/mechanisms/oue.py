@@ -10,8 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import kernels, protocol
-from .base import (W, bitmap_bytes, body_ptr, pack_bitmap, padding_mask, parse_case,
-                   parse_cases_for, report_case)
+from .base import W, bitmap_bytes, body_ptr, pack_bitmap, padding_mask
 from .domain import DomainMechanism, SupportSketch
 
 # A bitmap of d bits needs d random words per report; keep the C kernel's word buffer sane.
@@ -75,36 +74,3 @@ class OueSketch(SupportSketch):
 
 
 MECHANISM = OueMechanism
-
-
-def vector_cases():
-    reports, parses = [], []
-    seq = 3000
-    for eps_milli, d, cid in [(500, 8, 0), (1000, 5, 1), (2500, 13, 2), (5000, 16, 3),
-                              (2000, 67, 0xFFFFFFFF), (100, 2, 4)]:
-        mech = OueMechanism(eps_milli, d, salt=1, campaign_id=cid)
-        tq, tp = mech.t_q, mech.t_p
-        edge = [0, tq - 1, tq, tp - 1, tp, W - 1]
-        patterns = [
-            [0] * d, [W - 1] * d, [edge[i % 6] for i in range(d)],
-            [edge[(i * 5 + 1) % 6] for i in range(d)],
-            [(i * 2654435761 + 12345) % W for i in range(d)],
-        ]
-        for k, words in enumerate(patterns):
-            for x in sorted({0, d - 1, (k * 3) % d}):
-                seq += 1
-                reports.append(report_case(mech, x, words, seq))
-        valid = mech.reference_report(d - 1, patterns[2], 3)
-        body_errors = []
-        spare = 8 * mech.body_size - d
-        if spare:
-            top = bytearray(valid)
-            top[-1] |= 0x80
-            body_errors.append(("padding", bytes(top)))
-            low = bytearray(valid)
-            low[-1] |= 1 << (8 - spare)
-            body_errors.append(("padding", bytes(low)))
-        parses += parse_cases_for(mech, valid, body_errors)
-        ones = valid[:12] + bytes(bitmap_bytes(d) - 1) + bytes([(1 << (d - 8 * (mech.body_size - 1))) - 1])
-        parses.append(parse_case(mech, ones))
-    return reports, parses

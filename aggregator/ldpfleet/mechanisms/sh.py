@@ -26,9 +26,8 @@ import numpy as np
 
 from .. import protocol
 from ..kernels import THREADS, lib, parallel_map, ptr
-from .base import (W, IntStateSketch, Mechanism, as_keys, body_ptr, body_u32, check_int,
-                   check_words, header_parse_cases, parse_case, reject_unknown, report_array,
-                   report_case, run_chunks, set_body_byte, word_stream)
+from .base import (W, IntParam, IntStateSketch, Mechanism, as_keys, body_ptr, body_u32,
+                   check_words, report_array, run_chunks)
 from .cms import collision_probability
 
 HALF = protocol.T_HALF
@@ -116,23 +115,13 @@ class ShMechanism(SetMechanism):
 
     name = "sh"
 
-    def __init__(self, eps_milli: int, domain_size: int, salt: int = 0, campaign_id: int = 0,
-                 phase: int = 1, m: int = DEFAULT_M, l: int = DEFAULT_L, **unknown):
-        reject_unknown(self.name, unknown)
-        m = check_int("m", m, 2, 65536)
-        l = check_int("l", l, 1, 65536)
-        super().__init__(eps_milli, domain_size, salt=salt, campaign_id=campaign_id, phase=phase,
-                         m=m, l=l)
-        self.m, self.l = m, l
+    PARAMS = {"m": IntParam(DEFAULT_M, 2, 65536), "l": IntParam(DEFAULT_L, 1, 65536)}
+    body_size = 5
+    random_words = 3
+
+    def __init__(self, eps_milli: int, domain_size: int, **kw):
+        super().__init__(eps_milli, domain_size, **kw)
         self.t_rr = protocol.t_rr(eps_milli)
-
-    @property
-    def body_size(self) -> int:
-        return 5
-
-    @property
-    def random_words(self) -> int:
-        return 3
 
     @property
     def keep_probability(self) -> float:
@@ -214,53 +203,3 @@ class ShSketch(IntStateSketch):
 
 
 MECHANISM = ShMechanism
-
-
-def set_vector_cases(cls, configs, sets_for, error_cases):
-    """Report and parse vectors for a set-valued mechanism: `configs` are constructor kwargs,
-    `sets_for(mech)` the sets to encode, `error_cases(mech, valid)` the body parse errors."""
-    reports, parses = [], []
-    seq = 0
-    for cfg in configs:
-        mech = cls(**cfg)
-        thresholds = sorted({getattr(mech, "t_rr", 0), getattr(mech, "t_flip", 0), HALF} - {0})
-        for n_case, keys in enumerate(sets_for(mech)):
-            big = max(mech.l, len(keys))
-            last = -((-(big - 1) * W) // big)  # first word of the last bucket
-            w0_choices = [0, W - 1, last, max(last - 1, 0)]
-            specials = [(0, w0_choices[n_case % 4])]
-            t = thresholds[n_case % len(thresholds)]
-            specials += [(1, [0, W - 1, t, t - 1][(n_case + 1) % 4]),
-                         (mech.random_words - 1, [t - 1, t, 0, W - 1][n_case % 4])]
-            words = word_stream(seq * 31337 + mech.eps_milli, mech.random_words, specials)
-            seq += 1
-            reports.append(report_case(mech, [int(k) for k in keys], words, seq))
-        valid = bytes.fromhex(reports[-1]["report_hex"])
-        parses += header_parse_cases(mech, valid, error_cases(mech, valid))
-    return reports, parses
-
-
-def vector_cases():
-    configs = [dict(eps_milli=500, domain_size=16, salt=0x1234, campaign_id=11, phase=1, m=4, l=1),
-               dict(eps_milli=1000, domain_size=1000, salt=0xFFFFFFFF, campaign_id=12, phase=1,
-                    m=65536, l=3),
-               dict(eps_milli=4000, domain_size=1 << 20, salt=7, campaign_id=13, phase=2, m=1000,
-                    l=2)]
-
-    def sets(mech):
-        d = mech.domain_size
-        return [[0], [d - 1], [], [3, 1], [5, 9, 2, 0xFFFFFFFF], [1, 2], [d - 1, 0, 7],
-                [0xDEADBEEF], [4, 8, 15, 16, 23, 42]]
-
-    def errors(mech, valid):
-        m = mech.m
-        bad_t = valid[:12] + m.to_bytes(4, "little") + valid[16:]
-        max_t = valid[:12] + (W - 1).to_bytes(4, "little") + valid[16:]
-        return [("t", bad_t), ("t", max_t), ("sign", set_body_byte(valid, 4, 2)),
-                ("sign", set_body_byte(valid, 4, 0xFF))]
-
-    reports, parses = set_vector_cases(ShMechanism, configs, sets, errors)
-    mech = ShMechanism(**configs[1])
-    edge = mech.reference_report([1], [0, W - 1, 0], 3)
-    parses.append(parse_case(mech, edge))
-    return reports, parses

@@ -19,9 +19,9 @@ import numpy as np
 from .. import protocol
 from ..errors import ConfigError
 from ..kernels import lib, ptr
-from .base import (W, IntStateSketch, as_keys, bitmap_bytes, body_ptr, check_int, check_words,
-                   pack_bitmap, padding_mask, reject_unknown, set_body_byte)
-from .sh import DEFAULT_L, SetMechanism, one_set, sampled_index, set_vector_cases
+from .base import (W, IntParam, IntStateSketch, as_keys, bitmap_bytes, body_ptr, check_words,
+                   pack_bitmap, padding_mask)
+from .sh import DEFAULT_L, SetMechanism, one_set, sampled_index
 
 MAX_CANDIDATES = 65536
 
@@ -31,11 +31,11 @@ class SrapporMechanism(SetMechanism):
 
     name = "srappor"
 
-    def __init__(self, eps_milli: int, domain_size: int, salt: int = 0, campaign_id: int = 0,
-                 phase: int = 2, l: int = DEFAULT_L, candidates=None, **unknown):
-        reject_unknown(self.name, unknown)
-        l = check_int("l", l, 1, 65536)
-        params = {"l": l}
+    PARAMS = {"l": IntParam(DEFAULT_L, 1, 65536)}
+    default_phase = 2
+
+    def __init__(self, eps_milli: int, domain_size: int, candidates=None, **kw):
+        super().__init__(eps_milli, domain_size, **kw)
         if candidates is None:
             if domain_size > MAX_CANDIDATES:
                 raise ConfigError("candidates", "needed when the domain has more than %d items"
@@ -51,10 +51,7 @@ class SrapporMechanism(SetMechanism):
                                   % (MAX_CANDIDATES, cand.size))
             if np.unique(cand).size != cand.size:
                 raise ConfigError("candidates", "candidate keys must be distinct")
-            params["candidates"] = [int(c) for c in cand]
-        super().__init__(eps_milli, domain_size, salt=salt, campaign_id=campaign_id, phase=phase,
-                         **params)
-        self.l = l
+            self.params["candidates"] = [int(c) for c in cand]
         self.candidates = cand
         self.kc = int(cand.size)
         order = np.argsort(cand, kind="stable")
@@ -141,24 +138,3 @@ class SrapporSketch(IntStateSketch):
 
 
 MECHANISM = SrapporMechanism
-
-
-def vector_cases():
-    configs = [dict(eps_milli=1000, domain_size=1 << 20, salt=1, campaign_id=21, phase=2, l=2,
-                    candidates=[10, 3, 77]),
-               dict(eps_milli=2000, domain_size=1000, salt=2, campaign_id=22, phase=2, l=1,
-                    candidates=[5, 0xFFFFFFFF, 0, 999, 123456, 42, 7]),
-               dict(eps_milli=4000, domain_size=12, salt=3, campaign_id=23, phase=1, l=3)]
-
-    def sets(mech):
-        c = [int(x) for x in mech.candidates]
-        return [[c[0]], [c[-1]], [], [c[1], 555555], [555555], [c[0], c[1], c[2], 8888],
-                [c[2], c[0]], [0xDEADBEEF, c[-1], c[0]]]
-
-    def errors(mech, valid):
-        spare = 8 * mech.body_size - (mech.kc + 1)
-        if spare == 0:
-            return []
-        return [("padding", set_body_byte(valid, mech.body_size - 1, valid[-1] | 0x80))]
-
-    return set_vector_cases(SrapporMechanism, configs, sets, errors)
