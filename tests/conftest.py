@@ -6,7 +6,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from brokers import PrivateMosquitto  # noqa: E402
+from support.brokers import PrivateMosquitto  # noqa: E402
 
 
 @pytest.fixture

@@ -182,17 +182,19 @@ def test_load_generator_publishes_reports_only(secured):
 def test_fleet_runs_as_the_load_generator_on_a_secured_broker(secured):
     """`ldpfleet fleet` with the load generator's login: it reads the signed config and
     delivers every simulated and MicroPython device's report through the ACL."""
-    from device_support import FLEET_KEY, config_doc
+    from support.devices import FLEET_KEY, config_doc
     from ldpfleet import config as campaign_config
-    from ldpfleet import fleet
+    from ldpfleet.loadgen import FleetOptions, run_fleet
+    from ldpfleet.mqtt import BrokerSettings
 
     connect, _, creds = secured
     agg = connect("agg")
     assert agg.wait_connected()
     agg.publish("ldp/c1/config", campaign_config.sign(config_doc("c1"), FLEET_KEY), retain=True)
     agg.subscribe("ldp/c1/r/+")
-    result = fleet.run_fleet("mqtt://127.0.0.1:%d" % connect.port, "c1", FLEET_KEY, devices=40,
-                             micropython=1, seed=3, username="loadgen", password=creds["loadgen"])
+    result = run_fleet(BrokerSettings.from_url("mqtt://127.0.0.1:%d" % connect.port, username="loadgen",
+                                                password=creds["loadgen"]),
+                       "c1", FLEET_KEY, FleetOptions(devices=40, micropython=1, seed=3))
     assert result.sent == 41 and result.failed == 0
     topics = set()
     while len(topics) < 41:
@@ -252,7 +254,8 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
     aggregator user; MicroPython devices log in as themselves and get their report accepted;
     a device logging in as dev-a but reporting as dev-b is dropped by the broker."""
     from ldpfleet import device_runner
-    from ldpfleet.service import BrokerSettings, ServeProcess, Store, create_campaign
+    from ldpfleet.service import BrokerSettings, Store, create_campaign
+    from support.service import ServeProcess
     from ldpfleet.service.campaigns import write_fleet_key
 
     connect, out, creds = secured
@@ -294,8 +297,8 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
     identity.json it logs in as itself and its report reaches the aggregator on its own topic;
     with a wrong password the broker refuses the CONNACK, so it spends and publishes nothing;
     `--password` overrides the identity's password."""
-    from c_client_build import build_client, run_client
-    from device_support import FLEET_KEY, config_doc
+    from support.c_client import build_client, run_client
+    from support.devices import FLEET_KEY, config_doc
     from ldpfleet import config as campaign_config
     from ldpfleet import device_runner
 
@@ -341,6 +344,6 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
 def test_load_generator_name_must_be_distinct(tmp_path):
     for name in ("agg", "dev-a", "bad/name"):
         with pytest.raises(ConfigError) as err:
-            broker.write_secured_config(str(tmp_path / name.replace("/", "_")), "agg", DEVICES,
-                                        loadgen_user=name, run_as=getpass.getuser())
+            broker.write_secured_config(str(tmp_path / name.replace("/", "_")), broker.SecuredBroker(
+                "agg", DEVICES, loadgen_user=name, run_as=getpass.getuser()))
         assert err.value.field == "loadgen_user"

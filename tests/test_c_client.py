@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from c_client_build import assert_no_sanitizer_report, build_client, client_cmd, client_env, run_client
-from device_support import FLEET_KEY, ReportCollector, config_doc, envelope
+from support.c_client import assert_no_sanitizer_report, build_client, client_cmd, client_env, run_client
+from support.devices import FLEET_KEY, ReportCollector, config_doc, envelope
 from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, fleet, protocol
+from ldpfleet import device_runner, protocol
 from ldpfleet.errors import ConfigError
 from ldpfleet.mechanisms import MODULES
+from ldpfleet.protocols import ldplcm
 from test_device_config import PRIOR_GEN, PRIOR_LEDGER, envelopes, mutated_configs, refusal_cases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -349,7 +350,7 @@ def sampled_ids(doc, want_phase1: bool, count: int):
     found, i = [], 0
     while len(found) < count:
         dev = "lcm-%d" % i
-        if fleet.sampled_for_phase(dev, doc, 1) == want_phase1:
+        if bool(ldplcm.reports_in_phase([dev], doc, 1)[0]) == want_phase1:
             found.append(dev)
         i += 1
     return found

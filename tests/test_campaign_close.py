@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from c_client_build import build_client, run_client
-from device_support import FLEET_KEY, ReportCollector
+from support.c_client import build_client, run_client
+from support.devices import FLEET_KEY, ReportCollector
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 from ldpfleet.service.store import Store

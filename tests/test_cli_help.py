@@ -4,10 +4,9 @@ option, and no help text points to a file that is not in the repository."""
 import argparse
 import re
 import subprocess
-import sys
 
 from ldpfleet import cli
-from device_support import FLEET_KEY  # noqa: F401  (tests/ on the path)
+from support.devices import FLEET_KEY  # noqa: F401  (tests/ on the path)
 from ldpfleet import device_runner
 
 OUTSIDE = re.compile(r"field-notes|/work/shared|shared/papers|\.\./shared|module docstring")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from device_support import FLEET_KEY, ReportCollector, config_doc, envelope
+from support.devices import FLEET_KEY, ReportCollector, config_doc, envelope
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 from ldpfleet.errors import ConfigError

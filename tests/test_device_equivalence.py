@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from brokers import PrivateMosquitto
-from c_client_build import build_client, client_cmd, client_env
-from device_support import FLEET_KEY, ReportCollector, config_doc
+from support.brokers import PrivateMosquitto
+from support.c_client import build_client, client_cmd, client_env
+from support.devices import FLEET_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 from ldpfleet.protocols import ldplcm

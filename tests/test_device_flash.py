@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from device_support import FLEET_KEY, ReportCollector, config_doc
+from support.devices import FLEET_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 

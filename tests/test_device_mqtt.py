@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from device_support import FLEET_KEY, ReportCollector, config_doc, stop_processes
+from support.devices import FLEET_KEY, ReportCollector, config_doc, stop_processes
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 from ldpfleet.config import mechanism_for_phase

@@ -25,10 +25,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from c_client_build import assert_no_sanitizer_report, build_client, client_env, run_client
-from device_support import FLEET_KEY, ReportCollector, config_doc
+from support.c_client import assert_no_sanitizer_report, build_client, client_env, run_client
+from support.devices import FLEET_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
-from ldpfleet import datasets, device_runner, fleet, protocol
+from ldpfleet import datasets, device_runner, protocol
 from ldpfleet.errors import ConfigError
 from ldpfleet.mechanisms import make_mechanism
 from ldpfleet.protocols import ldplcm, ldpminer
@@ -466,7 +466,7 @@ def sampled_ids(doc, in_phase1, count):
     found, i = [], 0
     while len(found) < count:
         dev = "d2-%d" % i
-        if fleet.sampled_for_phase(dev, doc, 1) == in_phase1:
+        if bool(ldplcm.reports_in_phase([dev], doc, 1)[0]) == in_phase1:
             found.append(dev)
         i += 1
     return found

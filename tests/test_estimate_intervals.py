@@ -58,7 +58,7 @@ def fold(mosquitto, tmp_path, name, n, probs, eps):
     """A campaign whose sketch holds `n` simulated reports (ingested in process, no serve)."""
     from ldpfleet.service import Store
     from ldpfleet.service.ingest import Ingestor
-    from service_support import new_campaign, report_messages
+    from support.service import new_campaign, report_messages
     state, camp = new_campaign(tmp_path, mosquitto.url, name, "olh", eps, str(len(probs)))
     rng = np.random.default_rng(5)
     mech = camp.mechanism(1)

@@ -14,8 +14,8 @@ import signal
 import time
 
 
-from c_client_build import assert_no_sanitizer_report, build_client, start_client
-from device_support import FLEET_KEY, ReportCollector, config_doc, stop_processes
+from support.c_client import assert_no_sanitizer_report, build_client, start_client
+from support.devices import FLEET_KEY, ReportCollector, config_doc, stop_processes
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 

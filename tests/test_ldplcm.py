@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet import config, protocol
+from ldpfleet import config, datasets, protocol
 from ldpfleet.errors import ConfigError
 from ldpfleet.mechanisms import make_mechanism
 from ldpfleet.protocols import ldplcm as L
+from ldpfleet.protocols import ldplcm_sim
 
 Z_BOUND = 4.5
 """Per-check |z| bound; with the handful of checks below the false-alarm rate is < 1e-4."""
@@ -290,14 +291,16 @@ def test_estimate_frequencies_uses_the_model_for_high_items(trained):
 
 
 def test_simulate_ldplcm_and_baselines_run_on_the_same_data():
-    kw = dict(eps=4.0, n=30000, d=4096, dist="zipf:1.1", seed=6)
-    res = L.simulate_ldplcm(k=16, m=256, sample_rate=0.2, theta=0.5, return_estimates=True, **kw)
+    pop = datasets.Population(eps=4.0, users=30000, domain=4096, dist="zipf:1.1", seed=6)
+    res = ldplcm_sim.simulate_ldplcm(pop, ldplcm_sim.LcmTuning(k=16, m=256, sample_rate=0.2,
+                                                               theta=0.5), return_estimates=True)
     assert res["phase1_users"] + res["phase2_users"] == 30000
     assert abs(res["phase1_users"] - 6000) < Z_BOUND * math.sqrt(30000 * 0.2 * 0.8)
     assert res["high_items"] >= 1 and math.isfinite(res["sse"])
     assert res["sse"] == pytest.approx(res["sse_high"] + res["sse_low"])
     assert res["mse"] == pytest.approx(res["sse"] / 4096)
     for name in ("cms", "hcms", "flh"):
-        base = L.simulate_baseline(name, k=16, m=256, return_estimates=True, **kw)
+        params = {"k": 16, "m": 256} if name != "flh" else {}
+        base = ldplcm_sim.simulate_baseline(name, pop, params, return_estimates=True)
         assert math.isfinite(base["sse"]) and base["users"] == 30000
         assert np.array_equal(base["truth"], res["truth"]), name

@@ -7,11 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from ldpfleet import config, protocol
+from ldpfleet import config, datasets, protocol
 from ldpfleet.errors import ConfigError
 from ldpfleet.mechanisms import make_mechanism
 from ldpfleet.mechanisms.sh import KeySets
 from ldpfleet.protocols import ldpminer as lm
+from ldpfleet.protocols import ldpminer_sim as lms
 
 W = protocol.WORD
 Z_BOUND = 5.0
@@ -178,10 +179,11 @@ def test_phase2_is_unbiased_when_users_hold_at_most_l2_candidates():
 @pytest.mark.parametrize("name", lm.PROTOCOLS)
 def test_topk_finds_the_planted_heavy_hitters(planted, name):
     d, heavy, sets, f_true = planted
-    answers = lm.run_ldpminer(name, sets, d, 4000, [3], np.random.default_rng(21), k_max=6)
+    answers = lms.run_ldpminer(name, sets, d, 4000, [3], np.random.default_rng(21),
+                               lms.MinerTuning(k_max=6))
     answer = answers[3]
     assert set(answer.top_index.tolist()) == set(heavy)
-    res = lm.score(f_true, answer, 3)
+    res = lms.score(f_true, answer, 3)
     assert res["recall"] == 1.0 and res["re"] < 0.1 and res["ndcg"] > 0.99
 
 
@@ -230,30 +232,33 @@ def test_single_phase_topk_over_the_domain(planted):
 
 def test_score_conventions():
     f_true = np.array([0.5, 0.4, 0.3, 0.1, 0.05])
-    answer = lm.Answer(np.array([0, 3]), np.array([0.45, 0.2]), np.array([0, 3, 2, 1, 4]),
+    answer = lms.Answer(np.array([0, 3]), np.array([0.45, 0.2]), np.array([0, 3, 2, 1, 4]),
                        np.array([0.45, 0.2, 0.33, 0.2, 0.0]))
-    res = lm.score(f_true, answer, 3)
+    res = lms.score(f_true, answer, 3)
     assert res["recall"] == pytest.approx(1 / 3)
     assert res["re"] == pytest.approx(0.1)      # median of 0.1, 0.5, 0.1
     assert res["re_list"] == pytest.approx(1.0)  # median of 0.1, 1, 1 (missed = 0)
     assert 0 < res["ndcg"] < 1
 
 
+POP = datasets.Population(eps=4.0, users=4000, domain=100, dist="laplace:50,5", seed=4)
+
+
 def test_simulate_ldpminer_pairs_datasets_and_is_finite(monkeypatch):
     drawn = {}
-    real_draw = lm.draw_sets
+    real_draw = lms.draw_sets
 
     def recording_draw(*args, **kw):
         drawn[current] = real_draw(*args, **kw)
         return drawn[current]
 
-    monkeypatch.setattr(lm, "draw_sets", recording_draw)
+    monkeypatch.setattr(lms, "draw_sets", recording_draw)
     runs = {}
     for current in ("lm-rp", "rp"):
-        runs[current] = lm.simulate_ldpminer(current, 4.0, 4000, 100, 5, "laplace:50,5", 3, seed=4)
+        runs[current] = lms.simulate_ldpminer(current, POP, 5, 3)
     assert np.array_equal(drawn["lm-rp"], drawn["rp"]) and drawn["rp"].shape == (4000, 5)
     for r in runs.values():
         assert all(math.isfinite(r[key]) for key in ("re", "re_list", "ndcg", "recall"))
     assert runs["lm-rp"]["k_max"] == 6 and runs["lm-rp"]["l2"] == 5 and runs["rp"]["k_max"] is None
-    again = lm.simulate_ldpminer("lm-rp", 4.0, 4000, 100, 5, "laplace:50,5", 3, seed=4)
+    again = lms.simulate_ldpminer("lm-rp", POP, 5, 3)
     assert again == runs["lm-rp"]

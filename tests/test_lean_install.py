@@ -8,7 +8,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-from ldpfleet.service import ServeProcess, Store
+from ldpfleet.service import Store
+
+from support.service import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS_ONLY = ("matplotlib", "sklearn", "tqdm")

@@ -293,7 +293,7 @@ def test_maximum_likelihood_fit_recovers_power_law_exponent():
     _, x = simulated_power_law(exponent, support, items, sigma, seed=4)
     var = (sigma / support) ** 2
     fitted = post.fit_power_prior(x / support, var, support, fit="ml").exponent
-    loglik = lambda a: post._log_likelihood(x, sigma, post.PowerLawPrior(a, support), post.DEFAULT_WINDOW_SIGMAS)
+    loglik = lambda a: post.priors._log_likelihood(x, sigma, post.PowerLawPrior(a, support), post.DEFAULT_WINDOW_SIGMAS)
     step = 1e-3
     curvature = -(loglik(fitted + step) - 2 * loglik(fitted) + loglik(fitted - step)) / step ** 2
     assert curvature > 0

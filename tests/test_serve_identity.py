@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from ldpfleet.service import ServeProcess
+from support.service import ServeProcess
 from ldpfleet.service.ingest import default_client_id
 from ldpfleet.service.store import state_path
 

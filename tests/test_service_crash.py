@@ -12,15 +12,17 @@ import time
 
 import numpy as np
 
-from ldpfleet.service import ServeProcess, Store
-from service_support import BoundedPublisher, direct_sketch, new_campaign, report_messages
+from ldpfleet.service import Store
+
+from support.service import ServeProcess
+from support.service import publisher, direct_sketch, new_campaign, report_messages
 
 SEED = 7321
 
 
 def publish_in_background(url, messages, client_id):
     import threading
-    pub = BoundedPublisher(url, client_id, max_inflight=1000)
+    pub = publisher(url, client_id, max_inflight=1000)
     progress = {"n": 0}
 
     def run():
@@ -74,7 +76,7 @@ def test_kill9_of_aggregator_loses_and_doubles_nothing(tmp_path, mosquitto):
         thread.join(120)
         pub.wait_acked()
         before = serve.wait_counts("crash", lambda c: c.get("accepted", 0) >= n, timeout=60)
-        replay = BoundedPublisher(mosquitto.url, "pub-replay")
+        replay = publisher(mosquitto.url, "pub-replay")
         replay.publish_all(messages[i] for i in rng.choice(n, 1000, replace=False))
         replay.wait_acked()
         replay.close()

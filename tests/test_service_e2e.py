@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from device_support import ReportCollector
+from support.devices import ReportCollector
 from ldpfleet import config as campaign_config
-from ldpfleet import fleet
-from ldpfleet.service import BrokerSettings, ServeProcess, Store, create_campaign
+from ldpfleet.loadgen import FleetOptions, run_fleet
+from ldpfleet.service import BrokerSettings, Store, create_campaign
+from support.service import ServeProcess
 from ldpfleet.service.campaigns import write_fleet_key
 from ldpfleet.service.estimates import load_sketch
 
@@ -68,8 +69,8 @@ def test_simulated_and_micropython_fleet_lossless_and_accurate(service, tmp_path
     with Store(state) as store:
         create_campaign(store, BrokerSettings.from_url(broker.url), key_file, "e2e-olh", "olh", 2.0, "64")
     workdir = str(tmp_path / "fleet")
-    result = fleet.run_fleet(broker.url, "e2e-olh", key, devices=5000, micropython=10,
-                             dist="zipf:1.1", seed=20240501, workdir=workdir)
+    result = run_fleet(broker.url, "e2e-olh", key, FleetOptions(
+        devices=5000, micropython=10, dist="zipf:1.1", seed=20240501, workdir=workdir))
     assert result.sent_by_kind == {"simulated": 5000, "micropython": 10}
     assert sum(result.true_counts.values()) == result.sent == 5010
     counters = serve.wait_counts("e2e-olh", settled(result.sent), timeout=60)
@@ -92,8 +93,8 @@ def test_simulated_and_micropython_fleet_lossless_and_accurate(service, tmp_path
 
     # Re-running the same seeded fleet (same device ids, same ledgers) re-sends identical
     # reports: the aggregator must count every one as a duplicate and fold nothing again.
-    again = fleet.run_fleet(broker.url, "e2e-olh", key, devices=5000, micropython=10,
-                            dist="zipf:1.1", seed=20240501, workdir=workdir)
+    again = run_fleet(broker.url, "e2e-olh", key, FleetOptions(
+        devices=5000, micropython=10, dist="zipf:1.1", seed=20240501, workdir=workdir))
     assert again.true_counts == result.true_counts
     counters = serve.wait_counts("e2e-olh", lambda c: c.get("duplicate", 0) >= again.sent,
                                  timeout=60)
@@ -113,8 +114,8 @@ def test_string_domain_grr_fleet(service):
         create_campaign(store, BrokerSettings.from_url(broker.url), key_file, "e2e-str", "grr", 1.5,
                         domain_file)
     micropython = 3 if HAVE_MICROPYTHON else 0
-    result = fleet.run_fleet(broker.url, "e2e-str", key, devices=3000, micropython=micropython,
-                             dist="zipf:0.8", seed=7)
+    result = run_fleet(broker.url, "e2e-str", key, FleetOptions(
+        devices=3000, micropython=micropython, dist="zipf:0.8", seed=7))
     assert set(result.true_counts) <= set(names)
     counters = serve.wait_counts("e2e-str", settled(result.sent), timeout=60)
     assert counters.get("accepted") == result.sent == 3000 + micropython
@@ -131,7 +132,7 @@ def test_fleet_refuses_a_config_signed_with_another_key(service):
     collector = ReportCollector(broker.port)
     try:
         with pytest.raises(ConfigError) as err:
-            fleet.run_fleet(broker.url, "e2e-key", bytes(32), devices=10)
+            run_fleet(broker.url, "e2e-key", bytes(32), FleetOptions(devices=10))
         assert err.value.field == "sig"
         # everything the fleet could have published before refusing has been routed by now
         assert [t for t, _ in collector.barrier() if t.startswith("ldp/e2e-key/")] == []
@@ -142,12 +143,12 @@ def test_fleet_refuses_a_config_signed_with_another_key(service):
 def test_c_clients_join_the_fleet(service):
     """The fleet's third kind of device: the C client binary (device/c_client, built by its own
     build script), beside simulated devices, into the same campaign."""
-    from c_client_build import build_client
+    from support.c_client import build_client
     broker, serve, state, key_file, key = service
     with Store(state) as store:
         create_campaign(store, BrokerSettings.from_url(broker.url), key_file, "e2e-c", "olh", 2.0, "32")
-    result = fleet.run_fleet(broker.url, "e2e-c", key, devices=1000, c_clients=4, seed=5,
-                             c_client=str(build_client()))
+    result = run_fleet(broker.url, "e2e-c", key, FleetOptions(
+        devices=1000, c_clients=4, seed=5, c_client=str(build_client())))
     assert result.sent_by_kind == {"simulated": 1000, "c": 4}
     assert len(result.device_ids["c"]) == 4
     counters = serve.wait_counts("e2e-c", settled(result.sent), timeout=60)

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from brokers import free_port
+from support.brokers import free_port
 from ldpfleet import protocol
 from ldpfleet.mechanisms.base import Sketch
-from ldpfleet.service import ServeProcess, Store, compute_estimates
-from service_support import (BoundedPublisher, direct_sketch, new_campaign, report_messages,
+from ldpfleet.service import Store, compute_estimates
+from support.service import ServeProcess
+from support.service import (publisher, direct_sketch, new_campaign, report_messages,
                              scrape_metrics_until)
 
 SEED = 20240611
@@ -68,7 +69,7 @@ def test_accepted_equals_sent_and_sketch_is_exact(tmp_path, mosquitto, two_campa
 
     serve = ServeProcess(mosquitto.url, state, batch_size=700, batch_ms=50).start()
     try:
-        pub = BoundedPublisher(mosquitto.url, "pub-ingest")
+        pub = publisher(mosquitto.url, "pub-ingest")
         pub.publish_all(messages[i] for i in order)
         pub.wait_acked()
         pub.close()
@@ -116,7 +117,7 @@ def test_cli_output_shapes(tmp_path, mosquitto, two_campaigns, cli):
     port = free_port()
     serve = ServeProcess(mosquitto.url, state, batch_ms=30, metrics_port=port).start()
     try:
-        pub = BoundedPublisher(mosquitto.url, "pub-cli")
+        pub = publisher(mosquitto.url, "pub-cli")
         pub.publish_all(report_messages("cpu", reports) + bad)
         pub.wait_acked()
         pub.close()

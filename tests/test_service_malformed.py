@@ -3,10 +3,12 @@ message is counted under its own reason, every good report is counted exactly on
 sketch equals an in-process sketch fed only the good reports."""
 import numpy as np
 
-from ldpfleet.service import ServeProcess, Store, close_campaign
+from ldpfleet.service import Store, close_campaign
+
+from support.service import ServeProcess
 from ldpfleet.service.ingest import Ingestor
 from ldpfleet.service.store import GLOBAL
-from service_support import BoundedPublisher, direct_sketch, new_campaign, report_messages
+from support.service import publisher, direct_sketch, new_campaign, report_messages
 
 SEED = 99173
 D = 64
@@ -83,7 +85,7 @@ def test_malformed_flood_is_counted_by_reason(tmp_path, mosquitto):
 
     serve = ServeProcess(mosquitto.url, state, batch_size=2000, batch_ms=50).start()
     try:
-        pub = BoundedPublisher(mosquitto.url, "pub-malformed")
+        pub = publisher(mosquitto.url, "pub-malformed")
         pub.publish_all(wave1)  # first, so that second reports of these devices come after
         serve.wait_counts("good", lambda c: c.get("accepted", 0) >= 5000)
         pub.publish_all(mixed[i] for i in order)

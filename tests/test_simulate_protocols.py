@@ -35,7 +35,7 @@ from scipy import stats
 
 from ldpfleet import cli, datasets, protocol
 from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.protocols import ldpminer
+from ldpfleet.protocols import ldpminer, ldpminer_sim
 
 LDPMINER = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "sampling-rappor": "rp",
             "sampling-sh": "sh"}
@@ -166,7 +166,7 @@ def test_planted_heavy_hitters_small_re_and_exact_ranks(run_json, name):
     r = run_json("--protocol", name, "--epsilon", EPS, "--users", N, "--domain", D,
                  "--set-size", L, "--dist", DIST, "--top", K, "--seed", SEED)
     data_seq, _ = np.random.SeedSequence(SEED).spawn(2)  # simulate_ldpminer's data stream
-    f = datasets.true_counts(ldpminer.draw_sets(N, L, D, DIST, np.random.default_rng(data_seq)),
+    f = datasets.true_counts(ldpminer_sim.draw_sets(N, L, D, DIST, np.random.default_rng(data_seq)),
                              D) / N
     order = np.argsort(-f, kind="stable")
     top = order[:K]
@@ -201,9 +201,9 @@ def test_ldplcm_beats_cms_at_eps4_paper_setting(run_json):
     t_one = stats.t.ppf(1 - 1e-3, r - 1)
     assert diff.mean() - t_one * diff.std(ddof=1) / math.sqrt(r) > 0, (lcm, cms)
 
-    from ldpfleet.protocols.ldplcm import _dataset
+    from ldpfleet.protocols.ldplcm_sim import _dataset
     mech = make_mechanism("cms", 4000, 5000, k=64, m=1024)
-    expected = [float(np.sum(mech.item_variances(100000, _dataset(100000, 5000, "zipf:1.1", s)[1])))
-                for s in seeds]
+    expected = [float(np.sum(mech.item_variances(100000, _dataset(datasets.Population(
+        4.0, 100000, 5000, "zipf:1.1", s))[1]))) for s in seeds]
     t_two = stats.t.ppf(1 - 1e-3 / 2, r - 1)
     assert abs(cms.mean() - np.mean(expected)) <= t_two * cms.std(ddof=1) / math.sqrt(r)

@@ -18,12 +18,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from brokers import PrivateMosquitto, free_port
-from c_client_build import build_client
-from device_support import FLEET_KEY, ReportCollector, config_doc
+from support.brokers import PrivateMosquitto, free_port
+from support.c_client import build_client
+from support.devices import FLEET_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
-from ldpfleet.service import ServeProcess
+from support.service import ServeProcess
 
 
 def _name(cn):

@@ -31,11 +31,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from c_client_build import build_client
-from ldpfleet import cli, device_runner, fleet
+from support.c_client import build_client
+from ldpfleet import cli, device_runner
+from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.protocols import ldplcm
-from ldpfleet.service import BrokerSettings, ServeProcess, Store
-from ldpfleet.service.broker import publish
+from ldpfleet.service import BrokerSettings, Store
+from support.service import ServeProcess
+from ldpfleet.mqtt import publish
 from ldpfleet.service.campaigns import write_fleet_key
 
 pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
@@ -100,7 +102,7 @@ def test_ldpminer_two_phases_find_the_planted_heavy_hitters(service, run_cli, tm
     run = dict(devices=DEVICES, micropython=3, c_clients=2, dist=str(dist), seed=SEED,
                workdir=workdir, c_client=str(build_client()))
 
-    first = fleet.run_fleet(broker.url, "lm", key, phase=1, **run)
+    first = run_fleet(broker.url, "lm", key, FleetOptions(phase=1, **run))
     assert first.sent_by_kind == {"simulated": DEVICES, "micropython": 3, "c": 2}
     counters = serve.wait_counts("lm", settled(first.sent), timeout=60)
     assert counters.get("accepted") == first.sent and sketch_counts(state, "lm") == [first.sent, 0]
@@ -115,7 +117,7 @@ def test_ldpminer_two_phases_find_the_planted_heavy_hitters(service, run_cli, tm
     assert advanced["phase1_reports"] == first.sent and len(advanced["candidates"]) == 4
     assert set(PLANTED) <= set(advanced["candidates"])
 
-    second = fleet.run_fleet(broker.url, "lm", key, phase=2, **run)
+    second = run_fleet(broker.url, "lm", key, FleetOptions(phase=2, **run))
     assert second.phase == 2 and second.sent_by_kind == first.sent_by_kind
     assert second.true_counts == first.true_counts  # the same devices hold the same sets
     counters = serve.wait_counts("lm", settled(first.sent + 1 + second.sent), timeout=60)
@@ -177,7 +179,7 @@ def test_ldplcm_sampled_phases_and_the_wrong_phase_rule(service, run_cli, tmp_pa
                workdir=workdir, c_client=str(build_client()))
     bus = BrokerSettings.from_url(broker.url)
 
-    first = fleet.run_fleet(broker.url, "lc", key, phase=1, **run)
+    first = run_fleet(broker.url, "lc", key, FleetOptions(phase=1, **run))
     assert first.sent_by_kind["micropython"] == sum(in_first[d] for d in real["mp"])
     assert first.sent_by_kind["c"] == sum(in_first[d] for d in real["c"])
     assert 0 < first.sent_by_kind["simulated"] < DEVICES and first.skipped_by_sampling > 0
@@ -196,7 +198,7 @@ def test_ldplcm_sampled_phases_and_the_wrong_phase_rule(service, run_cli, tmp_pa
     assert advanced["phase1_reports"] == first.sent and advanced["high_items"] >= 1
     assert 0 < advanced["theta_measured"] <= 0.5
 
-    second = fleet.run_fleet(broker.url, "lc", key, phase=2, **run)
+    second = run_fleet(broker.url, "lc", key, FleetOptions(phase=2, **run))
     assert second.sent_by_kind["micropython"] == 4 - first.sent_by_kind["micropython"]
     assert second.sent_by_kind["c"] == 6 - first.sent_by_kind["c"]
     assert first.sent_by_kind["simulated"] + second.sent_by_kind["simulated"] == DEVICES

@@ -104,8 +104,8 @@ def bench_mechanism(name, lib, workdir, reports, repeats):
 
 def bench_device(lib, workdir):
     """Smallest heap that runs one whole device cycle (--once) against a private broker."""
-    from brokers import PrivateMosquitto
-    from device_support import FLEET_KEY, ReportCollector, config_doc
+    from support.brokers import PrivateMosquitto
+    from support.devices import FLEET_KEY, ReportCollector, config_doc
     from ldpfleet import config as campaign_config
 
     with PrivateMosquitto() as broker:

@@ -32,10 +32,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "aggregator"))
 
-from ldpfleet import fleet  # noqa: E402
+from ldpfleet.loadgen import FleetOptions, run_fleet  # noqa: E402
 from ldpfleet.broker import EmbeddedBroker  # noqa: E402
-from ldpfleet.service import BrokerSettings, ServeProcess, Store, create_campaign  # noqa: E402
-from ldpfleet.service import broker as brokermod  # noqa: E402
+from ldpfleet.loadgen.serve_process import ServeProcess  # noqa: E402
+from ldpfleet.service import BrokerSettings, Store, create_campaign  # noqa: E402
+from ldpfleet import mqtt as brokermod  # noqa: E402
 from ldpfleet.service.campaigns import write_fleet_key  # noqa: E402
 
 
@@ -195,7 +196,7 @@ def _packet(buf, pos):
 
 
 def publish(url, campaign, key, n, seed):
-    result = fleet.run_fleet(url, campaign, key, devices=n, seed=seed, id_prefix="b%d" % seed)
+    result = run_fleet(url, campaign, key, FleetOptions(devices=n, seed=seed, id_prefix="b%d" % seed))
     if result.sent != n:
         raise RuntimeError("fleet sent %d of %d" % (result.sent, n))
     return result

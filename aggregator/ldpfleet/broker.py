@@ -17,12 +17,13 @@ import os
 import pwd
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 
+from .child import ChildProcess
 from .config import NAME_RE
 from .errors import ConfigError
 
@@ -61,7 +62,7 @@ def queue_lines(max_queued_messages: int = 1_000_000, max_queued_bytes: int = 0,
             "max_inflight_messages %d" % max_inflight_messages]
 
 
-class MosquittoProcess:
+class MosquittoProcess(ChildProcess):
     """A mosquitto subprocess running a given config file; `start()` waits until it listens
     on (host, port); `stop()` signals its PID only."""
 
@@ -85,42 +86,15 @@ class MosquittoProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 code = self.proc.returncode
-                self.proc = None
                 raise BrokerUnavailable("mosquitto exited with status %s; log:\n%s" % (code, self.log()))
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.2):
                     return self
             except OSError:
                 time.sleep(0.05)
-        self.stop()
+        self.kill()
         raise BrokerUnavailable("mosquitto did not listen on %s:%d within %.0f s"
                                 % (self.host, self.port, timeout))
-
-    def stop(self):
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-    def log(self) -> str:
-        if not self.log_path:
-            return ""
-        try:
-            with open(self.log_path) as f:
-                return f.read()[-4000:]
-        except OSError:
-            return ""
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 class EmbeddedBroker(MosquittoProcess):
@@ -140,12 +114,21 @@ class EmbeddedBroker(MosquittoProcess):
         lines = ["listener %d %s" % (port, host), "allow_anonymous true",
                  "log_dest file %s" % log_path]
         lines += queue_lines(max_queued_messages, max_queued_bytes)
+        if os.geteuid() == 0:
+            # As root mosquitto drops to the 'mosquitto' user and then cannot write this
+            # private directory (persistence silently off, no log): keep it as root.
+            lines.append("user root")
         if persistence:
             lines += ["persistence true", "persistence_location %s/" % directory,
                       "autosave_interval 60"]
         with open(conf, "w") as f:
             f.write("\n".join(lines) + "\n" + extra_conf)
         super().__init__(conf, port, host, log_path)
+
+    def restart(self):
+        """Stop and start on the same port (with persistence on, queued messages survive)."""
+        self.stop()
+        return self.start()
 
     def close(self):
         self.stop()
@@ -236,46 +219,107 @@ def _write_private(path: str, text: str):
     os.replace(path + ".tmp", path)
 
 
-def write_secured_config(out_dir: str, aggregator_user: str, device_ids: list, campaigns=None,
-                         port: int = None, bind: str = None, max_queued_messages: int = None,
-                         max_queued_bytes: int = 0, max_inflight_messages: int = 1000,
-                         certfile: str = None, keyfile: str = None, cafile: str = None,
-                         log_file: str = None, run_as: str = "mosquitto",
-                         loadgen_user: str = None) -> dict:
+@dataclass
+class SecuredBroker:
+    """What `broker-config` writes a production broker for: the aggregator's login, the device
+    ids (one login and one report topic each), the campaigns whose config topics the aggregator
+    may publish, an optional load-generator login, the listener (port: 8883 with TLS, else
+    1883; bind address; TLS certificate, key and CA), queue limits (None: 4 x devices, at
+    least 100,000), the log file and the user mosquitto drops to."""
+
+    aggregator_user: str
+    device_ids: list
+    campaigns: list = None
+    loadgen_user: str = None
+    port: int = None
+    bind: str = None
+    certfile: str = None
+    keyfile: str = None
+    cafile: str = None
+    max_queued_messages: int = None
+    max_queued_bytes: int = 0
+    max_inflight_messages: int = 1000
+    log_file: str = None
+    run_as: str = "mosquitto"
+
+    def check(self):
+        """ConfigError naming the first bad field."""
+        if not NAME_RE.match(self.aggregator_user):
+            raise ConfigError("aggregator_user", "must match [A-Za-z0-9_-]{1,64}")
+        if self.aggregator_user in self.device_ids:
+            raise ConfigError("aggregator_user", "%r is also listed as a device"
+                              % self.aggregator_user)
+        user = self.loadgen_user
+        if user is not None and (not NAME_RE.match(user) or user == self.aggregator_user
+                                 or user in self.device_ids):
+            raise ConfigError("loadgen_user", "must match [A-Za-z0-9_-]{1,64} and differ from "
+                              "the aggregator and every device")
+        for name in self.campaigns or []:
+            if not NAME_RE.match(name):
+                raise ConfigError("campaign", "%r does not match [A-Za-z0-9_-]{1,64}" % name)
+        if (self.certfile is None) != (self.keyfile is None):
+            raise ConfigError("tls", "give both --certfile and --keyfile, or neither")
+
+    def logins(self) -> list:
+        """(role, username) of every login."""
+        rows = [("aggregator", self.aggregator_user)] + [("device", d) for d in self.device_ids]
+        if self.loadgen_user:
+            rows.append(("loadgen", self.loadgen_user))
+        return rows
+
+
+def write_secured_config(out_dir: str, plan: SecuredBroker) -> dict:
     """Write mosquitto.conf, passwd (PBKDF2-SHA512 hashes), acl and credentials.csv
     (plain passwords for provisioning, mode 0600) into `out_dir`; returns their paths.
 
     Passwords already in `out_dir/credentials.csv` are kept; new users get random ones.
-    Mosquitto started as root drops to `run_as` before it reads the password file, so when
+    Mosquitto started as root drops to `plan.run_as` before it reads the password file, so when
     this runs as root the broker's files (not credentials.csv) are handed to that user.
-    With `certfile`/`keyfile` the one listener speaks TLS, on 8883 unless `port` says otherwise
-    (1883 without TLS); the certificate, key and CA are copied into `out_dir/tls/` (key 0600)
-    and handed to `run_as` too, because mosquitto reads them after dropping privileges and a
-    root-only key would make it fail to start ("Unable to load server key file")."""
-    if not NAME_RE.match(aggregator_user):
-        raise ConfigError("aggregator_user", "must match [A-Za-z0-9_-]{1,64}")
-    if aggregator_user in device_ids:
-        raise ConfigError("aggregator_user", "%r is also listed as a device" % aggregator_user)
-    if loadgen_user is not None and (not NAME_RE.match(loadgen_user) or loadgen_user == aggregator_user
-                                     or loadgen_user in device_ids):
-        raise ConfigError("loadgen_user", "must match [A-Za-z0-9_-]{1,64} and differ from the "
-                          "aggregator and every device")
-    for name in campaigns or []:
-        if not NAME_RE.match(name):
-            raise ConfigError("campaign", "%r does not match [A-Za-z0-9_-]{1,64}" % name)
-    if (certfile is None) != (keyfile is None):
-        raise ConfigError("tls", "give both --certfile and --keyfile, or neither")
+    With a certificate and key the one listener speaks TLS; they and the CA are copied into
+    `out_dir/tls/` (key 0600) and handed to `run_as` too, because mosquitto reads them after
+    dropping privileges and a root-only key would make it fail to start ("Unable to load
+    server key file")."""
+    plan.check()
     out_dir = os.path.abspath(out_dir)
     data_dir = os.path.join(out_dir, "data")
     os.makedirs(data_dir, exist_ok=True)
     paths = {name: os.path.join(out_dir, name)
              for name in ("mosquitto.conf", "passwd", "acl", "credentials.csv")}
-    known = _read_credentials(paths["credentials.csv"])
-    rows = [("aggregator", aggregator_user)] + [("device", d) for d in device_ids]
-    if loadgen_user:
-        rows.append(("loadgen", loadgen_user))
-    creds = [(role, user, known.get(user) or secrets.token_urlsafe(18)) for role, user in rows]
+    _write_logins(paths, plan)
+    port = plan.port if plan.port is not None else (8883 if plan.certfile else 1883)
+    queued = plan.max_queued_messages
+    if queued is None:
+        queued = max(100_000, 4 * len(plan.device_ids))
+    lines = ["# ldpfleet broker config (generated by `ldpfleet broker-config`)",
+             "per_listener_settings false", "user %s" % plan.run_as,
+             "listener %d" % port + (" %s" % plan.bind if plan.bind else "")]
+    tls_files = _copy_tls(os.path.join(out_dir, "tls"), plan) if plan.certfile else {}
+    lines += ["%s %s" % (name, path) for name, path in tls_files.items()]
+    lines += ["allow_anonymous false", "password_file %s" % paths["passwd"],
+              "acl_file %s" % paths["acl"],
+              "# queues sized so a slow aggregator loses nothing (QoS 1 is dropped past the limit)"]
+    lines += queue_lines(queued, plan.max_queued_bytes, plan.max_inflight_messages)
+    log_file = os.path.abspath(plan.log_file) if plan.log_file else None
+    lines += ["persistence true", "persistence_location %s/" % data_dir, "autosave_interval 60",
+              "persistent_client_expiration 30d",
+              "log_dest %s" % ("file %s" % log_file if log_file else "stderr"),
+              "log_type error", "log_type warning", "log_type notice", "log_type information"]
+    with open(paths["mosquitto.conf"], "w") as f:
+        f.write("\n".join(lines) + "\n")
+    tls = list(tls_files.values())
+    _hand_over(plan.run_as, [paths["passwd"], paths["acl"], paths["mosquitto.conf"], data_dir]
+               + ([os.path.dirname(tls[0])] if tls else []) + tls
+               + ([log_file] if log_file else []))
+    paths["port"] = port
+    paths["tls"] = bool(plan.certfile)
+    return paths
 
+
+def _write_logins(paths: dict, plan: SecuredBroker):
+    """credentials.csv (0600, known passwords kept), passwd and acl."""
+    known = _read_credentials(paths["credentials.csv"])
+    creds = [(role, user, known.get(user) or secrets.token_urlsafe(18))
+             for role, user in plan.logins()]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["role", "username", "password"])
@@ -284,55 +328,30 @@ def write_secured_config(out_dir: str, aggregator_user: str, device_ids: list, c
     _write_private(paths["passwd"], "".join("%s:%s\n" % (user, password_hash(pw))
                                             for _, user, pw in creds))
     with open(paths["acl"], "w") as f:
-        f.write(acl_text(aggregator_user, campaigns, loadgen_user))
+        f.write(acl_text(plan.aggregator_user, plan.campaigns, plan.loadgen_user))
 
-    if max_queued_messages is None:
-        max_queued_messages = max(100_000, 4 * len(device_ids))
-    if port is None:
-        port = 8883 if certfile else 1883
-    listener = "listener %d" % port + (" %s" % bind if bind else "")
-    lines = ["# ldpfleet broker config (generated by `ldpfleet broker-config`)",
-             "per_listener_settings false", "user %s" % run_as, listener]
-    tls_files = []
-    if certfile:
-        tls_dir = os.path.join(out_dir, "tls")
-        os.makedirs(tls_dir, exist_ok=True)
-        copies = {}
-        for name, src in (("certfile", certfile), ("keyfile", keyfile), ("cafile", cafile)):
-            if src is None:
-                continue
-            try:
-                with open(src, "rb") as f:
-                    data = f.read()
-            except OSError as exc:
-                raise ConfigError(name, "cannot read %s: %s" % (src, exc.strerror)) from None
-            dst = os.path.join(tls_dir, os.path.basename(src))
-            fd = os.open(dst + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                         0o600 if name == "keyfile" else 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(dst + ".tmp", dst)
-            copies[name] = dst
-            tls_files.append(dst)
-        lines += ["certfile %s" % copies["certfile"], "keyfile %s" % copies["keyfile"]]
-        if "cafile" in copies:
-            lines.append("cafile %s" % copies["cafile"])
-    lines += ["allow_anonymous false", "password_file %s" % paths["passwd"],
-              "acl_file %s" % paths["acl"],
-              "# queues sized so a slow aggregator loses nothing (QoS 1 is dropped past the limit)"]
-    lines += queue_lines(max_queued_messages, max_queued_bytes, max_inflight_messages)
-    lines += ["persistence true", "persistence_location %s/" % data_dir, "autosave_interval 60",
-              "persistent_client_expiration 30d",
-              "log_dest %s" % ("file %s" % os.path.abspath(log_file) if log_file else "stderr"),
-              "log_type error", "log_type warning", "log_type notice", "log_type information"]
-    with open(paths["mosquitto.conf"], "w") as f:
-        f.write("\n".join(lines) + "\n")
-    _hand_over(run_as, [paths["passwd"], paths["acl"], paths["mosquitto.conf"], data_dir]
-               + ([os.path.dirname(tls_files[0])] if tls_files else []) + tls_files
-               + ([os.path.abspath(log_file)] if log_file else []))
-    paths["port"] = port
-    paths["tls"] = bool(certfile)
-    return paths
+
+def _copy_tls(tls_dir: str, plan: SecuredBroker) -> dict:
+    """Copy the certificate, key (0600) and CA into `tls_dir`: {mosquitto option: copy}."""
+    os.makedirs(tls_dir, exist_ok=True)
+    copies = {}
+    for name, src in (("certfile", plan.certfile), ("keyfile", plan.keyfile),
+                      ("cafile", plan.cafile)):
+        if src is None:
+            continue
+        try:
+            with open(src, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise ConfigError(name, "cannot read %s: %s" % (src, exc.strerror)) from None
+        dst = os.path.join(tls_dir, os.path.basename(src))
+        fd = os.open(dst + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                     0o600 if name == "keyfile" else 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(dst + ".tmp", dst)
+        copies[name] = dst
+    return copies
 
 
 def _hand_over(user: str, paths: list):

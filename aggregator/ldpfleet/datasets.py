@@ -18,6 +18,25 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+
+@dataclass(frozen=True)
+class Population:
+    """A simulated campaign's public setting: ε, `users` devices holding items of `dist` over
+    the int domain 0..domain-1, drawn from `seed` (the same seed: the same dataset for every
+    protocol, so comparisons are paired)."""
+
+    eps: float
+    users: int
+    domain: int
+    dist: str
+    seed: int
+
+    def generators(self):
+        """(data rng, noise rng): independent streams spawned from the seed."""
+        data_seq, noise_seq = np.random.SeedSequence(self.seed).spawn(2)
+        return np.random.default_rng(data_seq), np.random.default_rng(noise_seq)
+
+
 DIST_HELP = "zipf:S | uniform | normal:MU,SIGMA | laplace:MU,B"
 
 
@@ -86,11 +105,15 @@ def probabilities(spec, domain_size: int) -> np.ndarray:
 
 def draw_values(n: int, domain_size: int, spec, rng: np.random.Generator) -> np.ndarray:
     """n i.i.d. item indices (uint32) from the distribution."""
-    p = probabilities(spec, domain_size)
+    return draw_from(probabilities(spec, domain_size), n, rng)
+
+
+def draw_from(p: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n i.i.d. item indices (uint32) with P(i) = p[i] (inverse CDF of one uniform each)."""
     cdf = np.cumsum(p)
     cdf[-1] = 1.0
     u = rng.random(int(n))
-    return np.minimum(np.searchsorted(cdf, u, side="right"), domain_size - 1).astype(np.uint32)
+    return np.minimum(np.searchsorted(cdf, u, side="right"), len(p) - 1).astype(np.uint32)
 
 
 def true_counts(values: np.ndarray, domain_size: int) -> np.ndarray:
@@ -100,16 +123,24 @@ def true_counts(values: np.ndarray, domain_size: int) -> np.ndarray:
 
 def draw_sets(n: int, set_size: int, domain_size: int, spec, rng: np.random.Generator,
               max_rounds: int = 64) -> np.ndarray:
-    """(n, L) uint32: every user's L distinct items, drawn one after another from the
-    distribution restricted to the items not yet chosen (successive sampling without
-    replacement), by vectorised rejection; a row still colliding after `max_rounds` redraws of
-    one column draws that column from the renormalised remaining mass directly (same law)."""
-    n, L, d = int(n), int(set_size), int(domain_size)
+    """(n, L) uint32: every user's L distinct items from the distribution (`draw_sets_from`)."""
+    L, d = int(set_size), int(domain_size)
     if L < 1 or L > d:
         raise ValueError("set size must be in [1, %d], got %d" % (d, L))
     p = probabilities(spec, d)
     if np.count_nonzero(p) < L:
         raise ValueError("distribution %s has fewer than %d items with mass" % (parse_dist(spec), L))
+    return draw_sets_from(p, n, L, rng, max_rounds)
+
+
+def draw_sets_from(p: np.ndarray, n: int, set_size: int, rng: np.random.Generator,
+                   max_rounds: int = 64) -> np.ndarray:
+    """(n, L) uint32: every user's L distinct items, drawn one after another from P(i) = p[i]
+    restricted to the items not yet chosen (successive sampling without replacement), by
+    vectorised rejection; a row still colliding after `max_rounds` redraws of one column draws
+    that column from the renormalised remaining mass directly (same law). Needs at least L
+    items with mass."""
+    n, L, d = int(n), int(set_size), len(p)
     cdf = np.cumsum(p)
     cdf[-1] = 1.0
     out = np.empty((n, L), dtype=np.int64)

@@ -109,15 +109,17 @@ def _progress_wanted(args) -> bool:
 
 
 def run_fleet_command(args):
-    from .. import fleet
+    from ..loadgen import FleetOptions, run_fleet
+    from ..mqtt import BrokerSettings
     from ..service.campaigns import read_fleet_key
     fleet_key = read_fleet_key(args.fleet_key_file)
-    result = fleet.run_fleet(
-        args.broker, args.campaign, fleet_key, devices=args.devices, micropython=args.micropython,
-        c_clients=args.c_clients, rate=args.rate, dist=args.dist, seed=args.seed, phase=args.phase,
-        id_prefix=args.id_prefix, max_inflight=args.max_inflight, username=args.username,
-        password=resolve_password(args), set_size=args.set_size, progress=_progress_wanted(args),
-        c_client=args.c_client, cafile=args.cafile)
+    broker = BrokerSettings.from_url(args.broker, username=args.username,
+                                     password=resolve_password(args), cafile=args.cafile)
+    result = run_fleet(broker, args.campaign, fleet_key, FleetOptions(
+        devices=args.devices, micropython=args.micropython, c_clients=args.c_clients,
+        dist=args.dist, seed=args.seed, phase=args.phase, id_prefix=args.id_prefix,
+        max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,
+        progress=_progress_wanted(args), c_client=args.c_client))
     if args.true_counts:
         with open(args.true_counts, "w") as f:
             json.dump(result.to_json(detail=True), f)
@@ -130,12 +132,12 @@ def run_fleet_command(args):
 
 
 def run_demo_command(args):
-    from .. import fleet
-    result = fleet.run_demo(
+    from ..loadgen import DemoOptions, run_demo
+    result = run_demo(DemoOptions(
         devices=args.devices, micropython=args.micropython, mechanism=args.mechanism,
         epsilon=args.epsilon, domain=args.domain, zipf=args.zipf, top=args.top, seed=args.seed,
         broker_url=args.broker, timeout=args.timeout, out_dir=args.out,
-        progress=_progress_wanted(args), log=None if args.json else print)
+        progress=_progress_wanted(args)), log=None if args.json else print)
     if args.json:
         json.dump(result, sys.stdout)
         sys.stdout.write("\n")
@@ -145,12 +147,11 @@ def run_demo_command(args):
 def run_broker_config_command(args):
     from .. import broker
     device_ids = broker.read_device_ids(args.devices_file)
-    paths = broker.write_secured_config(
-        args.out, args.aggregator_user, device_ids, campaigns=args.campaigns, port=args.port,
-        bind=args.bind, max_queued_messages=args.max_queued_messages,
-        max_queued_bytes=args.max_queued_bytes, certfile=args.certfile, keyfile=args.keyfile,
-        cafile=args.cafile, log_file=args.log_file, run_as=args.run_as,
-        loadgen_user=args.loadgen_user)
+    paths = broker.write_secured_config(args.out, broker.SecuredBroker(
+        args.aggregator_user, device_ids, campaigns=args.campaigns,
+        loadgen_user=args.loadgen_user, port=args.port, bind=args.bind, certfile=args.certfile,
+        keyfile=args.keyfile, cafile=args.cafile, max_queued_messages=args.max_queued_messages,
+        max_queued_bytes=args.max_queued_bytes, log_file=args.log_file, run_as=args.run_as))
     files = [paths[k] for k in ("mosquitto.conf", "passwd", "acl", "credentials.csv")]
     print("wrote %s (%d devices)" % (", ".join(os.path.basename(p) for p in files), len(device_ids)))
     print(BROKER_NEXT_STEPS % {

@@ -1,14 +1,50 @@
-"""Helpers of the service tests: a campaign in a temp state file, a bounded QoS 1 publisher."""
+"""Helpers of the service tests: a campaign in a temp state file, `serve` as a subprocess
+that can be waited on, the reports of many devices, the metrics endpoint. Publishing goes
+through the product's `ldpfleet.mqtt.QosPublisher` (`publisher()`)."""
 import os
-import threading
 import time
 import urllib.request
 
 import numpy as np
-import paho.mqtt.client as mqtt
 
+from ldpfleet.loadgen import serve_process
+from ldpfleet.mqtt import QosPublisher
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from ldpfleet.service.campaigns import write_fleet_key
+
+
+def publisher(broker_url: str, client_id: str = "test-publisher", max_inflight: int = 2000):
+    """A QoS 1 publisher with a persistent session: a broker restart loses nothing in flight
+    (paho reconnects and re-sends)."""
+    return QosPublisher(broker_url, client_id, max_inflight=max_inflight, persistent=True)
+
+
+def wait_counts(state_url: str, campaign: str, predicate, timeout: float = 60.0,
+                poll: float = 0.1, process=None) -> dict:
+    """Poll a campaign's committed counters (`campaign=None`: summed over all campaigns and
+    the global "" key) until `predicate(counters)` holds; returns them.
+
+    Raises TimeoutError (with the last counters), or RuntimeError if `process` (a Popen) died."""
+    deadline = time.monotonic() + timeout
+    with Store(state_url) as store:
+        while True:
+            counters = store.counters(campaign)
+            if predicate(counters):
+                return counters
+            if process is not None and process.poll() is not None:
+                raise RuntimeError("serve exited with %s; counters %s" % (process.returncode, counters))
+            if time.monotonic() > deadline:
+                raise TimeoutError("counters of %s after %.0f s: %s" % (campaign, timeout, counters))
+            time.sleep(poll)
+
+
+
+class ServeProcess(serve_process.ServeProcess):
+    """The product's serve subprocess, plus waiting on its committed counters."""
+
+    def wait_counts(self, campaign: str, predicate, timeout: float = 60.0) -> dict:
+        return wait_counts(self.state_url, campaign, predicate, timeout, process=self.proc)
+
 
 
 def new_campaign(tmp_path, broker_url, name, mechanism, epsilon, domain, params=None,
@@ -26,52 +62,6 @@ def new_campaign(tmp_path, broker_url, name, mechanism, epsilon, domain, params=
 
 def device_topics(campaign: str, n: int, prefix: str = "dev", start: int = 0):
     return ["ldp/%s/r/%s%d" % (campaign, prefix, i) for i in range(start, start + n)]
-
-
-class BoundedPublisher:
-    """paho QoS 1 publisher that keeps at most `max_inflight` publishes un-acknowledged
-    (paho hangs past 65,535 outstanding, field notes) and reconnects on its own."""
-
-    def __init__(self, broker_url: str, client_id: str = "test-publisher", max_inflight: int = 2000):
-        settings = BrokerSettings.from_url(broker_url)
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                                  protocol=mqtt.MQTTv311, clean_session=False)
-        self.client.max_inflight_messages_set(min(max_inflight, 1000))
-        self.client.reconnect_delay_set(1, 2)
-        self.slots = threading.Semaphore(max_inflight)
-        self.acked = 0
-        self.sent = 0
-        self._lock = threading.Lock()
-        self.client.on_publish = self._on_publish
-        self.client.connect(settings.host, settings.port, keepalive=30)
-        self.client.loop_start()
-
-    def _on_publish(self, _client, _userdata, _mid, _reason, _props):
-        with self._lock:
-            self.acked += 1
-        self.slots.release()
-
-    def publish(self, topic: str, payload: bytes):
-        self.slots.acquire()
-        self.client.publish(topic, payload, qos=1)
-        self.sent += 1
-
-    def publish_all(self, messages, on_progress=None):
-        for i, (topic, payload) in enumerate(messages):
-            self.publish(topic, payload)
-            if on_progress is not None:
-                on_progress(i + 1)
-
-    def wait_acked(self, timeout: float = 60.0):
-        deadline = time.monotonic() + timeout
-        while self.acked < self.sent:
-            if time.monotonic() > deadline:
-                raise TimeoutError("%d of %d publishes acknowledged" % (self.acked, self.sent))
-            time.sleep(0.02)
-
-    def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
 
 
 def report_messages(campaign: str, reports: np.ndarray, prefix: str = "dev", start: int = 0):

@@ -1,0 +1,106 @@
+"""The campaign as a device sees it: the retained, signed config (and status and phase-2
+message) read from the broker and verified with the fleet key (spec §5)."""
+import json
+import threading
+import uuid
+from dataclasses import dataclass
+
+from .. import config as campaign_config
+from .. import mqtt
+from ..errors import ConfigError
+
+CONFIG_TIMEOUT = 10.0
+
+
+@dataclass
+class CampaignView:
+    """What a device learns from the broker: the verified config, the current phase and, in
+    phase 2, the verified phase-2 message."""
+
+    config: dict
+    phase: int
+    phase2: dict = None
+    status: dict = None
+
+
+def _retained(broker: mqtt.BrokerSettings, campaign: str, timeout: float) -> dict:
+    """{topic: payload} of the campaign's retained config, status and phase-2 message."""
+    retained = {}
+    topics = {leaf: "ldp/%s/%s" % (campaign, leaf) for leaf in ("config", "status", "phase2")}
+    subacks = []
+    barrier = threading.Event()
+
+    def on_message(_c, _userdata, msg):
+        retained[msg.topic] = msg.payload
+
+    def on_subscribe(_c, _userdata, mid, _reason_codes, _properties):
+        subacks.append(mid)
+        if len(subacks) == 2:
+            barrier.set()
+
+    client = broker.make_client("ldpfleet-fetch-%s" % uuid.uuid4().hex[:12],
+                                protocol=mqtt.PROTOCOLS[4])
+    client.on_message = on_message
+    client.on_subscribe = on_subscribe
+    mqtt.start(client, broker)
+    try:
+        client.subscribe([(topics["config"], 1), (topics["status"], 0), (topics["phase2"], 1)])
+        # Mosquitto queues a subscription's retained messages while it handles the SUBSCRIBE,
+        # and handles one client's packets in order: once a second SUBSCRIBE is acknowledged,
+        # every retained message of the first has arrived (its SUBACK may be a refusal).
+        client.subscribe("ldp/%s/config/barrier" % campaign, 0)
+        if not barrier.wait(timeout):
+            raise ConnectionError("no SUBACK from %s within %.0f s" % (broker.url, timeout))
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    if topics["config"] not in retained:
+        raise ConfigError("config", "no retained config on %s (is the campaign created?)"
+                          % topics["config"])
+    return {leaf: retained.get(topic) for leaf, topic in topics.items()}
+
+
+def fetch_campaign(broker, campaign: str, fleet_key: bytes, phase: int = None,
+                   timeout: float = CONFIG_TIMEOUT) -> CampaignView:
+    """Read the retained config (and status, phase 2) of `campaign`; verify the signatures.
+    `broker`: URL or BrokerSettings."""
+    broker = mqtt.as_settings(broker)
+    if not campaign_config.NAME_RE.match(campaign):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
+    retained = _retained(broker, campaign, timeout)
+    doc = campaign_config.verify(retained["config"], fleet_key)
+    if doc.get("type") == "close":
+        campaign_config.check_close(doc)
+        raise ConfigError("campaign", "campaign %s (id %d) is closed: its devices no longer report"
+                          % (campaign, doc["campaign_id"]))
+    doc = campaign_config.check_config(doc)
+    if doc["campaign"] != campaign:
+        raise ConfigError("campaign", "config on ldp/%s/config names campaign %r"
+                          % (campaign, doc["campaign"]))
+    status = None
+    if retained["status"] is not None:
+        try:
+            status = json.loads(retained["status"])
+        except ValueError:
+            status = None
+    if phase is None:
+        phase = int(status.get("phase", 1)) if isinstance(status, dict) else 1
+    if not 1 <= phase <= len(doc["phases"]):
+        raise ConfigError("phase", "campaign %s has no phase %d" % (campaign, phase))
+    phase2 = None
+    if phase == 2:
+        if retained["phase2"] is None:
+            raise ConfigError("phase2", "campaign %s is in phase 2 but ldp/%s/phase2 holds no "
+                              "message" % (campaign, campaign))
+        phase2 = campaign_config.verify(retained["phase2"], fleet_key)
+        if phase2.get("type") != "phase2" or phase2.get("campaign_id") != doc["campaign_id"]:
+            raise ConfigError("phase2", "phase-2 message does not belong to this campaign")
+    return CampaignView(doc, phase, phase2, status)
+
+
+def phase_mechanism(view: CampaignView):
+    """The Mechanism a device uses in the view's phase (phase 2 gets LDPMiner's candidates;
+    LDPLCM's model is no parameter: it decides each device's `high`)."""
+    name = view.config["phases"][view.phase - 1]["mechanism"]
+    extra = campaign_config.phase2_inputs(name, view.phase2) if view.phase2 else {}
+    return campaign_config.mechanism_for_phase(view.config, view.phase, **extra)

@@ -1,0 +1,172 @@
+"""`ldpfleet fleet`: one report per device and phase from simulated devices and, optionally,
+real MicroPython and C client processes (package docstring)."""
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import config as campaign_config
+from .. import mqtt
+from ..errors import ConfigError
+from .campaign import fetch_campaign, phase_mechanism
+from .devices import RealDevices, c_client_binary
+from .items import draw_indices, item_distribution
+from .simulated import run_simulated, simulated_device_ids
+
+ACK_TIMEOUT = 60.0
+
+
+@dataclass
+class FleetOptions:
+    """What `ldpfleet fleet` runs: device counts per kind, the true-item distribution (a
+    `datasets` spec or a weights file), the aggregator-side `seed` (a fixed seed re-sends
+    byte-identical reports, which the aggregator must count as duplicates), the `phase` (default:
+    the campaign's current one), device-id prefix, publishing window and rate, set length of
+    set-valued phases (default phase 1's l), progress bar, a kept work directory for the real
+    devices and the C client binary."""
+
+    devices: int = 1000
+    micropython: int = 0
+    c_clients: int = 0
+    dist: str = "zipf:1.1"
+    seed: int = None
+    phase: int = None
+    id_prefix: str = None
+    max_inflight: int = 128
+    rate: float = None
+    set_size: int = None
+    progress: bool = False
+    workdir: str = None
+    c_client: str = None
+
+    def check(self, broker: mqtt.BrokerSettings):
+        if broker.tls and broker.cafile is None and (self.micropython or self.c_clients):
+            raise ConfigError("cafile", "real devices on a TLS broker need the CA file (--cafile)")
+        for name in ("devices", "micropython", "c_clients"):
+            if getattr(self, name) < 0:
+                raise ValueError("%s must be >= 0, got %d" % (name, getattr(self, name)))
+        if self.rate is not None and not self.rate > 0:
+            raise ValueError("rate must be > 0, got %r" % self.rate)
+        if self.set_size is not None and self.set_size < 1:
+            raise ValueError("set_size must be >= 1, got %r" % self.set_size)
+
+    def device_prefix(self) -> str:
+        prefix = self.id_prefix
+        if prefix is None:
+            prefix = "sim%d" % self.seed if self.seed is not None else "sim%s" % uuid.uuid4().hex[:6]
+        if not campaign_config.NAME_RE.match("%s-%d" % (prefix, max(self.devices - 1, 0))):
+            raise ConfigError("id_prefix", "device ids %s-N must match [A-Za-z0-9_-]{1,64}" % prefix)
+        return prefix
+
+
+@dataclass
+class FleetResult:
+    campaign: str
+    phase: int
+    mechanism: str
+    sent: int = 0
+    sent_by_kind: dict = field(default_factory=dict)
+    skipped_by_sampling: int = 0
+    true_counts: dict = field(default_factory=dict)
+    device_ids: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    failed: int = 0
+
+    TOP_IN_SUMMARY = 20
+
+    def to_json(self, detail: bool = False) -> dict:
+        """A summary (the most common true items, device counts per kind); with `detail` every
+        true count and every device id as well (`fleet --true-counts FILE`): for a large fleet
+        that is megabytes, which a terminal should not get by default."""
+        out = {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
+               "sent": self.sent, "sent_by_kind": self.sent_by_kind, "failed": self.failed,
+               "skipped_by_sampling": self.skipped_by_sampling,
+               "distinct_true_items": len(self.true_counts),
+               "top_true_counts": {str(k): int(v) for k, v in sorted(
+                   self.true_counts.items(), key=lambda kv: -kv[1])[:self.TOP_IN_SUMMARY]},
+               "devices_by_kind": {k: len(v) for k, v in self.device_ids.items()},
+               "seconds": round(self.seconds, 3),
+               "rate": round(self.sent / self.seconds, 1) if self.seconds > 0 else None}
+        if detail:
+            out["true_counts"] = {str(k): int(v) for k, v in self.true_counts.items()}
+            out["device_ids"] = self.device_ids
+        return out
+
+    def summary(self) -> str:
+        kinds = ", ".join("%d %s" % (v, k) for k, v in self.sent_by_kind.items() if v)
+        top = sorted(self.true_counts.items(), key=lambda kv: -kv[1])[:5]
+        return ("campaign %s phase %d (%s): sent %d reports (%s) in %.1f s; most common true "
+                "items: %s" % (self.campaign, self.phase, self.mechanism, self.sent, kinds or "none",
+                               self.seconds, ", ".join("%s=%d" % kv for kv in top)))
+
+    def add(self, kind: str, ids: list, counts: dict, sent: int):
+        self.sent_by_kind[kind] = sent
+        self.device_ids[kind] = ids
+        for item, c in counts.items():
+            self.true_counts[item] = self.true_counts.get(item, 0) + c
+
+
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A tqdm bar, or None when not wanted or tqdm (extra `eval`) is not installed."""
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="dev", leave=False)
+
+
+def run_fleet(broker, campaign: str, fleet_key: bytes, options: FleetOptions = None) -> FleetResult:
+    """Verify the campaign's config, then publish one report per device (package docstring).
+    `broker`: an mqtt:// or mqtts:// URL or BrokerSettings (its credentials and CA file are
+    handed to the real devices too)."""
+    opts = options or FleetOptions()
+    broker = mqtt.as_settings(broker)
+    opts.check(broker)
+    c_client = (opts.c_client or c_client_binary()) if opts.c_clients else None
+    view = fetch_campaign(broker, campaign, fleet_key, opts.phase)
+    mech = phase_mechanism(view)
+    distribution = item_distribution(opts.dist, view.config)
+    set_size = 0
+    if mech.set_valued:
+        first = view.config["phases"][0]
+        set_size = opts.set_size or int(first.get("params", {}).get("l", mech.params.get("l", 1)))
+    rng = np.random.default_rng(opts.seed)
+    id_prefix = opts.device_prefix()
+    result = FleetResult(campaign, view.phase, mech.name)
+    t0 = time.monotonic()
+    bar = progress_bar(opts.devices + opts.micropython + opts.c_clients, opts.progress,
+                       "fleet %s" % campaign)
+    tick = bar.update if bar else None
+    real = []
+    with ThreadPoolExecutor(2) as pool:
+        for kind, count in (("micropython", opts.micropython), ("c", opts.c_clients)):
+            if count:
+                devices = RealDevices(kind, broker, view, distribution, fleet_key, id_prefix,
+                                      workdir=opts.workdir, binary=c_client)
+                indices = draw_indices(count, distribution, rng, set_size)
+                real.append((kind, count, pool.submit(devices.run, indices)))
+        publisher = mqtt.QosPublisher(broker, "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
+                                      opts.max_inflight, opts.rate)
+        try:
+            ids, counts = run_simulated(publisher, view, mech, distribution,
+                                        simulated_device_ids(opts.devices, id_prefix), rng,
+                                        set_size, tick)
+            publisher.wait_acked(ACK_TIMEOUT)
+        finally:
+            publisher.close()
+        result.add("simulated", ids, counts, publisher.acked)
+        result.failed = publisher.failed
+        result.skipped_by_sampling = opts.devices - len(ids)
+        for kind, count, future in real:
+            result.add(kind, *future.result())
+            if tick:
+                tick(count)
+    if bar:
+        bar.close()
+    result.sent = sum(result.sent_by_kind.values())
+    result.seconds = time.monotonic() - t0
+    return result

@@ -1,0 +1,57 @@
+"""Simulated CPython devices: true items drawn aggregator-side, reports made in batches by
+the mechanism's C kernels (`perturb_batch`) and published over one connection."""
+import numpy as np
+
+from ..protocols.ldplcm import reports_in_phase
+from .campaign import CampaignView
+from .items import ItemDistribution, draw_indices
+
+BATCH_DEVICES = 1 << 14
+
+
+def simulated_device_ids(n: int, prefix: str) -> list:
+    return ["%s-%d" % (prefix, i) for i in range(n)]
+
+
+def _lcm_high(view: CampaignView, mech, indices) -> dict:
+    """LDPLCM phase 2 (Alg. 2 line 4): each device evaluates the phase-2 model on its item's
+    domain index; high-frequent items are encoded as the all -1 vector."""
+    if mech.name != "lcm" or view.phase2 is None or "model" not in view.phase2:
+        return {}
+    from ..protocols import ldplcm
+    return {"high": ldplcm.high_mask(ldplcm.check_model(view.phase2["model"]), indices)}
+
+
+def _phase2_sets(view: CampaignView, mech, keys):
+    """LDPMiner phase 2 (§4.4): a device's set trimmed to the candidates (KeySets)."""
+    if not mech.set_valued or view.phase2 is None or "candidates" not in view.phase2:
+        return keys
+    from ..protocols import ldpminer
+    return ldpminer.trim_sets(keys, view.phase2["candidates"])
+
+
+def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, device_ids: list,
+                  rng: np.random.Generator, set_size: int = 0, tick=None):
+    """Publish one report per simulated device the sampling rule puts in this phase (nonce
+    field = phase - 1: a re-run with the same seed re-sends identical bytes); returns (sent
+    ids, true counts). Every device's item is drawn before the first perturbation word, so
+    the same seed gives a device the same item in both phases."""
+    doc, phase = view.config, view.phase
+    ids = [d for d, ok in zip(device_ids, reports_in_phase(device_ids, doc, phase)) if ok]
+    prefix = "ldp/%s/r/" % doc["campaign"]
+    counts = {}
+    nonce = np.frombuffer(np.uint32(phase - 1).astype("<u4").tobytes(), np.uint8)
+    all_indices = draw_indices(len(ids), dist, rng, set_size)
+    for start in range(0, len(ids), BATCH_DEVICES):
+        chunk = ids[start:start + BATCH_DEVICES]
+        indices = all_indices[start:start + BATCH_DEVICES]
+        keys = np.ascontiguousarray(dist.keys[indices])
+        reports = mech.perturb_batch(_phase2_sets(view, mech, keys), rng,
+                                     **_lcm_high(view, mech, indices))
+        reports[:, 8:12] = nonce
+        dist.add_counts(counts, indices)
+        for device_id, row in zip(chunk, reports):
+            publisher.publish(prefix + device_id, row.tobytes())
+        if tick:
+            tick(len(chunk))
+    return ids, counts

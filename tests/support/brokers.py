@@ -1,0 +1,15 @@
+"""A private Mosquitto on a free loopback port, stopped by its PID (never the shared one): the
+product's `EmbeddedBroker` (sized queues, persistence in its own directory)."""
+from ldpfleet.broker import EmbeddedBroker, free_port  # noqa: F401  (free_port: for the tests)
+
+
+class PrivateMosquitto(EmbeddedBroker):
+    """Start with `start()` (or `with`); `stop(sig=...)` signals by PID; `restart()` keeps the
+    port (and, with persistence on, the broker's queued messages); leaving `with` removes its
+    directory."""
+
+    def __init__(self, extra_conf: str = "", port: int = None, persistence: bool = True):
+        super().__init__(port=port, persistence=persistence, extra_conf=extra_conf)
+
+    def stop(self, sig=None, timeout: float = 10.0):
+        return super().stop(timeout) if sig is None else super().stop(timeout, sig)
