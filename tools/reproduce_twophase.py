@@ -44,7 +44,7 @@ except ImportError:
                                     "aggregator"))
     from ldpfleet import datasets, protocol
 from ldpfleet.mechanisms import make_mechanism  # noqa: E402
-from ldpfleet.protocols import ldplcm, ldpminer  # noqa: E402
+from ldpfleet.protocols import ldplcm, ldplcm_sim, ldpminer, ldpminer_sim  # noqa: E402
 
 CSV_FIELDS = ["family", "dataset", "sweep", "x", "method", "metric", "mean", "std", "repeats"]
 
@@ -177,7 +177,7 @@ def ldpminer_task(index, repeat, users, eps_list, ks, seed):
     over the k sweep (plus LM-RP padded to l). Returns [(key, value)]."""
     name, dist, size, l = LM_DATASETS[index]
     rng = np.random.default_rng(seeds(seed, index, repeat))
-    sets = ldpminer.draw_sets(users, size, LM_DOMAIN, dist, rng)
+    sets = ldpminer_sim.draw_sets(users, size, LM_DOMAIN, dist, rng)
     f_true = datasets.true_counts(sets, LM_DOMAIN) / users
     out = []
     for eps in eps_list:
@@ -188,10 +188,10 @@ def ldpminer_task(index, repeat, users, eps_list, ks, seed):
             methods.append((LM_PADL, "lm-rp", "l"))
         for label, proto, pad in methods:
             use = [k for k in wanted if label != LM_PADL or k in ks]
-            answers = ldpminer.run_ldpminer(proto, sets, LM_DOMAIN, protocol.eps_to_milli(eps), use,
-                                            rng, l=l, phase2_pad=pad)
+            answers = ldpminer_sim.run_ldpminer(proto, sets, LM_DOMAIN, protocol.eps_to_milli(eps),
+                                                use, rng, ldpminer_sim.MinerTuning(l=l, phase2_pad=pad))
             for k in use:
-                res = ldpminer.score(f_true, answers[k], k)
+                res = ldpminer_sim.score(f_true, answers[k], k)
                 for metric in ("re", "re_list", "ndcg", "recall"):
                     if k == LM_K_FIXED and label != LM_PADL:
                         out.append(((name, "eps", eps, label, metric), res[metric]))
@@ -401,10 +401,11 @@ def run_ldpminer(out_dir, users, repeats, seed, quick, workers):
 def ldplcm_task(eps, k, m, repeat, users, domain, seed):
     """LDPLCM and the sketch baselines at one (eps, k, m) on the repeat's dataset."""
     s = seeds(seed, repeat)
-    common = dict(eps=eps, n=users, d=domain, dist=LCM_DIST, seed=s)
+    pop = datasets.Population(eps, users, domain, LCM_DIST, s)
     out = {}
-    lcm = ldplcm.simulate_ldplcm(k=k, m=m, sample_rate=LCM_RATE, theta=LCM_THETA,
-                                 return_estimates=True, **common)
+    lcm = ldplcm_sim.simulate_ldplcm(pop, ldplcm_sim.LcmTuning(k=k, m=m, sample_rate=LCM_RATE,
+                                                               theta=LCM_THETA),
+                                     return_estimates=True)
     high = lcm["high_mask"]
     out["ldplcm"] = {"sse": lcm["sse"], "sse_high": lcm["sse_high"], "sse_low": lcm["sse_low"],
                      "sse_theta_sketch": lcm["sse_other_theta_mode"],
@@ -412,7 +413,8 @@ def ldplcm_task(eps, k, m, repeat, users, domain, seed):
                      "model_json_bytes": lcm["model_json_bytes"]}
     truth = lcm["truth"]
     for name in ("cms", "hcms") + (("flh",) if (k, m) == LCM_DEFAULT[1:] else ()):
-        base = ldplcm.simulate_baseline(name, k=k, m=m, kp=LCM_KP, return_estimates=True, **common)
+        params = {"kp": LCM_KP} if name == "flh" else {"k": k, "m": m}
+        base = ldplcm_sim.simulate_baseline(name, pop, params, return_estimates=True)
         est = base["estimates"]
         out[name] = {"sse": base["sse"],
                      "sse_high": float(np.sum((est[high] - truth[high]) ** 2)),

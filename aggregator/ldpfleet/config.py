@@ -199,6 +199,24 @@ def domain_extras(doc: dict, mechanism: str) -> dict:
     return {}
 
 
+PHASE2_FIELDS = ("candidates", "model")
+"""Fields of a phase-2 message a mechanism may take (spec §5.4)."""
+
+
+def phase2_parameters(mechanism: str) -> tuple:
+    """Which PHASE2_FIELDS the mechanism's constructor takes (srappor: its candidates; lcm
+    takes no model: devices evaluate it to set `high`, the sketch gets it at estimate time)."""
+    import inspect
+    from .mechanisms import mechanism_class
+    named = inspect.signature(mechanism_class(mechanism).__init__).parameters
+    return tuple(f for f in PHASE2_FIELDS if f in named)
+
+
+def phase2_inputs(mechanism: str, phase2: dict) -> dict:
+    """The arguments a phase-2 message gives the mechanism of phase 2."""
+    return {f: phase2[f] for f in phase2_parameters(mechanism) if phase2 and f in phase2}
+
+
 def mechanism_for_phase(doc: dict, phase: int, **extra):
     """The Mechanism object a config prescribes for one phase."""
     from .mechanisms import make_mechanism

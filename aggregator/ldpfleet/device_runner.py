@@ -2,12 +2,11 @@
 
 Stable API used by tests, the fleet generator and the service end-to-end runs:
 
-    prepare_device(state_dir, device_id, fleet_key, value, campaign=None,
-                   eps_cap_milli=..., lifetime_budget_milli=..., high=None, broker=None) -> Path
+    prepare_device(state_dir, device_id, fleet_key, value, campaign=None, high=None,
+                   eps_cap_milli=..., lifetime_budget_milli=..., broker=None) -> Path
     compile_mpy(out_dir, march="x64") -> Path          # ldp/*.mpy + main.py, ready to run
-    micropython_device_cmd(state_dir, host, port, campaign=None, lib_dir=None, once=False,
-                           timeout=None, keepalive=None, backoff_max=None, value=None,
-                           high=False, heapsize=None, extra_args=()) -> (argv, env)
+    micropython_device_cmd(state_dir, host, port, campaign=None, DeviceRun(...) or its
+                           fields as keywords: lib_dir, once, timeout, ...) -> (argv, env)
     start_device(..., log_path=None) -> subprocess.Popen   # output to log_path, else a pipe
     run_device(..., wait=60) -> subprocess.CompletedProcess   # --once, waits for exit
     read_ledger(state_dir) -> dict | None
@@ -24,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,15 +112,14 @@ def ledger_generations(state_dir) -> list:
 
 
 def prepare_device(state_dir, device_id, fleet_key: bytes, value=None, campaign=None,
-                   eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
-                   lifetime_budget_milli=DEFAULT_LIFETIME_BUDGET_MILLI, high=None, broker=None) -> Path:
+                   high=None, **identity) -> Path:
     """Write identity.json (and value.json when `value` or `campaign` is given) into
     `state_dir` and provision the ledger (generation 0) unless one exists. `value`: int or str
-    item, or a list of items for set-valued campaigns; `high`: LDPLCM phase-2 decision.
-    Returns the dir."""
+    item, or a list of items for set-valued campaigns; `high`: LDPLCM phase-2 decision;
+    `identity`: identity_doc's eps_cap_milli, lifetime_budget_milli, broker. Returns the dir."""
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    doc = identity_doc(device_id, fleet_key, eps_cap_milli, lifetime_budget_milli, broker)
+    doc = identity_doc(device_id, fleet_key, **identity)
     (state / "identity.json").write_text(json.dumps(doc))
     provision_ledger(state)
     if value is not None or campaign is not None:
@@ -156,38 +155,54 @@ def micropython_env(lib_dir=None) -> dict:
     return env
 
 
-def micropython_device_cmd(state_dir, host, port, campaign=None, lib_dir=None, once=False,
-                           timeout=None, keepalive=None, backoff_max=None, value=None,
-                           high=False, heapsize=None, extra_args=()):
+@dataclass
+class DeviceRun:
+    """How one MicroPython device process runs: `lib_dir` its code (device/ sources by
+    default), `once` exit after one report cycle, `timeout` seconds before it gives up (--once)
+    or exits, MQTT `keepalive`, reconnect `backoff_max`, the `value` (and LDPLCM `high` flag)
+    to report, the interpreter's `heapsize`, and `extra_args` for main.py."""
+
+    lib_dir: str = None
+    once: bool = False
+    timeout: float = None
+    keepalive: int = None
+    backoff_max: float = None
+    value: object = None
+    high: bool = False
+    heapsize: str = None
+    extra_args: tuple = ()
+
+
+def micropython_device_cmd(state_dir, host, port, campaign=None, run: DeviceRun = None, **kw):
     """(argv, env) running device/main.py for the device in `state_dir` against the broker
-    at host:port. `timeout`: seconds before the device gives up (--once) or exits."""
-    lib = Path(lib_dir) if lib_dir else DEVICE_DIR
+    at host:port; `run` (or its fields as keywords) says how."""
+    run = run or DeviceRun(**kw)
+    lib = Path(run.lib_dir) if run.lib_dir else DEVICE_DIR
     argv = [micropython_binary()]
-    if heapsize:
-        argv += ["-X", "heapsize=%s" % heapsize]
+    if run.heapsize:
+        argv += ["-X", "heapsize=%s" % run.heapsize]
     argv += [str(lib / "main.py"), "--state", str(state_dir), "--host", str(host), "--port", str(port)]
     if campaign is not None:
         argv += ["--campaign", campaign]
-    if value is not None:
-        text = json.dumps(value)
+    if run.value is not None:
+        text = json.dumps(run.value)
         if len(text) < MAX_ARG_BYTES:
             argv += ["--value", text]
         else:  # the unix port aborts on a long argument: hand the value over in value.json
             path = Path(state_dir) / "value.json"
             doc = json.loads(path.read_text()) if path.exists() else {}
-            doc.update(value=value, campaign=campaign if campaign is not None else doc.get("campaign"))
+            doc.update(value=run.value,
+                       campaign=campaign if campaign is not None else doc.get("campaign"))
             path.write_text(json.dumps(doc))
-    if high:
+    if run.high:
         argv.append("--high")
-    if once:
+    if run.once:
         argv.append("--once")
-    if timeout is not None:
-        argv += ["--timeout", str(timeout)]
-    if keepalive is not None:
-        argv += ["--keepalive", str(int(keepalive))]
-    if backoff_max is not None:
-        argv += ["--backoff-max", str(backoff_max)]
-    argv += list(extra_args)
+    for flag, value in (("--timeout", run.timeout), ("--backoff-max", run.backoff_max),
+                        ("--keepalive", None if run.keepalive is None else int(run.keepalive))):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += list(run.extra_args)
     return argv, micropython_env(lib)
 
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._kernels import ffi, lib  # noqa: F401  (re-exported for mechanism modules)
+from ._kernels import ffi, lib  # noqa: F401  (this glue is where the mechanisms get them)
 
 CHUNK_WORDS = 1 << 24
 THREADS = max(1, min(4, os.cpu_count() or 1))

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import datasets, fastsim, metrics, post, protocol
 from .mechanisms import make_mechanism
+from .protocols.options import ProtocolOptions
 
 CHUNK_BYTES = 1 << 26
 CHUNK_USERS = 1 << 18
@@ -42,17 +43,23 @@ class SimulationConfig:
     set_size: int = 1
 
 
-def check_config(cfg: SimulationConfig):
-    """Raise ValueError naming the first bad setting (before any work is done)."""
+def check_population(cfg):
+    """The settings every simulation shares (users, domain, seed, dist): ValueError naming the
+    first bad one."""
     if cfg.users < 1:
         raise ValueError("users must be >= 1, got %d" % cfg.users)
     if cfg.domain < 2:
         raise ValueError("domain must be >= 2, got %d" % cfg.domain)
-    if cfg.repeat < 1:
-        raise ValueError("repeat must be >= 1, got %d" % cfg.repeat)
     if cfg.seed < 0:
         raise ValueError("seed must be >= 0, got %d" % cfg.seed)
     datasets.parse_dist(cfg.dist)
+
+
+def check_config(cfg: SimulationConfig):
+    """Raise ValueError naming the first bad setting (before any work is done)."""
+    check_population(cfg)
+    if cfg.repeat < 1:
+        raise ValueError("repeat must be >= 1, got %d" % cfg.repeat)
     for method in cfg.post:
         if method not in post.METHODS:
             raise ValueError("unknown post-processing method %r (known: %s)"
@@ -229,17 +236,14 @@ single-phase sampling RAPPOR / sampling SH)."""
 LDPLCM_PROTOCOLS = ("ldplcm", "cms", "hcms", "flh")
 """LDPLCM and the baselines of its §5 (Apple-CMS, Apple-HCMS, FLH) on the same data."""
 PROTOCOLS = tuple(LDPMINER_PROTOCOLS) + LDPLCM_PROTOCOLS
-DEFAULT_SKETCH_K, DEFAULT_SKETCH_M = 64, 1024
-DEFAULT_SAMPLE_RATE, DEFAULT_THETA = 0.1, 0.5
-"""LDPLCM §5's Zipf setting: (k, m) = (64, 1024), r = 0.1, theta = 0.5."""
 
 
 @dataclass
 class ProtocolConfig:
-    """One simulated campaign of a protocol. LDPMiner family: `set_size` items per user (l),
-    `top` (k), `k_max` (default 2k), `budget_split` (phase 1's share), `sketch_m` the SH rows
-    m (default 65536). LDPLCM family: `sketch_k`/`sketch_m` the sketch (cms, hcms, ldplcm;
-    flh uses k' = 128 public seeds), `sample_rate` and `theta` (ldplcm only)."""
+    """One simulated campaign of a protocol over `users` users and an int domain of `domain`
+    items drawn from `dist`; `options` as for a real campaign (`ProtocolOptions`: LDPMiner's
+    set size l, top k, k_max, budget split, SH rows m; LDPLCM's sample rate, theta and CMS
+    (k, m), which cms/hcms use too; flh uses k' = 128 public seeds)."""
 
     protocol: str
     eps_milli: int
@@ -247,78 +251,58 @@ class ProtocolConfig:
     domain: int
     dist: str = "zipf:1.1"
     seed: int = 0
-    set_size: int = 1
-    top: int = None
-    k_max: int = None
-    budget_split: float = 0.5
-    sketch_k: int = None
-    sketch_m: int = None
-    sample_rate: float = None
-    theta: float = None
-
-
-def _share(value, name):
-    if not 0.0 < float(value) < 1.0:
-        raise ValueError("%s must be in (0, 1), got %r" % (name, value))
-    return float(value)
+    options: ProtocolOptions = field(default_factory=ProtocolOptions)
 
 
 def check_protocol_config(cfg: ProtocolConfig):
     """Raise ValueError naming the first bad setting (before any work is done)."""
     if cfg.protocol not in PROTOCOLS:
         raise ValueError("unknown protocol %r (known: %s)" % (cfg.protocol, ", ".join(PROTOCOLS)))
-    if cfg.users < 1:
-        raise ValueError("users must be >= 1, got %d" % cfg.users)
-    if cfg.domain < 2:
-        raise ValueError("domain must be >= 2, got %d" % cfg.domain)
-    if cfg.seed < 0:
-        raise ValueError("seed must be >= 0, got %d" % cfg.seed)
-    datasets.parse_dist(cfg.dist)
+    check_population(cfg)
+    opts = cfg.options
     if cfg.protocol in LDPMINER_PROTOCOLS:
-        if cfg.top is None:
+        if opts.top is None:
             raise ValueError("top: %s needs --top K" % cfg.protocol)
-        if not 1 <= cfg.top <= cfg.domain:
-            raise ValueError("top must be in [1, domain], got %d" % cfg.top)
-        if not 1 <= cfg.set_size <= cfg.domain:
-            raise ValueError("set size must be in [1, domain], got %d" % cfg.set_size)
-        if cfg.k_max is not None and not cfg.top <= cfg.k_max <= cfg.domain:
-            raise ValueError("k_max must be in [top, domain], got %d" % cfg.k_max)
-        _share(cfg.budget_split, "budget split")
-    else:
-        if cfg.protocol == "ldplcm":
-            _share(DEFAULT_SAMPLE_RATE if cfg.sample_rate is None else cfg.sample_rate,
-                   "sample rate")
-            _share(DEFAULT_THETA if cfg.theta is None else cfg.theta, "theta")
+        if not 1 <= opts.top <= cfg.domain:
+            raise ValueError("top must be in [1, domain], got %d" % opts.top)
+        if not 1 <= set_size(cfg) <= cfg.domain:
+            raise ValueError("set size must be in [1, domain], got %d" % set_size(cfg))
+        if opts.k_max is not None and not opts.top <= opts.k_max <= cfg.domain:
+            raise ValueError("k_max must be in [top, domain], got %d" % opts.k_max)
+        opts.ldpminer_share()
+    elif cfg.protocol == "ldplcm":
+        opts.ldplcm()
+
+
+def set_size(cfg: ProtocolConfig) -> int:
+    return 1 if cfg.options.set_size is None else cfg.options.set_size
 
 
 def simulate_protocol(cfg: ProtocolConfig) -> dict:
-    """One simulated campaign (`ldpminer.simulate_ldpminer` / `ldplcm.simulate_ldplcm` /
-    `ldplcm.simulate_baseline`); the same seed gives the same dataset to every protocol of a
+    """One simulated campaign (`ldpminer_sim.simulate_ldpminer` / `ldplcm_sim.simulate_ldplcm` /
+    `ldplcm_sim.simulate_baseline`); the same seed gives the same dataset to every protocol of a
     family. Returns the core's result with `protocol` the CLI name (`core_protocol` the
     core's); LDPMiner family: `re`, `re_list`, `ndcg`, `recall`, ...; LDPLCM family: `sse`,
     `mse`, ..."""
-    from .protocols import ldplcm, ldpminer
+    from .protocols import ldplcm_sim, ldpminer_sim
     check_protocol_config(cfg)
-    eps = cfg.eps_milli / 1000.0
+    pop = datasets.Population(cfg.eps_milli / 1000.0, cfg.users, cfg.domain, cfg.dist, cfg.seed)
+    opts = cfg.options
     if cfg.protocol in LDPMINER_PROTOCOLS:
-        m = ldpminer.DEFAULT_M if cfg.sketch_m is None else cfg.sketch_m
-        out = ldpminer.simulate_ldpminer(LDPMINER_PROTOCOLS[cfg.protocol], eps, cfg.users,
-                                         cfg.domain, cfg.set_size, cfg.dist, cfg.top, cfg.seed,
-                                         k_max=cfg.k_max, phase1_share=cfg.budget_split, m=m)
+        m = opts.ldpminer_m()
+        tuning = ldpminer_sim.MinerTuning(k_max=opts.k_max, phase1_share=opts.ldpminer_share(),
+                                          m=m)
+        out = ldpminer_sim.simulate_ldpminer(LDPMINER_PROTOCOLS[cfg.protocol], pop, set_size(cfg),
+                                             opts.top, tuning)
         out["m"] = m
     else:
-        k = DEFAULT_SKETCH_K if cfg.sketch_k is None else cfg.sketch_k
-        m = DEFAULT_SKETCH_M if cfg.sketch_m is None else cfg.sketch_m
+        rate, theta, k, m = opts.ldplcm()
         if cfg.protocol == "ldplcm":
-            out = ldplcm.simulate_ldplcm(
-                eps, cfg.users, cfg.domain, cfg.dist, k, m,
-                DEFAULT_SAMPLE_RATE if cfg.sample_rate is None else cfg.sample_rate,
-                DEFAULT_THETA if cfg.theta is None else cfg.theta, cfg.seed)
+            out = ldplcm_sim.simulate_ldplcm(pop, ldplcm_sim.LcmTuning(k, m, rate, theta))
         elif cfg.protocol == "flh":
-            out = ldplcm.simulate_baseline("flh", eps, cfg.users, cfg.domain, cfg.dist, cfg.seed)
+            out = ldplcm_sim.simulate_baseline("flh", pop)
         else:
-            out = ldplcm.simulate_baseline(cfg.protocol, eps, cfg.users, cfg.domain, cfg.dist,
-                                           cfg.seed, k=k, m=m)
+            out = ldplcm_sim.simulate_baseline(cfg.protocol, pop, {"k": k, "m": m})
     out["core_protocol"] = out["protocol"]
     out.update({"protocol": cfg.protocol, "eps_milli": cfg.eps_milli,
                 "dist": str(datasets.parse_dist(cfg.dist))})

@@ -13,7 +13,8 @@ import logging
 import signal
 import sys
 
-from ..errors import ConfigError, LdpError
+from ..errors import ConfigError
+from ..protocols.options import ProtocolOptions, add_protocol_arguments
 from . import add_password_args, duration, host_address, positive_int, resolve_password, tcp_port
 
 
@@ -31,7 +32,7 @@ def _state_arg(p):
 
 
 def _broker(args):
-    from ..service.broker import BrokerSettings
+    from ..mqtt import BrokerSettings
     if getattr(args, "broker", None) is None:
         return None
     return BrokerSettings.from_url(args.broker, username=args.username,
@@ -93,19 +94,7 @@ def register(subparsers):
                     "with --protocol the whole budget of a device)")
     cr.add_argument("--set-size", type=int, default=None, metavar="L",
                     help="LDPMiner: set length l of phase 1 (phase 2 uses min(l, k_max))")
-    cr.add_argument("--top", type=int, default=None, metavar="K", help="LDPMiner: k heavy hitters")
-    cr.add_argument("--k-max", type=int, default=None,
-                    help="LDPMiner: phase-2 candidates (default 2k, at most the domain size)")
-    cr.add_argument("--budget-split", type=float, default=None,
-                    help="LDPMiner: phase 1's share of epsilon (default 0.5)")
-    cr.add_argument("--sample-rate", type=float, default=None, metavar="R",
-                    help="LDPLCM: share of devices in phase 1 (default 0.1)")
-    cr.add_argument("--theta", type=float, default=None, metavar="T",
-                    help="LDPLCM: mass share of the high-frequent items (default 0.5)")
-    cr.add_argument("--sketch-k", type=int, default=None,
-                    help="LDPLCM: sketch rows k (default 64)")
-    cr.add_argument("--sketch-m", type=int, default=None,
-                    help="LDPLCM: sketch width m (default 1024); LDPMiner: SH rows m (default 65536)")
+    add_protocol_arguments(cr)
     cr.add_argument("--domain", required=True,
                     help="N or 0-M (integer items) or a file with one string item per line")
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",
@@ -252,12 +241,8 @@ def _split(text):
     return [t.strip() for t in str(text).split(",") if t.strip()]
 
 
-_PROTOCOL_ONLY = ("set_size", "top", "k_max", "budget_split", "sample_rate", "theta", "sketch_k",
-                  "sketch_m")
-
-
 def _create_protocol(args):
-    from ..service.campaigns import create_protocol_campaign
+    from ..service.protocol_campaigns import create_protocol_campaign
     from ..service.store import Store
     if args.param:
         raise ConfigError("param", "--param is for --mechanism campaigns; --protocol takes its "
@@ -265,10 +250,12 @@ def _create_protocol(args):
     with Store(args.state) as store:
         return create_protocol_campaign(
             store, _broker(args), args.fleet_key_file, args.name, args.protocol, args.epsilon,
-            args.domain, set_size=args.set_size, top=args.top, k_max=args.k_max,
-            budget_split=args.budget_split, sample_rate=args.sample_rate, theta=args.theta,
-            sketch_k=args.sketch_k, sketch_m=args.sketch_m, valid_days=args.valid_days,
-            salt=args.salt)
+            args.domain, ProtocolOptions.from_args(args), _issuance(args))
+
+
+def _issuance(args):
+    from ..service.campaigns import Issuance
+    return Issuance(valid_days=args.valid_days, salt=args.salt)
 
 
 def run_create(args):
@@ -277,7 +264,7 @@ def run_create(args):
     if args.protocol:
         camp = _create_protocol(args)
         return _print_created(args, camp)
-    given = [f for f in _PROTOCOL_ONLY if getattr(args, f) is not None]
+    given = ProtocolOptions.from_args(args).given()
     if given:
         raise ConfigError(given[0], "--%s needs --protocol" % given[0].replace("_", "-"))
     mechanisms = _split(args.mechanism)
@@ -294,8 +281,7 @@ def run_create(args):
     params = [parse_params(p) for p in per_phase]
     with Store(args.state) as store:
         camp = create_campaign(store, _broker(args), args.fleet_key_file, args.name, mechanisms,
-                               epsilons, args.domain, params=params, valid_days=args.valid_days,
-                               salt=args.salt)
+                               epsilons, args.domain, params=params, issue=_issuance(args))
     return _print_created(args, camp)
 
 
@@ -423,7 +409,7 @@ def run_phase2(args):
 
 
 def run_advance(args):
-    from ..service.campaigns import advance_campaign
+    from ..service.protocol_campaigns import advance_campaign
     from ..service.store import Store
     with Store(args.state, create=False) as store:
         out = advance_campaign(store, _broker(args), args.name, fleet_key_file=args.fleet_key_file)
@@ -455,7 +441,7 @@ def run_keygen(args):
 
 def run_estimate(args):
     from ..service.campaigns import parse_params
-    from ..service.estimates import compute_estimates
+    from ..service.estimates import EstimateQuery, compute_estimates
     from ..service.store import Store
     threshold = args.threshold
     if threshold is not None and threshold != "auto":
@@ -481,9 +467,10 @@ def run_estimate(args):
         subset = None
         if args.subset:
             subset = _items(args.subset, camp.config["domain"]["type"])
-        table = compute_estimates(store, args.name, phase=args.phase, post=args.post, top=args.top,
-                                  threshold=threshold, confidence=args.confidence, items=items,
-                                  post_opts=parse_params(args.post_opt), subset=subset)
+        table = compute_estimates(store, args.name, EstimateQuery(
+            phase=args.phase, post=args.post, post_opts=parse_params(args.post_opt),
+            top=args.top, threshold=threshold, confidence=args.confidence, items=items,
+            subset=subset))
     return _print_result(args, table)
 
 

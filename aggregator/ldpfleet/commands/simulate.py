@@ -25,6 +25,8 @@ import json
 import os
 import sys
 
+from ..protocols.options import ProtocolOptions, add_protocol_arguments
+
 
 MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh"]
 
@@ -97,27 +99,12 @@ def register(subparsers):
                    help="mechanism parameter (e.g. g=8, kp=1024, k=256, m=1024, l=4)")
     p.add_argument("--set-size", type=_positive_int, default=1, metavar="L",
                    help="items per user for set-valued mechanisms (sh) and LDPMiner protocols")
-    p.add_argument("--top", type=_positive_int, default=None, metavar="K",
-                   help="LDPMiner protocols: k heavy hitters")
-    p.add_argument("--k-max", type=_positive_int, default=None,
-                   help="LDPMiner: phase-2 candidates (default 2k)")
-    p.add_argument("--budget-split", type=float, default=None,
-                   help="LDPMiner: phase 1's share of epsilon (default 0.5)")
-    p.add_argument("--sketch-k", type=_positive_int, default=None,
-                   help="ldplcm/cms/hcms: sketch rows k (default 64)")
-    p.add_argument("--sketch-m", type=_positive_int, default=None,
-                   help="ldplcm/cms/hcms: sketch width m (default 1024); LDPMiner: SH rows m "
-                        "(default 65536)")
-    p.add_argument("--sample-rate", type=float, default=None, metavar="R",
-                   help="ldplcm: share of users in phase 1 (default 0.1)")
-    p.add_argument("--theta", type=float, default=None, metavar="T",
-                   help="ldplcm: mass share of the high-frequent items (default 0.5)")
+    add_protocol_arguments(p, int_type=_positive_int, who="users")
     p.set_defaults(func=run)
     p.epilog = "output keys:\n" + __doc__[__doc__.index("Prints one JSON"):]
     return p
 
 
-PROTOCOL_ONLY = ("top", "k_max", "budget_split", "sketch_k", "sketch_m", "sample_rate", "theta")
 PROTOCOLS = ("ldpminer-rappor", "ldpminer-sh", "sampling-rappor", "sampling-sh",
              "ldplcm", "cms", "hcms", "flh")
 
@@ -151,10 +138,7 @@ def run_protocol(args):
             return _fail("%s is for --mechanism runs, not --protocol" % flag)
     cfg = ProtocolConfig(protocol=args.protocol, eps_milli=args.epsilon, users=args.users,
                          domain=args.domain, dist=args.dist, seed=args.seed,
-                         set_size=args.set_size, top=args.top, k_max=args.k_max,
-                         budget_split=0.5 if args.budget_split is None else args.budget_split,
-                         sketch_k=args.sketch_k, sketch_m=args.sketch_m,
-                         sample_rate=args.sample_rate, theta=args.theta)
+                         options=ProtocolOptions.from_args(args))
     try:
         result = simulate_protocol(cfg)
     except (ValueError, TypeError) as exc:
@@ -187,7 +171,7 @@ def run(args):
     from ..simulation import SimulationConfig, simulate
     if args.protocol:
         return run_protocol(args)
-    given = [f for f in PROTOCOL_ONLY if getattr(args, f) is not None]
+    given = [f for f in ProtocolOptions.from_args(args).given() if f != "set_size"]
     if given:
         return _fail("--%s is for --protocol runs" % given[0].replace("_", "-"))
     cfg = SimulationConfig(mechanism=args.mechanism, eps_milli=args.epsilon, users=args.users,

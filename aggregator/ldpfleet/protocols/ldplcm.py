@@ -1,5 +1,5 @@
-"""LDPLCM: frequency estimation with a learned count-mean sketch (Zhang, Lin, Yin;
-Zhang, Lin, Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches"), aggregator side.
+"""LDPLCM: frequency estimation with a learned count-mean sketch, aggregator side (Zhang, Lin,
+Yin, "Local Differentially Private Frequency Estimation based on Learned Sketches").
 
 Flow (Alg. 1): devices with H(utf8(device_id), salt) % 10^6 < sample_rate_ppm (spec §5) report
 in phase 1 with Apple CMS; the aggregator builds the sketch, estimates t sampled domain items
@@ -42,9 +42,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import config, datasets, metrics, protocol
+from .. import config, protocol
 from ..errors import ConfigError
-from ..mechanisms import make_mechanism
 from ..mechanisms.cms import as_keys
 
 FORMAT = "ldplcm-gbr"
@@ -57,11 +56,15 @@ MAX_TREES = 4096
 MAX_SCALE_BITS = 30
 DEFAULT_SCALE_BITS = 24
 PPM = 1000000
+DEFAULT_SAMPLE_RATE = 0.1
+DEFAULT_THETA = 0.5
+DEFAULT_SKETCH_K = 64
+DEFAULT_SKETCH_M = 1024
+"""LDPLCM §5's setting for its Zipf data: r = 0.1, theta = 0.5, (k, m) = (64, 1024); the one
+place of these defaults (`options.ProtocolOptions` fills them in)."""
 DEFAULT_GBR = {"n_estimators": 100, "max_depth": 3, "learning_rate": 0.1}
 """The paper's WESAD setting (§5.1); its Zipf setting is 350 trees of depth 5, lr 0.05, which
 makes a ~10x larger phase-2 message. Both are accepted through `gbr_params`."""
-REPORT_CHUNK_BYTES = 1 << 25
-SIM_SALT_BITS = 32
 
 
 # --- device sampling (spec §5) -----------------------------------------------------------------
@@ -89,6 +92,26 @@ def phase1_mask(device_ids, salt: int, sample_rate_ppm: int) -> np.ndarray:
     h = np.fromiter((lib.ldp_murmur3_32(b, len(b), seed)
                      for b in (i.encode("utf-8") for i in device_ids)), np.uint64)
     return (h % PPM) < int(sample_rate_ppm)
+
+
+def sample_rate_ppm(doc: dict):
+    """The config's `sample_rate_ppm` (every phase of an LDPLCM campaign carries the same,
+    `config.check_config`), or None: then every device reports in every phase."""
+    for ph in doc["phases"]:
+        if "sample_rate_ppm" in ph:
+            return int(ph["sample_rate_ppm"])
+    return None
+
+
+def reports_in_phase(device_ids, doc: dict, phase: int) -> np.ndarray:
+    """THE public split (spec §5), for many devices: which of `device_ids` report in `phase`
+    of the campaign `doc` (phase 1: in_phase1; phase 2: the others; all without a rate)."""
+    ids = list(device_ids)
+    ppm = sample_rate_ppm(doc)
+    if ppm is None or len(doc["phases"]) < 2:
+        return np.ones(len(ids), bool)
+    first = phase1_mask(ids, doc["salt"], ppm)
+    return first if phase == 1 else ~first
 
 
 # --- campaign set-up ---------------------------------------------------------------------------
@@ -354,7 +377,7 @@ class Training:
     gbr_params: dict = field(default_factory=dict)
 
 
-def train_model(phase1_sketch, domain_keys, theta: float = 0.5, train_items: int = None,
+def train_model(phase1_sketch, domain_keys, theta: float = DEFAULT_THETA, train_items: int = None,
                 seed: int = 0, gbr_params: dict = None, total_mass: str = "known",
                 max_scale_bits: int = DEFAULT_SCALE_BITS) -> Training:
     """Alg. 3 phase 1: estimate t domain items from the CMS sketch (t = train_items sampled
@@ -413,100 +436,3 @@ def estimate_frequencies(phase2_sketch, model: IntModel, domain_keys, theta=None
     est = np.asarray(phase2_sketch.estimate(keys, theta=theta), np.float64) / max(phase2_sketch.n, 1)
     est[high] = g[high] / float(model.scale)
     return est, high
-
-
-# --- in-process simulation ---------------------------------------------------------------------
-
-def _fold(mech, values, rng, high=None):
-    sketch = mech.new_sketch()
-    rows = max(1, REPORT_CHUNK_BYTES // mech.report_size)
-    for start in range(0, values.size, rows):
-        part = values[start:start + rows]
-        if high is None:
-            reports = mech.perturb_batch(part, rng)
-        else:
-            reports = mech.perturb_batch(part, rng, high=high[start:start + rows])
-        sketch.update(reports)
-    return sketch
-
-
-def _errors(f_true, est):
-    return {"sse": metrics.sse(f_true, est), "mse": metrics.mse(f_true, est)}
-
-
-def _dataset(n, d, dist, seed):
-    data_seq, noise_seq = np.random.SeedSequence(seed).spawn(2)
-    values = datasets.draw_values(n, d, dist, np.random.default_rng(data_seq))
-    return values, datasets.true_counts(values, d) / n, np.random.default_rng(noise_seq)
-
-
-def simulate_ldplcm(eps: float, n: int, d: int, dist: str, k: int, m: int, sample_rate: float,
-                    theta: float, seed: int, theta_mode: str = "alg3", train_items: int = None,
-                    gbr_params: dict = None, total_mass: str = "known",
-                    return_estimates: bool = False) -> dict:
-    """One LDPLCM campaign over n simulated devices (ids "dev-<i>", sampled by the public rule)
-    holding items from `dist` over the int domain 0..d-1. Returns {"sse", "mse", ...} over the
-    whole domain (frequencies as fractions), split into high and low items; with
-    return_estimates also "estimates", "high_mask" and "truth" (arrays over the domain).
-
-    theta_mode: "alg3" passes Training.theta_measured to Alg. 4; "sketch" lets the lcm sketch
-    estimate the low users itself (`sse_other_theta_mode` reports the other one on the same
-    reports). The same seed gives the same dataset as `simulate_baseline`."""
-    if theta_mode not in ("alg3", "sketch"):
-        raise ConfigError("theta_mode", "must be 'alg3' or 'sketch', got %r" % (theta_mode,))
-    values, f_true, rng = _dataset(n, d, dist, seed)
-    salt = int(rng.integers(0, 1 << SIM_SALT_BITS))
-    ppm = rate_ppm(sample_rate)
-    cfg = config.make_config("sim-ldplcm", campaign_phases(protocol.eps_to_milli(eps), k, m, ppm),
-                             {"type": "int", "size": int(d)}, salt, campaign_id=1)
-    sampled = phase1_mask(("dev-%d" % i for i in range(n)), salt, ppm)
-    keys = np.arange(d, dtype=np.uint32)
-    sketch1 = _fold(phase1_mechanism(cfg), values[sampled], rng)
-    training = train_model(sketch1, keys, theta, train_items, seed, gbr_params, total_mass)
-    model = training.model
-    rest = values[~sampled]
-    rest_high = high_mask(model, rest)
-    sketch2 = _fold(phase2_mechanism(cfg), rest, rng, high=rest_high)
-    theta_used = training.theta_measured if theta_mode == "alg3" else None
-    est, high = estimate_frequencies(sketch2, model, keys, theta_used)
-    other, _ = estimate_frequencies(sketch2, model, keys,
-                                    None if theta_mode == "alg3" else training.theta_measured)
-    out = _errors(f_true, est)
-    out["sse_other_theta_mode"] = metrics.sse(f_true, other)
-    out.update({
-        "protocol": "ldplcm", "epsilon": eps, "users": n, "domain": d, "dist": dist, "k": k,
-        "m": m, "sample_rate": sample_rate, "theta": theta, "theta_mode": theta_mode,
-        "seed": seed, "phase1_users": int(sampled.sum()), "phase2_users": int(rest.size),
-        "high_items": int(high.sum()), "theta_measured": training.theta_measured,
-        "theta_true": float(rest_high.mean()) if rest.size else 0.0,
-        "sse_high": metrics.sse(f_true[high], est[high]) if high.any() else 0.0,
-        "sse_low": metrics.sse(f_true[~high], est[~high]) if (~high).any() else 0.0,
-        "model_nodes": len(model.split), "model_json_bytes": len(model_to_json(model)),
-    })
-    if return_estimates:
-        out.update({"estimates": est, "high_mask": high, "truth": f_true})
-    return out
-
-
-def simulate_baseline(mechanism: str, eps: float, n: int, d: int, dist: str, seed: int,
-                      k: int = None, m: int = None, kp: int = 128, g: int = None,
-                      return_estimates: bool = False) -> dict:
-    """Apple-CMS (`cms`), Apple-HCMS (`hcms`) or FLH (`flh`, k' = kp public seeds, g buckets:
-    default round(e^eps) + 1) over all n users of the same dataset as simulate_ldplcm."""
-    values, f_true, rng = _dataset(n, d, dist, seed)
-    salt = int(rng.integers(0, 1 << SIM_SALT_BITS))
-    eps_milli = protocol.eps_to_milli(eps)
-    if mechanism in ("cms", "hcms"):
-        mech = make_mechanism(mechanism, eps_milli, d, salt=salt, campaign_id=1, k=k, m=m)
-    elif mechanism == "flh":
-        mech = make_mechanism("flh", eps_milli, d, salt=salt, campaign_id=1, kp=kp, g=g)
-    else:
-        raise ConfigError("mechanism", "baseline must be cms, hcms or flh, got %r" % (mechanism,))
-    sketch = _fold(mech, values, rng)
-    est = np.asarray(sketch.estimate(np.arange(d, dtype=np.uint32)), np.float64) / n
-    out = _errors(f_true, est)
-    out.update({"protocol": mechanism, "epsilon": eps, "users": n, "domain": d, "dist": dist,
-                "k": k, "m": m, "kp": kp if mechanism == "flh" else None, "seed": seed})
-    if return_estimates:
-        out.update({"estimates": est, "truth": f_true})
-    return out

@@ -3,7 +3,7 @@ phase-2 publication (protocol_spec/v2 §4, §5).
 
 Python API (all take an open `Store` and, where something is published, `BrokerSettings`):
 - `create_campaign(store, broker, fleet_key_file, name, mechanism, epsilon, domain, params=None,
-  valid_days=30, ...) -> Campaign`: the config goes retained to `ldp/<name>/config` (QoS 1) and
+  issue=Issuance(valid_days=30, salt=None, campaign_id=None)) -> Campaign`: the config goes retained to `ldp/<name>/config` (QoS 1) and
   an `open` status to `ldp/<name>/status`; the store keeps the signed payload and the PATH of
   the key file (the key itself is re-read when a phase-2 message must be signed).
 - `close_campaign(store, name, broker=None)`: state `closed` (the ingest rejects further reports
@@ -13,15 +13,7 @@ Python API (all take an open `Store` and, where something is published, `BrokerS
 - `campaign_status(store, name) -> dict` and `status_document(store, campaign)` (what goes on
   the status topic).
 
-Two-phase protocols (`ldpfleet.protocols`; protocol_spec/v2 §3, §5):
-- `create_protocol_campaign(store, broker, fleet_key_file, name, protocol, epsilon, domain,
-  set_size=, top=, ...)`: `ldpminer-rappor` / `ldpminer-sh` (LDPMiner, sh then srappor / sh)
-  or `ldplcm` (cms then lcm); the phases come from `ldpminer.campaign_phases` /
-  `ldplcm.campaign_phases`, and what only the aggregator needs (k, k_max, theta, ...) is kept
-  in the state file's `protocols` table (`Campaign.protocol`), never in the config.
-- `advance_campaign(store, broker, name)`: from the phase-1 sketch, LDPMiner's k_max
-  candidates (`candidates_from_phase1`) or LDPLCM's trained model (`train_model`), signed and
-  retained on `ldp/<name>/phase2`; the campaign moves to phase 2.
+Two-phase protocols (LDPMiner, LDPLCM): `protocol_campaigns`.
 
 Fleet key files: hex text (one line) or raw bytes, at least 16 bytes (same rule as
 `ldpfleet fleet`); `write_fleet_key(path)` makes a fresh one (mode 0600).
@@ -30,16 +22,32 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass, replace
 
 from .. import config as cfgmod
 from .. import protocol
 from ..errors import ConfigError, LdpError
 from ..mechanisms import make_mechanism, mechanism_class
-from . import broker as brokermod
+from .. import mqtt
 from ..config import domain_extras
 from .store import Campaign, Store
 
 DEFAULT_VALID_DAYS = 30
+MAX_VALID_DAYS = 3660
+"""Longest validity window a config may get (ten years)."""
+
+
+@dataclass
+class Issuance:
+    """How a config is issued: its validity window, public salt and campaign id (random when
+    None; the id also unused in the state file)."""
+
+    valid_days: float = DEFAULT_VALID_DAYS
+    salt: int = None
+    campaign_id: int = None
+
+    def fresh_salt(self) -> int:
+        return int.from_bytes(os.urandom(4), "little") if self.salt is None else int(self.salt)
 
 
 def read_fleet_key(path: str) -> bytes:
@@ -114,7 +122,7 @@ def parse_params(pairs) -> dict:
     return out
 
 
-def _eps_milli(epsilon) -> int:
+def parse_epsilon(epsilon) -> int:
     """Epsilon in nats (2, 2.0, "2.0") -> integer milli-nats (spec §2)."""
     try:
         return protocol.eps_to_milli(float(epsilon))
@@ -122,8 +130,8 @@ def _eps_milli(epsilon) -> int:
         raise ConfigError("epsilon", str(exc)) from None
 
 
-def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, salt: int = None,
-                 valid_days: float = DEFAULT_VALID_DAYS, campaign_id: int = None) -> dict:
+def build_config(name: str, mechanisms, epsilons, domain: dict, params=None,
+                 issue: Issuance = None) -> dict:
     """A checked config body. `mechanisms`/`epsilons`/`params` are one entry per phase (a bare
     value means a one-phase campaign); parameters not given get the mechanism's defaults,
     which are written into the config so every party uses the same ones."""
@@ -134,8 +142,9 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, sal
         raise ConfigError("phases", "one mechanism, epsilon and parameter set per phase")
     if not cfgmod.NAME_RE.match(name or ""):
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
-    salt = int.from_bytes(os.urandom(4), "little") if salt is None else int(salt)
-    cid = cfgmod.new_campaign_id() if campaign_id is None else int(campaign_id)
+    issue = issue or Issuance()
+    salt = issue.fresh_salt()
+    cid = cfgmod.new_campaign_id() if issue.campaign_id is None else int(issue.campaign_id)
     probe = {"domain": domain}
     phases = []
     for phase, (mech_name, eps, p) in enumerate(zip(mechanisms, epsilons, params), start=1):
@@ -143,7 +152,7 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, sal
             mechanism_class(mech_name)
         except (ValueError, ImportError) as exc:
             raise ConfigError("mechanism", str(exc)) from None
-        eps_milli = _eps_milli(eps)
+        eps_milli = parse_epsilon(eps)
         kw = dict(p, **domain_extras(probe, mech_name))
         size = cfgmod.mechanism_domain_size(probe, mech_name)
         try:
@@ -163,7 +172,7 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None, sal
                 raise ConfigError("param", str(exc)) from None
         phases.append({"phase": phase, "mechanism": mech_name, "eps_milli": eps_milli,
                        "params": written})
-    not_before, not_after = validity_window(valid_days)
+    not_before, not_after = validity_window(issue.valid_days)
     return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=not_before,
                               not_after=not_after)
 
@@ -176,7 +185,7 @@ def validity_window(valid_days) -> tuple:
     return now - 60, now + int(valid_days * 86400)
 
 
-def _sign_store_publish(store: Store, broker, fleet_key_file: str, key: bytes, doc: dict,
+def sign_store_publish(store: Store, broker, fleet_key_file: str, key: bytes, doc: dict,
                         protocol: dict = None) -> Campaign:
     """Sign the config, store the campaign, publish the config retained (and the status);
     a publishing failure removes the campaign again."""
@@ -185,7 +194,7 @@ def _sign_store_publish(store: Store, broker, fleet_key_file: str, key: bytes, d
     camp = store.add_campaign(doc, payload, os.path.abspath(fleet_key_file), protocol=protocol)
     if broker is not None:
         try:
-            brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
+            mqtt.publish(broker, "ldp/%s/config" % name, payload, retain=True)
             publish_status(store, broker, name)
         except Exception:
             store.remove_campaign(name)
@@ -193,7 +202,7 @@ def _sign_store_publish(store: Store, broker, fleet_key_file: str, key: bytes, d
     return camp
 
 
-def _fresh_campaign_id(store: Store) -> int:
+def fresh_campaign_id(store: Store) -> int:
     """A random campaign id no campaign of the state uses (spec §5.4)."""
     return cfgmod.new_campaign_id(c.campaign_id for c in store.campaigns())
 
@@ -209,25 +218,24 @@ def status_document(store: Store, campaign: Campaign) -> dict:
             "time": int(time.time())}
 
 
-def publish_status(store: Store, broker: brokermod.BrokerSettings, name: str):
+def publish_status(store: Store, broker: mqtt.BrokerSettings, name: str):
     camp = store.require_campaign(name)
-    brokermod.publish(broker, "ldp/%s/status" % name,
+    mqtt.publish(broker, "ldp/%s/status" % name,
                       json.dumps(status_document(store, camp), sort_keys=True), qos=0)
 
 
-def create_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_file: str, name: str,
-                    mechanism, epsilon, domain, params=None, valid_days: float = DEFAULT_VALID_DAYS,
-                    salt: int = None, campaign_id: int = None) -> Campaign:
+def create_campaign(store: Store, broker: mqtt.BrokerSettings, fleet_key_file: str, name: str,
+                    mechanism, epsilon, domain, params=None, issue: Issuance = None) -> Campaign:
     """Build, sign, store and publish a campaign config (see module docstring).
 
     `mechanism`/`epsilon`/`params` may be lists (one per phase) for two-phase campaigns;
     `domain` is a dict, `N`, `0-M` or a file of items. Publishing failure undoes the store."""
     key = read_fleet_key(fleet_key_file)
-    if campaign_id is None:
-        campaign_id = _fresh_campaign_id(store)
-    doc = build_config(name, mechanism, epsilon, parse_domain(domain), params=params, salt=salt,
-                       valid_days=valid_days, campaign_id=campaign_id)
-    return _sign_store_publish(store, broker, fleet_key_file, key, doc)
+    issue = issue or Issuance()
+    if issue.campaign_id is None:
+        issue = replace(issue, campaign_id=fresh_campaign_id(store))
+    doc = build_config(name, mechanism, epsilon, parse_domain(domain), params=params, issue=issue)
+    return sign_store_publish(store, broker, fleet_key_file, key, doc)
 
 
 def campaign_key(camp: Campaign, fleet_key_file: str = None) -> bytes:
@@ -244,7 +252,7 @@ def campaign_key(camp: Campaign, fleet_key_file: str = None) -> bytes:
     return key
 
 
-def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = None,
+def close_campaign(store: Store, name: str, broker: mqtt.BrokerSettings = None,
                    fleet_key_file: str = None) -> Campaign:
     """State `closed` (the ingest rejects further reports as `closed_campaign`). With a broker,
     the signed close (spec §5.4) replaces the retained config on `ldp/<name>/config` — a device
@@ -258,14 +266,14 @@ def close_campaign(store: Store, name: str, broker: brokermod.BrokerSettings = N
         payload = cfgmod.sign(cfgmod.make_close(camp.config), key)
     store.set_state(name, "closed")
     if broker is not None:
-        brokermod.publish(broker, "ldp/%s/config" % name, payload, retain=True)
+        mqtt.publish(broker, "ldp/%s/config" % name, payload, retain=True)
         if camp.phases > 1:
-            brokermod.publish(broker, "ldp/%s/phase2" % name, b"", retain=True)  # clears it
+            mqtt.publish(broker, "ldp/%s/phase2" % name, b"", retain=True)  # clears it
         publish_status(store, broker, name)
     return store.require_campaign(name)
 
 
-def publish_phase2(store: Store, broker: brokermod.BrokerSettings, name: str, candidates=None,
+def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candidates=None,
                    model=None, fleet_key_file: str = None, protocol: dict = None) -> Campaign:
     """Sign and publish the phase-2 message (LDPMiner candidates or LDPLCM model); the campaign
     then accepts phase-2 reports (and still late phase-1 ones). `protocol`: the campaign's
@@ -302,7 +310,7 @@ def publish_phase2(store: Store, broker: brokermod.BrokerSettings, name: str, ca
             raise ConfigError("phase", "phase 2 of %s is already open with another message; "
                               "devices may have reported against it" % name)
         if broker is not None:
-            brokermod.publish(broker, "ldp/%s/phase2" % name, camp.phase2_payload, retain=True)
+            mqtt.publish(broker, "ldp/%s/phase2" % name, camp.phase2_payload, retain=True)
             publish_status(store, broker, name)
         return camp
     payload = cfgmod.sign(body, key)
@@ -311,178 +319,13 @@ def publish_phase2(store: Store, broker: brokermod.BrokerSettings, name: str, ca
     store.set_phase2(name, body, payload, protocol=protocol)
     if broker is not None:
         try:
-            brokermod.publish(broker, "ldp/%s/phase2" % name, payload, retain=True)
+            mqtt.publish(broker, "ldp/%s/phase2" % name, payload, retain=True)
         except Exception:
             if camp.phase == 1:
                 store.reopen_phase1(name, protocol=camp.protocol)
             raise
         publish_status(store, broker, name)
     return store.require_campaign(name)
-
-
-# --- two-phase protocols ---------------------------------------------------------------------
-
-MAX_VALID_DAYS = 3660
-"""Longest validity window a config may get (ten years)."""
-
-PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm"}
-"""CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner)."""
-DEFAULT_SAMPLE_RATE = 0.1
-DEFAULT_THETA = 0.5
-DEFAULT_SKETCH_K = 64
-DEFAULT_SKETCH_M = 1024
-"""LDPLCM §5's setting for its Zipf data: r = 0.1, theta = 0.5, (k, m) = (64, 1024)."""
-
-
-def _check_share(value, field):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(field, "must be a number in (0, 1), got %r" % (value,)) from None
-    if not (math.isfinite(v) and 0.0 < v < 1.0):
-        raise ConfigError(field, "must be in (0, 1), got %r" % (value,))
-    return v
-
-
-def _positive(value, field):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(field, "must be a positive integer, got %r" % (value,))
-    return value
-
-
-def protocol_phases(protocol_name: str, eps_milli: int, domain: dict, set_size: int = None,
-                    top: int = None, k_max: int = None, budget_split: float = None,
-                    sample_rate: float = None, theta: float = None, sketch_k: int = None,
-                    sketch_m: int = None):
-    """(phases of the config, protocol document) of a two-phase protocol campaign.
-
-    LDPMiner: `set_size` is l (phase-1 set length), `top` is k, `k_max` (candidates) defaults
-    to 2k (§4.1) capped at the domain size, `budget_split` is eps1's share (§5.1.2),
-    `sketch_m` the SH projection rows m. LDPLCM: `sample_rate` r, `theta`, `sketch_k`/`sketch_m`
-    the CMS (k, m)."""
-    from ..protocols import ldplcm, ldpminer
-    if protocol_name not in PROTOCOLS:
-        raise ConfigError("protocol", "unknown protocol %r (known: %s)"
-                          % (protocol_name, ", ".join(PROTOCOLS)))
-    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
-    if protocol_name == "ldplcm":
-        for field, value in (("set_size", set_size), ("top", top), ("k_max", k_max),
-                             ("budget_split", budget_split)):
-            if value is not None:
-                raise ConfigError(field, "not a parameter of ldplcm (each device reports once, "
-                                  "with the whole epsilon)" if field == "budget_split"
-                                  else "not a parameter of ldplcm")
-        rate = DEFAULT_SAMPLE_RATE if sample_rate is None else _check_share(sample_rate, "sample_rate")
-        ppm = ldplcm.rate_ppm(rate)
-        th = DEFAULT_THETA if theta is None else _check_share(theta, "theta")
-        k = DEFAULT_SKETCH_K if sketch_k is None else _positive(sketch_k, "sketch_k")
-        m = DEFAULT_SKETCH_M if sketch_m is None else _positive(sketch_m, "sketch_m")
-        phases = ldplcm.campaign_phases(eps_milli, k, m, ppm)
-        return phases, {"protocol": protocol_name, "theta": th, "sample_rate_ppm": ppm,
-                        "train_seed": 0}
-    for field, value in (("sample_rate", sample_rate), ("theta", theta), ("sketch_k", sketch_k)):
-        if value is not None:
-            raise ConfigError(field, "not a parameter of %s" % protocol_name)
-    if set_size is None or top is None:
-        raise ConfigError("set_size" if set_size is None else "top",
-                          "%s needs --set-size L and --top K" % protocol_name)
-    l, k = _positive(set_size, "set_size"), _positive(top, "top")
-    kc = min(2 * k, size) if k_max is None else _positive(k_max, "k_max")
-    if not k <= kc <= min(size, ldpminer.MAX_CANDIDATES):
-        raise ConfigError("k_max", "need top <= k_max <= min(domain size, %d), got k=%d, k_max=%d"
-                          % (ldpminer.MAX_CANDIDATES, k, kc))
-    share = ldpminer.DEFAULT_SHARE if budget_split is None else _check_share(budget_split,
-                                                                             "budget_split")
-    m = ldpminer.DEFAULT_M if sketch_m is None else _positive(sketch_m, "sketch_m")
-    phases = ldpminer.campaign_phases(PROTOCOLS[protocol_name], eps_milli, l, kc, m, share)
-    return phases, {"protocol": protocol_name, "k": k, "k_max": kc, "set_size": l,
-                    "budget_split": share}
-
-
-def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
-    """Every phase's parameters as its mechanism writes them (defaults included; srappor's
-    candidates come later), checked by building the mechanism."""
-    probe = {"domain": domain}
-    out = []
-    for ph in phases:
-        kw = dict(ph["params"], **domain_extras(probe, ph["mechanism"]))
-        size = cfgmod.mechanism_domain_size(probe, ph["mechanism"])
-        if ph["mechanism"] == "srappor":
-            kw["candidates"] = [0, 1]  # placeholder: the list comes with the phase-2 message
-        try:
-            mech = make_mechanism(ph["mechanism"], ph["eps_milli"], size, salt=salt,
-                                  campaign_id=cid, phase=ph["phase"], **kw)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, LdpError):
-                raise
-            raise ConfigError("param", str(exc)) from None
-        params = {k: v for k, v in mech.config_params().items() if k != "candidates"}
-        out.append(dict(ph, params=params))
-    return out
-
-
-def create_protocol_campaign(store: Store, broker: brokermod.BrokerSettings, fleet_key_file: str,
-                             name: str, protocol_name: str, epsilon, domain, set_size: int = None,
-                             top: int = None, k_max: int = None, budget_split: float = None,
-                             sample_rate: float = None, theta: float = None, sketch_k: int = None,
-                             sketch_m: int = None, valid_days: float = DEFAULT_VALID_DAYS,
-                             salt: int = None, campaign_id: int = None) -> Campaign:
-    """Build, sign, store and publish a two-phase protocol campaign (module docstring).
-    `epsilon` is the whole budget: LDPMiner splits it between its phases (every device
-    reports twice, sequential composition); LDPLCM gives it to both (each device reports once)."""
-    if not cfgmod.NAME_RE.match(name or ""):
-        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
-    key = read_fleet_key(fleet_key_file)
-    dom = parse_domain(domain)
-    phases, proto = protocol_phases(protocol_name, _eps_milli(epsilon), dom, set_size, top, k_max,
-                                    budget_split, sample_rate, theta, sketch_k, sketch_m)
-    salt = int.from_bytes(os.urandom(4), "little") if salt is None else int(salt)
-    cid = _fresh_campaign_id(store) if campaign_id is None else int(campaign_id)
-    not_before, not_after = validity_window(valid_days)
-    doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
-                             campaign_id=cid, not_before=not_before, not_after=not_after)
-    return _sign_store_publish(store, broker, fleet_key_file, key, doc, protocol=proto)
-
-
-def advance_campaign(store: Store, broker: brokermod.BrokerSettings, name: str,
-                     fleet_key_file: str = None) -> dict:
-    """Phase 1 -> phase 2 of a protocol campaign: compute the phase-2 message from the
-    phase-1 sketch as it is committed now, sign and publish it retained, persist it (with
-    LDPLCM's measured theta). Returns what was decided: {"campaign", "protocol",
-    "phase1_reports", "candidates"} (LDPMiner) or {..., "high_items", "theta_measured",
-    "model_nodes"} (LDPLCM)."""
-    from ..protocols import ldplcm, ldpminer
-    from .estimates import load_sketch
-    camp = store.require_campaign(name)
-    proto = camp.protocol
-    if not proto:
-        raise ConfigError("protocol", "campaign %s was not created with --protocol; publish its "
-                          "phase-2 message with `campaign phase2`" % name)
-    if camp.phase != 1:
-        raise ConfigError("phase", "campaign %s is already in phase %d" % (name, camp.phase))
-    if not camp.open:
-        raise ConfigError("state", "campaign %s is closed" % name)
-    sketch1 = load_sketch(store, name, 1)
-    if sketch1.n < 1:
-        raise ConfigError("phase1", "campaign %s has no phase-1 reports yet" % name)
-    keys = cfgmod.domain_keys(camp.config)
-    out = {"campaign": name, "protocol": proto["protocol"], "phase1_reports": int(sketch1.n)}
-    if proto["protocol"] == "ldplcm":
-        training = ldplcm.train_model(sketch1, keys, theta=proto["theta"],
-                                      seed=int(proto.get("train_seed", 0)))
-        model = training.model
-        updated = dict(proto, theta_measured=training.theta_measured)
-        publish_phase2(store, broker, name, model=ldplcm.model_to_doc(model),
-                       fleet_key_file=fleet_key_file, protocol=updated)
-        high = ldplcm.high_mask(model, range(len(keys)))
-        out.update(theta_measured=training.theta_measured, high_items=int(high.sum()),
-                   model_nodes=len(model.split))
-        return out
-    cand = ldpminer.candidates_from_phase1(sketch1, int(proto["k_max"]), keys)
-    publish_phase2(store, broker, name, candidates=[int(c) for c in cand],
-                   fleet_key_file=fleet_key_file)
-    out["candidates"] = [int(c) for c in cand]
-    return out
 
 
 def expected_error(campaign: Campaign, phase: int, n: int, confidence: float = 0.95) -> dict:

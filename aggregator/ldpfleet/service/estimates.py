@@ -1,6 +1,6 @@
 """Frequency estimates of a campaign from its stored sketch, with confidence intervals.
 
-`compute_estimates(store, name, ...) -> EstimateTable`:
+`compute_estimates(store, name, EstimateQuery(...)) -> EstimateTable`:
 - raw estimates: `sketch.estimate(keys)` (unbiased counts), as fractions of the n reports;
 - interval: estimate ± z·σ_x with σ_x² = `mech.item_variances(n, f̂_x)`, each item's own
   variance evaluated at its estimate clipped to [0, 1] (the plug-in variance: Wang et al. 2017
@@ -207,12 +207,29 @@ def load_sketch(store: Store, name: str, phase: int):
     return Sketch.deserialize(stored[1])
 
 
-def compute_estimates(store: Store, name: str, phase: int = None, post: str = None, top: int = None,
-                      threshold=None, confidence: float = 0.95, items=None,
-                      post_opts: dict = None, subset=None) -> EstimateTable:
-    """See the module docstring. `items`: restrict the query to these items (ints or strs);
-    `subset`: answer the set-value query over these items as well."""
+@dataclass
+class EstimateQuery:
+    """What an estimate asks for (module docstring): the phase (default: the open one), a
+    post-processing method and its options, the top K, a threshold (a fraction of n, or
+    "auto"), the intervals' confidence, `items` to restrict the query to (ints or strs) and a
+    `subset` whose set-value query is answered as well."""
+
+    phase: int = None
+    post: str = None
+    post_opts: dict = None
+    top: int = None
+    threshold: object = None
+    confidence: float = 0.95
+    items: list = None
+    subset: list = None
+
+
+def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> EstimateTable:
+    """The estimate table of campaign `name` for `query` (module docstring)."""
     from scipy import stats
+    q = query or EstimateQuery()
+    phase, post, top, threshold = q.phase, q.post, q.top, q.threshold
+    confidence, items, post_opts, subset = q.confidence, q.items, q.post_opts, q.subset
     camp = store.require_campaign(name)
     phase = camp.phase if phase is None else int(phase)
     if not 1 <= phase <= camp.phases:

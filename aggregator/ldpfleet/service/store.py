@@ -21,7 +21,6 @@ the writer (WAL). `synchronous=FULL` makes a commit durable before the broker is
 URLs: `sqlite:///relative/path`, `sqlite:////absolute/path` (SQLAlchemy's convention) or a
 bare filesystem path.
 """
-import inspect
 import json
 import os
 import sqlite3
@@ -113,10 +112,8 @@ class Campaign:
     @property
     def sample_rate_ppm(self):
         """LDPLCM's public device split (spec §5): the phases' `sample_rate_ppm`, or None."""
-        for ph in self.config["phases"]:
-            if "sample_rate_ppm" in ph:
-                return int(ph["sample_rate_ppm"])
-        return None
+        from ..protocols.ldplcm import sample_rate_ppm
+        return sample_rate_ppm(self.config)
 
     def phase_extras(self, phase: int) -> dict:
         """Extra mechanism arguments of a phase (`mechanism_for_phase` adds `domain_keys` for
@@ -127,13 +124,10 @@ class Campaign:
         phase-2 message exists; sh and lcm fold reports without them (the lcm sketch gets the
         model only at estimate time)."""
         name = self.config["phases"][phase - 1]["mechanism"]
-        from ..mechanisms import mechanism_class
-        named = inspect.signature(mechanism_class(name).__init__).parameters
-        extras = {}
-        if phase == 2 and self.phase2:
-            extras.update({k: self.phase2[k] for k in ("candidates", "model")
-                           if k in self.phase2 and k in named})
-        if phase == 2 and "candidates" in named and "candidates" not in extras:
+        if phase != 2:
+            return {}
+        extras = cfgmod.phase2_inputs(name, self.phase2)
+        if "candidates" in cfgmod.phase2_parameters(name) and "candidates" not in extras:
             raise ConfigError("candidates", "campaign %s: phase 2 (%s) has no candidates before "
                               "its phase-2 message" % (self.name, name))
         return extras

@@ -1,0 +1,146 @@
+"""Two-phase protocol campaigns (`campaign create --protocol`, `campaign advance`;
+protocol_spec/v2 §3, §5).
+
+- `create_protocol_campaign(store, broker, fleet_key_file, name, protocol, epsilon, domain,
+  options=ProtocolOptions(...), issue=Issuance(...))`: `ldpminer-rappor` / `ldpminer-sh`
+  (LDPMiner, sh then srappor / sh) or `ldplcm` (cms then lcm); the phases come from
+  `ldpminer.campaign_phases` / `ldplcm.campaign_phases`, and what only the aggregator needs
+  (k, k_max, theta, ...) is kept in the state file's `protocols` table (`Campaign.protocol`),
+  never in the config.
+- `advance_campaign(store, broker, name)`: from the phase-1 sketch, LDPMiner's k_max
+  candidates (`candidates_from_phase1`) or LDPLCM's trained model (`train_model`), signed and
+  retained on `ldp/<name>/phase2`; the campaign moves to phase 2.
+"""
+from .. import config as cfgmod
+from .. import protocol
+from ..config import domain_extras
+from ..errors import ConfigError, LdpError
+from ..mechanisms import make_mechanism
+from ..protocols.options import ProtocolOptions, check_positive
+from .. import mqtt
+from .campaigns import (Issuance, fresh_campaign_id, parse_domain, parse_epsilon, publish_phase2,
+                        read_fleet_key, sign_store_publish, validity_window)
+from .store import Campaign, Store
+
+PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm"}
+"""CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner)."""
+
+
+def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
+                    options: ProtocolOptions = None):
+    """(phases of the config, protocol document) of a two-phase protocol campaign
+    (`ProtocolOptions` says what each option means and its default)."""
+    from ..protocols import ldplcm, ldpminer
+    if protocol_name not in PROTOCOLS:
+        raise ConfigError("protocol", "unknown protocol %r (known: %s)"
+                          % (protocol_name, ", ".join(PROTOCOLS)))
+    opts = options or ProtocolOptions()
+    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
+    if protocol_name == "ldplcm":
+        opts.refuse(("budget_split",), "ldplcm", " (each device reports once, with the whole "
+                    "epsilon)")
+        opts.refuse(("set_size", "top", "k_max"), "ldplcm")
+        rate, theta, k, m = opts.ldplcm()
+        ppm = ldplcm.rate_ppm(rate)
+        phases = ldplcm.campaign_phases(eps_milli, k, m, ppm)
+        return phases, {"protocol": protocol_name, "theta": theta, "sample_rate_ppm": ppm,
+                        "train_seed": 0}
+    opts.refuse(ProtocolOptions.LDPLCM_ONLY, protocol_name)
+    if opts.set_size is None or opts.top is None:
+        raise ConfigError("set_size" if opts.set_size is None else "top",
+                          "%s needs --set-size L and --top K" % protocol_name)
+    l, k = check_positive(opts.set_size, "set_size"), check_positive(opts.top, "top")
+    kc = min(2 * k, size) if opts.k_max is None else check_positive(opts.k_max, "k_max")
+    if not k <= kc <= min(size, ldpminer.MAX_CANDIDATES):
+        raise ConfigError("k_max", "need top <= k_max <= min(domain size, %d), got k=%d, k_max=%d"
+                          % (ldpminer.MAX_CANDIDATES, k, kc))
+    share = opts.ldpminer_share()
+    phases = ldpminer.campaign_phases(PROTOCOLS[protocol_name], eps_milli, l, kc,
+                                      opts.ldpminer_m(), share)
+    return phases, {"protocol": protocol_name, "k": k, "k_max": kc, "set_size": l,
+                    "budget_split": share}
+
+
+def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
+    """Every phase's parameters as its mechanism writes them (defaults included; srappor's
+    candidates come later), checked by building the mechanism."""
+    probe = {"domain": domain}
+    out = []
+    for ph in phases:
+        kw = dict(ph["params"], **domain_extras(probe, ph["mechanism"]))
+        size = cfgmod.mechanism_domain_size(probe, ph["mechanism"])
+        if ph["mechanism"] == "srappor":
+            kw["candidates"] = [0, 1]  # placeholder: the list comes with the phase-2 message
+        try:
+            mech = make_mechanism(ph["mechanism"], ph["eps_milli"], size, salt=salt,
+                                  campaign_id=cid, phase=ph["phase"], **kw)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, LdpError):
+                raise
+            raise ConfigError("param", str(exc)) from None
+        params = {k: v for k, v in mech.config_params().items() if k != "candidates"}
+        out.append(dict(ph, params=params))
+    return out
+
+
+def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, fleet_key_file: str,
+                             name: str, protocol_name: str, epsilon, domain,
+                             options: ProtocolOptions = None, issue: Issuance = None) -> Campaign:
+    """Build, sign, store and publish a two-phase protocol campaign (module docstring).
+    `epsilon` is the whole budget: LDPMiner splits it between its phases (every device
+    reports twice, sequential composition); LDPLCM gives it to both (each device reports once)."""
+    if not cfgmod.NAME_RE.match(name or ""):
+        raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
+    key = read_fleet_key(fleet_key_file)
+    dom = parse_domain(domain)
+    issue = issue or Issuance()
+    phases, proto = protocol_phases(protocol_name, parse_epsilon(epsilon), dom, options)
+    salt = issue.fresh_salt()
+    cid = fresh_campaign_id(store) if issue.campaign_id is None else int(issue.campaign_id)
+    not_before, not_after = validity_window(issue.valid_days)
+    doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
+                             campaign_id=cid, not_before=not_before, not_after=not_after)
+    return sign_store_publish(store, broker, fleet_key_file, key, doc, protocol=proto)
+
+
+def advance_campaign(store: Store, broker: mqtt.BrokerSettings, name: str,
+                     fleet_key_file: str = None) -> dict:
+    """Phase 1 -> phase 2 of a protocol campaign: compute the phase-2 message from the
+    phase-1 sketch as it is committed now, sign and publish it retained, persist it (with
+    LDPLCM's measured theta). Returns what was decided: {"campaign", "protocol",
+    "phase1_reports", "candidates"} (LDPMiner) or {..., "high_items", "theta_measured",
+    "model_nodes"} (LDPLCM)."""
+    from ..protocols import ldplcm, ldpminer
+    from .estimates import load_sketch
+    camp = store.require_campaign(name)
+    proto = camp.protocol
+    if not proto:
+        raise ConfigError("protocol", "campaign %s was not created with --protocol; publish its "
+                          "phase-2 message with `campaign phase2`" % name)
+    if camp.phase != 1:
+        raise ConfigError("phase", "campaign %s is already in phase %d" % (name, camp.phase))
+    if not camp.open:
+        raise ConfigError("state", "campaign %s is closed" % name)
+    sketch1 = load_sketch(store, name, 1)
+    if sketch1.n < 1:
+        raise ConfigError("phase1", "campaign %s has no phase-1 reports yet" % name)
+    keys = cfgmod.domain_keys(camp.config)
+    out = {"campaign": name, "protocol": proto["protocol"], "phase1_reports": int(sketch1.n)}
+    if proto["protocol"] == "ldplcm":
+        training = ldplcm.train_model(sketch1, keys, theta=proto["theta"],
+                                      seed=int(proto.get("train_seed", 0)))
+        model = training.model
+        updated = dict(proto, theta_measured=training.theta_measured)
+        publish_phase2(store, broker, name, model=ldplcm.model_to_doc(model),
+                       fleet_key_file=fleet_key_file, protocol=updated)
+        high = ldplcm.high_mask(model, range(len(keys)))
+        out.update(theta_measured=training.theta_measured, high_items=int(high.sum()),
+                   model_nodes=len(model.split))
+        return out
+    cand = ldpminer.candidates_from_phase1(sketch1, int(proto["k_max"]), keys)
+    publish_phase2(store, broker, name, candidates=[int(c) for c in cand],
+                   fleet_key_file=fleet_key_file)
+    out["candidates"] = [int(c) for c in cand]
+    return out
+
+
