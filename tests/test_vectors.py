@@ -99,3 +99,22 @@ def test_parse_vectors(name):
             with pytest.raises(ReportFormatError) as info:
                 mech.check(report)
             assert info.value.field == case["error"]
+
+
+def test_ack_vectors():
+    """Spec §6: the aggregator's acknowledgement of a report for each status, and the device's
+    matching rule (the reference both clients follow; tests/test_device_vectors.py runs it on
+    MicroPython, tests/test_delivery.py end to end on both clients)."""
+    vec = load("acks.json")
+    for case in vec["acks"]:
+        report = bytes.fromhex(case["report_hex"])
+        ack = protocol.ack_for(report, case["status"])
+        assert ack.hex() == case["ack_hex"]
+        phase, status, cid, nonce = protocol.parse_ack(ack)
+        assert (phase, status) == (report[2], case["status"])
+        assert (cid, nonce) == protocol.parse_header(report)[4:]
+        assert protocol.ack_matches(ack, report)
+    assert {c["matches"] for c in vec["matching"]} == {True, False}
+    for case in vec["matching"]:
+        assert protocol.ack_matches(bytes.fromhex(case["ack_hex"]),
+                                    bytes.fromhex(case["report_hex"])) is case["matches"], case

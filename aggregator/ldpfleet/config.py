@@ -16,6 +16,13 @@ from .errors import ConfigError
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 SET_VALUED = {"sh", "srappor"}
 PPM = 1000000
+RETRY_S_MAX = 86400
+RETRY_MAX_S_MAX = 259200
+"""3 days: MicroPython's ticks_ms differences are only valid below 2^29 ms (6.2 days)."""
+DEFAULT_DELIVERY = {"ack": True, "retry_s": 30, "retry_max_s": 3600}
+"""Spec §5.4 `delivery`, what `campaign create` writes unless told otherwise: devices re-send
+their memoised report (first after 30 s x U[0.5, 1.5), doubling up to an hour) until the
+aggregator acknowledges it (spec §6) or the campaign ends."""
 """`sample_rate_ppm` is in parts per million of the device-id hash space (spec §5)."""
 
 
@@ -60,8 +67,9 @@ def new_campaign_id(taken=()) -> int:
 
 
 def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: int = None,
-                not_before: int = None, not_after: int = None) -> dict:
-    """A config body. `phases`: [{"phase", "mechanism", "eps_milli", "params"}]."""
+                not_before: int = None, not_after: int = None, delivery: dict = None) -> dict:
+    """A config body. `phases`: [{"phase", "mechanism", "eps_milli", "params"}]; `delivery`
+    (spec §5.4; absent: publish once per trigger, no acknowledgements)."""
     now = int(time.time())
     doc = {
         "type": "config", "protocol": protocol.PROTOCOL_VERSION, "campaign": name,
@@ -71,6 +79,8 @@ def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: i
         "not_after": now + 30 * 86400 if not_after is None else int(not_after),
         "domain": domain, "phases": phases,
     }
+    if delivery is not None:
+        doc["delivery"] = dict(delivery)
     check_config(doc, now=now)
     return doc
 
@@ -139,7 +149,30 @@ def check_config(doc: dict, now: int = None) -> dict:
                           "(one public split, spec §5): %s" % sorted(rates))
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
+    if "delivery" in doc:
+        check_delivery(doc["delivery"])
     return doc
+
+
+def check_delivery(delivery) -> dict:
+    """Spec §5.4: {"ack": bool, "retry_s": 1..86400, "retry_max_s": retry_s..604800}."""
+    if not isinstance(delivery, dict) or set(delivery) != {"ack", "retry_s", "retry_max_s"}:
+        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s}")
+    if not isinstance(delivery["ack"], bool):
+        raise ConfigError("delivery.ack", "must be true or false")
+    retry = delivery["retry_s"]
+    if not isinstance(retry, int) or isinstance(retry, bool) or not 1 <= retry <= RETRY_S_MAX:
+        raise ConfigError("delivery.retry_s", "must be an integer in [1, %d]" % RETRY_S_MAX)
+    top = delivery["retry_max_s"]
+    if not isinstance(top, int) or isinstance(top, bool) or not retry <= top <= RETRY_MAX_S_MAX:
+        raise ConfigError("delivery.retry_max_s", "must be an integer in [retry_s, %d]"
+                          % RETRY_MAX_S_MAX)
+    return delivery
+
+
+def acknowledged(doc: dict) -> bool:
+    """Whether devices of this config wait for acknowledgements (spec §6)."""
+    return bool(doc.get("delivery", {}).get("ack", False))
 
 
 def check_grr_bound(phase: dict, d: int):

@@ -23,6 +23,10 @@ MAX_EPS_MILLI = 64000
 """Largest ε (milli-nats) any side accepts (spec §2)."""
 HEADER = struct.Struct("<BBBBII")
 HEADER_SIZE = HEADER.size  # 12
+ACK = struct.Struct("<BBBBII")
+ACK_SIZE = ACK.size  # 12
+ACK_KIND = 0x41
+ACK_ACCEPTED, ACK_DUPLICATE, ACK_REJECTED = 0, 1, 2
 
 SPEC_DIR = Path(__file__).resolve().parent / "spec_v2"
 if not SPEC_DIR.is_dir():  # running from a source checkout
@@ -238,6 +242,34 @@ def pack_header(mechanism: str, phase: int, campaign_id: int, nonce: int) -> byt
     """Spec §3: version 2, mechanism id, phase, flags 0, campaign id, nonce (the dedupe field,
     drawn from the OS RNG once per (campaign, phase) report)."""
     return HEADER.pack(PROTOCOL_VERSION, MECHANISM_IDS[mechanism], phase, 0, campaign_id, nonce)
+
+
+def ack_topic(campaign: str, device: str) -> str:
+    """Spec §4: the one device's acknowledgement topic of a campaign."""
+    return "ldp/%s/a/%s" % (campaign, device)
+
+
+def ack_for(report: bytes, status: int) -> bytes:
+    """Spec §6: the acknowledgement of a report (at least a header long): version, kind "A",
+    the report's phase byte, `status`, and the report's campaign_id and nonce."""
+    return bytes((PROTOCOL_VERSION, ACK_KIND, report[2], status)) + bytes(report[4:12])
+
+
+def ack_matches(ack: bytes, report: bytes) -> bool:
+    """Spec §6, the device's rule: `ack` (received on its own ack topic) names `report`: 12
+    bytes, version 2, kind "A", the report's phase, campaign_id and nonce."""
+    return (len(ack) == ACK_SIZE and len(report) >= HEADER_SIZE and ack[0] == PROTOCOL_VERSION
+            and ack[1] == ACK_KIND and ack[2] == report[2] and bytes(ack[4:12]) == bytes(report[4:12]))
+
+
+def parse_ack(payload: bytes):
+    """(phase, status, campaign_id, nonce) of a well-formed acknowledgement, else None."""
+    if len(payload) != ACK_SIZE:
+        return None
+    version, kind, phase, status, campaign_id, nonce = ACK.unpack(payload)
+    if version != PROTOCOL_VERSION or kind != ACK_KIND or status > ACK_REJECTED:
+        return None
+    return phase, status, campaign_id, nonce
 
 
 def parse_header(report: bytes):

@@ -337,6 +337,34 @@ def lcm_cases():
     return bitmap_vector_cases(LcmMechanism, values)
 
 
+def ack_cases() -> dict:
+    """acks.json (spec §6): the acknowledgement of a report for each status, and acks a device
+    must accept or ignore for a report it re-sends."""
+    from ldpfleet.mechanisms import make_mechanism
+    reports = []
+    for phase, cid, nonce in ((1, 0x12345678, 0x9ABCDEF0), (2, 0xFFFFFFFF, 0), (1, 7, 1)):
+        mech = make_mechanism("olh", 2000, 64, salt=5, campaign_id=cid, phase=phase)
+        reports.append(mech.reference_report(3, word_stream(phase, mech.random_words), nonce))
+    acks = [{"report_hex": r.hex(), "status": s, "ack_hex": protocol.ack_for(r, s).hex()}
+            for r in reports for s in (protocol.ACK_ACCEPTED, protocol.ACK_DUPLICATE,
+                                       protocol.ACK_REJECTED)]
+    good = protocol.ack_for(reports[0], protocol.ACK_ACCEPTED)
+
+    def edit(pos, value):
+        out = bytearray(good)
+        out[pos] = value
+        return bytes(out)
+
+    matching = [(good, True), (protocol.ack_for(reports[0], protocol.ACK_REJECTED), True),
+                (good[:11], False), (good + b"\0", False), (edit(0, 1), False),
+                (edit(1, 0x42), False), (edit(2, 2), False), (edit(4, good[4] ^ 1), False),
+                (edit(11, good[11] ^ 0x80), False), (protocol.ack_for(reports[1], 0), False),
+                (b"", False)]
+    return {"acks": acks,
+            "matching": [{"report_hex": reports[0].hex(), "ack_hex": a.hex(), "matches": m}
+                         for a, m in matching]}
+
+
 CASES = {"grr": grr_cases, "olh": olh_cases, "flh": flh_cases, "oue": oue_cases,
          "cms": cms_cases, "hcms": hcms_cases, "sh": sh_cases, "srappor": srappor_cases,
          "lcm": lcm_cases}
