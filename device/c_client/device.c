@@ -112,6 +112,7 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
     snprintf(dev->topic_config, sizeof dev->topic_config, "ldp/%s/config", campaign);
     snprintf(dev->topic_phase2, sizeof dev->topic_phase2, "ldp/%s/phase2", campaign);
     snprintf(dev->topic_report, sizeof dev->topic_report, "ldp/%s/r/%s", campaign, id->device_id);
+    snprintf(dev->topic_ack, sizeof dev->topic_ack, "ldp/%s/a/%s", campaign, id->device_id);
     dev->value = value_text ? cJSON_Parse(value_text) : cJSON_CreateNull();
     if (dev->value == NULL)
         dev->value = cJSON_CreateString(value_text);
@@ -132,6 +133,8 @@ void ldpc_device_free(struct ldpc_device *dev)
         free(dev->inbox[i]);
     for (i = 0; i < dev->n_out; i++)
         free(dev->outbox[i].data);
+    for (i = 0; i < 3; i++)
+        free(dev->awaiting[i].data);
     cJSON_Delete(dev->config);
     cJSON_Delete(dev->value);
     ldpc_ledger_close(&dev->ledger);
@@ -142,6 +145,13 @@ void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const vo
 {
     int slot;
     uint8_t *copy;
+    if (strcmp(topic, dev->topic_ack) == 0) {
+        if (dev->n_acks < LDPC_MAX_ACKS) {
+            memcpy(dev->acks[dev->n_acks], payload, len < LDPC_ACK_SIZE ? len : LDPC_ACK_SIZE);
+            dev->ack_len[dev->n_acks++] = len;
+        }
+        return;
+    }
     if (strcmp(topic, dev->topic_config) == 0)
         slot = INBOX_CONFIG;
     else if (strcmp(topic, dev->topic_phase2) == 0)
@@ -429,6 +439,80 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase
     return 0;
 }
 
+/* --- acknowledgements (spec §6) ------------------------------------------------------------ */
+
+/* The accepted config's delivery field when it asks for acknowledgements, else NULL. */
+static const cJSON *acked_delivery(const struct ldpc_device *dev)
+{
+    const cJSON *d = dev->config ? cJSON_GetObjectItemCaseSensitive(dev->config, "delivery") : NULL;
+    return d != NULL && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "ack")) ? d : NULL;
+}
+
+/* Seconds `wait` x U[0.5, 1.5) from now (OS RNG). */
+static double due_after(double wait)
+{
+    uint32_t u = 0;
+    ldpc_os_random_words(&u, 1);
+    return ldpc_monotonic() + wait * (0.5 + (u >> 16) / 65536.0);
+}
+
+/* Forget every awaited report; with `why`, log each as undelivered. */
+static void stop_awaiting(struct ldpc_device *dev, const char *why)
+{
+    int p;
+    for (p = 1; p <= 2; p++) {
+        if (dev->awaiting[p].data == NULL)
+            continue;
+        if (why != NULL)
+            ldpc_log(dev->id.device_id, "undelivered", "phase=%d (%s)", p, why);
+        free(dev->awaiting[p].data);
+        dev->awaiting[p].data = NULL;
+    }
+}
+
+/* An ack counts iff 12 bytes, version 2, kind "A", and (phase, campaign_id, nonce) of a report
+ * being re-sent; it arrived on our own ack topic (the only one we read). */
+static void on_ack(struct ldpc_device *dev, const uint8_t *ack, size_t len)
+{
+    struct ldpc_awaiting *a;
+    if (len == LDPC_ACK_SIZE && ack[0] == LDP_PROTOCOL_VERSION && ack[1] == 0x41 && ack[2] >= 1 && ack[2] <= 2) {
+        a = &dev->awaiting[ack[2]];
+        if (a->data != NULL && a->len >= 12 && memcmp(a->data + 4, ack + 4, 8) == 0) {
+            free(a->data);
+            a->data = NULL;
+            ldpc_log(dev->id.device_id, "acked", "phase=%d status=%d", ack[2], ack[3]);
+            return;
+        }
+    }
+    ldpc_log(dev->id.device_id, "ack-ignored", "bytes=%lu", (unsigned long)len);
+}
+
+void ldpc_device_resend_due(struct ldpc_device *dev)
+{
+    const cJSON *d = acked_delivery(dev);
+    double now = ldpc_monotonic(), top;
+    int p;
+    if (d == NULL || ldpc_unix_now() > int_of(dev->config, "not_after")) {
+        stop_awaiting(dev, "campaign deadline passed");
+        return;
+    }
+    top = (double)int_of(d, "retry_max_s");
+    for (p = 1; p <= 2; p++) {
+        struct ldpc_awaiting *a = &dev->awaiting[p];
+        uint8_t *copy;
+        if (a->data == NULL || now < a->due)
+            continue;
+        copy = malloc(a->len);
+        if (copy == NULL)
+            continue;
+        memcpy(copy, a->data, a->len);
+        a->wait = a->wait * 2 > top ? top : a->wait * 2;
+        a->due = due_after(a->wait);
+        ldpc_log(dev->id.device_id, "resent", "phase=%d next_s=%d", p, (int)a->wait);
+        ldpc_device_enqueue(dev, p, copy, a->len);
+    }
+}
+
 /* A signed close of our campaign (spec §5.4): the id goes into the ledger (a replayed config is
  * refused from then on), nothing more is sent; with --once the device is done. */
 static void on_close(struct ldpc_device *dev, const cJSON *doc)
@@ -452,6 +536,7 @@ static void on_close(struct ldpc_device *dev, const cJSON *doc)
     }
     while (dev->n_out)
         free(ldpc_device_pop(dev));
+    stop_awaiting(dev, NULL);
     cJSON_Delete(dev->config);
     dev->config = NULL;
     ldpc_log(dev->id.device_id, "closed", "campaign_id=%lld", (long long)cid);
@@ -603,6 +688,10 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
 void ldpc_device_process_inbox(struct ldpc_device *dev)
 {
     int slot;
+    size_t i;
+    for (i = 0; i < dev->n_acks; i++)
+        on_ack(dev, dev->acks[i], dev->ack_len[i]);
+    dev->n_acks = 0;
     for (slot = INBOX_CONFIG; slot <= INBOX_PHASE2; slot++) {
         uint8_t *msg = dev->inbox[slot];
         if (msg == NULL || (slot == INBOX_PHASE2 && dev->config == NULL))
@@ -616,11 +705,26 @@ void ldpc_device_process_inbox(struct ldpc_device *dev)
     }
 }
 
-void ldpc_device_delivered(struct ldpc_device *dev, int phase, size_t len)
+void ldpc_device_delivered(struct ldpc_device *dev, int phase, uint8_t *data, size_t len)
 {
-    if (phase >= 1 && phase <= 2)
-        dev->delivered[phase] = 1;
+    const cJSON *d = acked_delivery(dev);
+    struct ldpc_awaiting *a;
+    if (phase < 1 || phase > 2) {
+        free(data);
+        return;
+    }
+    dev->delivered[phase] = 1;
     ldpc_log(dev->id.device_id, "published", "phase=%d bytes=%lu", phase, (unsigned long)len);
+    a = &dev->awaiting[phase];
+    if (d == NULL || (a->data != NULL && a->len == len && memcmp(a->data, data, len) == 0)) {
+        free(data); /* no acks, or a re-send of what is awaited: its timer runs on */
+        return;
+    }
+    free(a->data);
+    a->data = data;
+    a->len = len;
+    a->wait = (double)int_of(d, "retry_s");
+    a->due = due_after(a->wait);
 }
 
 const struct ldpc_report *ldpc_device_peek(const struct ldpc_device *dev)
@@ -644,7 +748,7 @@ int ldpc_device_done(const struct ldpc_device *dev)
     int p;
     if (dev->exit_code != LDPC_RUNNING)
         return 1;
-    if (!dev->once || dev->config == NULL || dev->n_out)
+    if (!dev->once || dev->config == NULL || dev->n_out || dev->awaiting[1].data || dev->awaiting[2].data)
         return 0;
     for (p = 1; p <= 2; p++)
         if (dev->in_phase[p] && !dev->delivered[p])

@@ -3,7 +3,9 @@
  *
  * Every accepted trigger (a config or phase-2 message, including the retained copy the broker
  * sends after every reconnect) (re)queues the campaign phase's report: fresh and ledgered the
- * first time, the memoised bytes ever after. The aggregator dedupes by (device id, seq). */
+ * first time, the memoised bytes ever after. The aggregator dedupes by (device id, nonce).
+ * With the config's delivery.ack the device re-sends a report until its acknowledgement
+ * (spec §6) arrives on its ack topic, the campaign closes, or not_after passes. */
 #ifndef LDPC_DEVICE_H
 #define LDPC_DEVICE_H
 #include <stddef.h>
@@ -49,10 +51,21 @@ struct ldpc_report {
     size_t len;
 };
 
+#define LDPC_ACK_SIZE 12
+#define LDPC_MAX_ACKS 8
+
+/* A published report waiting for its acknowledgement (spec §6): re-sent at `due`
+ * (ldpc_monotonic seconds), the wait doubling up to retry_max_s. */
+struct ldpc_awaiting {
+    uint8_t *data; /* NULL: nothing awaited for this phase */
+    size_t len;
+    double due, wait;
+};
+
 struct ldpc_device {
     struct ldpc_identity id;
     char campaign[65];
-    char topic_config[96], topic_phase2[96], topic_report[160];
+    char topic_config[96], topic_phase2[96], topic_report[160], topic_ack[160];
     struct ldpc_ledger ledger;
     cJSON *value;              /* number, string or array of them */
     int high, once, crash_after_commit;
@@ -63,6 +76,9 @@ struct ldpc_device {
     size_t inbox_len[2];
     struct ldpc_report outbox[2];
     size_t n_out;
+    struct ldpc_awaiting awaiting[3];      /* by phase */
+    uint8_t acks[LDPC_MAX_ACKS][LDPC_ACK_SIZE]; /* received, not yet processed */
+    size_t ack_len[LDPC_MAX_ACKS], n_acks;
     int exit_code;             /* LDPC_RUNNING until the device is done */
 };
 
@@ -81,8 +97,13 @@ void ldpc_device_free(struct ldpc_device *dev);
 void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const void *payload, size_t len);
 void ldpc_device_process_inbox(struct ldpc_device *dev);
 
-/* Called when the PUBACK of a report of `phase` arrived. */
-void ldpc_device_delivered(struct ldpc_device *dev, int phase, size_t len);
+/* Called when the PUBACK of a report of `phase` arrived; takes ownership of `data` (kept while
+ * an acknowledgement is awaited, spec §6, else freed). */
+void ldpc_device_delivered(struct ldpc_device *dev, int phase, uint8_t *data, size_t len);
+
+/* Spec §6: queue the re-send of every awaited report that is due; at the campaign's not_after
+ * stop awaiting (logged `undelivered`). */
+void ldpc_device_resend_due(struct ldpc_device *dev);
 
 /* Queue `report` (heap, ownership taken) for publishing, unless `phase` is already queued. */
 void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, size_t len);

@@ -277,6 +277,37 @@ static int check_grr_bound(const cJSON *doc, struct ldpc_reason *why)
     return 0;
 }
 
+/* Spec §5.4 `delivery` (absent: no acknowledgements): {ack, retry_s 1..86400,
+ * retry_max_s retry_s..259200}. */
+static int check_delivery(const cJSON *d, struct ldpc_reason *why)
+{
+    int64_t retry, top;
+    if (d == NULL)
+        return 0;
+    if (!cJSON_IsObject(d) || cJSON_GetArraySize(d) != 3 || cJSON_GetObjectItemCaseSensitive(d, "ack") == NULL
+        || cJSON_GetObjectItemCaseSensitive(d, "retry_s") == NULL
+        || cJSON_GetObjectItemCaseSensitive(d, "retry_max_s") == NULL) {
+        ldpc_reason_set(why, "delivery", "must be {ack, retry_s, retry_max_s}");
+        return -1;
+    }
+    if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(d, "ack"))) {
+        ldpc_reason_set(why, "delivery.ack", "must be true or false");
+        return -1;
+    }
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(d, "retry_s"), &retry) || retry < 1
+        || retry > LDPC_RETRY_S_MAX) {
+        ldpc_reason_set(why, "delivery.retry_s", "must be an integer in [1, %d]", LDPC_RETRY_S_MAX);
+        return -1;
+    }
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(d, "retry_max_s"), &top) || top < retry
+        || top > LDPC_RETRY_MAX_S_MAX) {
+        ldpc_reason_set(why, "delivery.retry_max_s", "must be an integer in [retry_s, %d]",
+                        LDPC_RETRY_MAX_S_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
 {
     const cJSON *name;
@@ -311,9 +342,9 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
                         (long long)not_after);
         return -1;
     }
-    if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0)
+    if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || check_grr_bound(doc, why) != 0)
         return -1;
-    return check_grr_bound(doc, why);
+    return check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why);
 }
 
 int ldpc_close_check(const cJSON *doc, struct ldpc_reason *why)

@@ -22,6 +22,8 @@ cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const uint8_t *k
 
 /* 0 if `doc` is a well-formed protocol-1 config valid at `now`, else -1 and `why`; a phase's
  * `sample_rate_ppm` must be an integer in (0, 10^6), the same on every phase carrying it. */
+#define LDPC_RETRY_S_MAX 86400
+#define LDPC_RETRY_MAX_S_MAX 259200
 int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why);
 
 /* 0 if `p2` is a phase-2 body belonging to the accepted `config`, else -1 and `why`. */

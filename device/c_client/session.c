@@ -61,6 +61,8 @@ static void on_connect(struct mosquitto *mosq, void *obj, int rc)
     topics[0] = s->dev->topic_config;
     topics[1] = s->dev->topic_phase2;
     rc = mosquitto_subscribe_multiple(mosq, NULL, 2, (char *const *)topics, 1, 0, NULL);
+    if (rc == MOSQ_ERR_SUCCESS)
+        rc = mosquitto_subscribe(mosq, NULL, s->dev->topic_ack, 0);
     if (rc != MOSQ_ERR_SUCCESS)
         ldpc_log(s->dev->id.device_id, "connection-lost", "subscribe: %s", mosquitto_strerror(rc));
 }
@@ -100,9 +102,8 @@ static void on_publish(struct mosquitto *mosq, void *obj, int mid)
     (void)mosq;
     for (i = 0; i < MAX_INFLIGHT; i++) {
         if (s->inflight[i].phase != 0 && s->inflight[i].mid == mid) {
-            ldpc_device_delivered(s->dev, s->inflight[i].phase, s->inflight[i].len);
+            ldpc_device_delivered(s->dev, s->inflight[i].phase, s->inflight[i].data, s->inflight[i].len);
             s->inflight[i].phase = 0;
-            free(s->inflight[i].data);
             s->inflight[i].data = NULL;
         }
     }
@@ -226,6 +227,8 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
             continue;
         }
         ldpc_device_process_inbox(dev);
+        if (s.connected)
+            ldpc_device_resend_due(dev);
         flush(&s, mosq);
     }
     if (socket_up) {

@@ -124,7 +124,28 @@ def check_config(doc, now=None):
                           "(one public split, spec §5): %s" % sorted(rates))
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
+    if "delivery" in doc:
+        check_delivery(doc["delivery"])
     return doc
+
+
+RETRY_S_MAX = 86400
+RETRY_MAX_S_MAX = 259200
+
+
+def check_delivery(d):
+    """Spec §5.4 `delivery` (the aggregator's config.check_delivery)."""
+    if not isinstance(d, dict) or len(d) != 3 or "ack" not in d or "retry_s" not in d \
+            or "retry_max_s" not in d:
+        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s}")
+    if not isinstance(d["ack"], bool):
+        raise ConfigError("delivery.ack", "must be true or false")
+    if not _is_int(d["retry_s"]) or not 1 <= d["retry_s"] <= RETRY_S_MAX:
+        raise ConfigError("delivery.retry_s", "must be an integer in [1, %d]" % RETRY_S_MAX)
+    if not _is_int(d["retry_max_s"]) or not d["retry_s"] <= d["retry_max_s"] <= RETRY_MAX_S_MAX:
+        raise ConfigError("delivery.retry_max_s", "must be an integer in [retry_s, %d]"
+                          % RETRY_MAX_S_MAX)
+    return d
 
 
 def check_grr_bound(ph, d):

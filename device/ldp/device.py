@@ -8,6 +8,12 @@ broker sends on every reconnect) (re)publishes the campaign phase's report: fres
 ledgered the first time, the memoised bytes ever after. The aggregator dedupes by
 (device id, nonce).
 
+Acknowledgements (spec §6, when the config's `delivery.ack` is true): after publishing, the
+device re-sends the identical bytes after retry_s x U[0.5, 1.5) seconds (OS RNG), doubling up
+to retry_max_s, until an acknowledgement for exactly that (campaign_id, phase, nonce) arrives
+on its own ack topic, the campaign is closed, or its not_after passes (logged `undelivered`).
+Re-sends cost no ε; the waits depend only on the config and the OS RNG.
+
 Privacy of behaviour (spec §7.1): nothing the device does depends on its value. The value is
 prepared once at start (`domain.DeviceValue`); an out-of-domain value reports ⊥ (never a
 refusal); the ledger memo is checked before the value is touched; lookups and the LDPLCM model
@@ -24,6 +30,7 @@ from .errors import BudgetExceeded, ConfigError
 from .hash import murmur3
 from .ledger import Ledger
 from .mechanisms import SET_VALUED, make
+from .report import ACK_SIZE, ack_matches
 from .sets import candidate_index, trim
 
 EXIT_DONE = const(0)
@@ -31,6 +38,7 @@ EXIT_REFUSED = const(2)
 EXIT_TIMEOUT = const(3)
 EXIT_CRASH_POINT = const(75)
 ETIMEDOUT = const(110)
+MAX_ACKS_PENDING = const(8)
 
 
 def join(state_dir, name):
@@ -85,8 +93,11 @@ class Device:
         self.topic_config = "ldp/%s/config" % campaign
         self.topic_phase2 = "ldp/%s/phase2" % campaign
         self.topic_report = "ldp/%s/r/%s" % (campaign, self.device_id)
+        self.topic_ack = "ldp/%s/a/%s" % (campaign, self.device_id)
         self.client = None
         self.inbox = {}
+        self.acks = []
+        self.awaiting = {}  # phase -> [report, due (ticks_ms), wait (s)]: unacknowledged
         self.outbox = []
         self.config = None
         self.domain = None
@@ -105,8 +116,12 @@ class Device:
             self.inbox["config"] = msg
         elif topic == self.topic_phase2:
             self.inbox["phase2"] = msg
+        elif topic == self.topic_ack and len(self.acks) < MAX_ACKS_PENDING:
+            self.acks.append(msg)
 
     def process_inbox(self):
+        while self.acks:
+            self.on_ack(self.acks.pop(0))
         msg = self.inbox.pop("config", None)
         if msg is not None:
             self.on_config(msg)
@@ -140,6 +155,7 @@ class Device:
             raise ConfigError("campaign", "close of campaign %r on our topic" % doc["campaign"])
         self.ledger.close(doc["campaign_id"])
         self.outbox = []
+        self.awaiting = {}
         self.config = None
         self.log("closed", "campaign_id=%d" % doc["campaign_id"])
         if self.once:
@@ -294,11 +310,50 @@ class Device:
             self.outbox.pop(0)
             self.delivered.add(phase)
             self.log("published", "phase=%d bytes=%d" % (phase, len(report)))
+            delivery = self.config.get("delivery") if self.config else None
+            if delivery and delivery["ack"]:
+                wait = delivery["retry_s"]
+                self.awaiting[phase] = [report, self._due(wait), wait]
+
+    # --- acknowledgements (spec §6) -----------------------------------------------------------
+    def _due(self, wait):
+        """ticks_ms after wait x U[0.5, 1.5) seconds (OS RNG)."""
+        u = int.from_bytes(self.rand(2), "little")
+        return time.ticks_add(time.ticks_ms(), (wait * (32768 + u) * 1000) >> 16)
+
+    def on_ack(self, msg):
+        """Stop re-sending the report an ack names: own topic (the subscription), 12 bytes,
+        version 2, kind "A", (campaign_id, phase, nonce) of a report being re-sent."""
+        entry = self.awaiting.get(msg[2]) if len(msg) == ACK_SIZE else None
+        if entry is not None and ack_matches(msg, entry[0]):
+            del self.awaiting[msg[2]]
+            self.log("acked", "phase=%d status=%d" % (msg[2], msg[3]))
+            return
+        self.log("ack-ignored", "bytes=%d" % len(msg))
+
+    def resend_due(self):
+        """Re-send what is due; give up at the campaign's not_after (logged `undelivered`)."""
+        if not self.awaiting:
+            return
+        if self.config is None or cfg.unix_now() > self.config["not_after"]:
+            for phase in list(self.awaiting):
+                self.log("undelivered", "phase=%d (campaign deadline passed)" % phase)
+            self.awaiting = {}
+            return
+        delivery = self.config["delivery"]
+        now = time.ticks_ms()
+        for phase in list(self.awaiting):
+            entry = self.awaiting[phase]
+            if time.ticks_diff(entry[1], now) <= 0:
+                self.client.publish(self.topic_report, entry[0], qos=1)
+                entry[2] = min(entry[2] * 2, delivery["retry_max_s"])
+                entry[1] = self._due(entry[2])
+                self.log("resent", "phase=%d next_s=%d" % (phase, entry[2]))
 
     def done(self):
         if self.exit_code is not None:
             return True
-        if not self.once or self.config is None or self.outbox:
+        if not self.once or self.config is None or self.outbox or self.awaiting:
             return False
         for p in self.phases:
             if p not in self.delivered:
@@ -314,6 +369,7 @@ class Device:
         self.log("connected", "%s:%d" % (self.host, self.port))
         self.client.subscribe(self.topic_config, qos=1)
         self.client.subscribe(self.topic_phase2, qos=1)
+        self.client.subscribe(self.topic_ack, qos=0)
 
     def _serve(self, stop):
         """Until done or `stop` (ticks_ms): wait for packets, process, publish, keep alive.
@@ -332,6 +388,7 @@ class Device:
                 time.sleep_ms(wait)
             self.process_inbox()
             self.flush()
+            self.resend_due()
             now = time.ticks_ms()
             if time.ticks_diff(now, last_ping) >= half:
                 client.ping()

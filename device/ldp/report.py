@@ -11,6 +11,17 @@ HEADER_SIZE = const(12)
 CHUNK_WORDS = const(64)  # random words drawn per os.urandom call by the long-bitmap mechanisms
 
 
+ACK_SIZE = const(12)
+ACK_KIND = const(0x41)
+
+
+def ack_matches(ack, report):
+    """Spec §6: `ack` (received on the device's own ack topic) names `report`: 12 bytes,
+    version 2, kind "A", the report's phase, campaign_id and nonce."""
+    return (len(ack) == ACK_SIZE and len(report) >= HEADER_SIZE and ack[0] == VERSION
+            and ack[1] == ACK_KIND and ack[2] == report[2] and ack[4:12] == report[4:12])
+
+
 def param(params, name, lo, hi):
     """Integer parameter `name` of a phase entry, lo <= value <= hi, else ConfigError."""
     v = params.get(name)

@@ -3,6 +3,7 @@
   micropython vectors.py VECTORS_DIR OUT_JSON [MECH ...]
 
 Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came from,
+"acks": [does the ack match the report, per acks.json "matching" case],
 "reports": {mech: [report hex | "error: ..."]}}.
 Random words come from the vector through the mechanisms' one `rand` parameter; a report
 that consumes a different number of words than the vector holds is an error.
@@ -15,6 +16,7 @@ import ldp.hash
 from ldp import thresholds
 from ldp.hash import bucket, item_key, keyed_hash, murmur3
 from ldp.mechanisms import make
+from ldp.report import ack_matches
 from word_source import WordSource
 
 
@@ -68,6 +70,9 @@ def main(argv):
     with open(vdir + "/thresholds.json") as f:
         result["thresholds"] = threshold_results(json.load(f))
     result["module_file"] = ldp.hash.__file__
+    with open(vdir + "/acks.json") as f:
+        result["acks"] = [ack_matches(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]))
+                          for c in json.load(f)["matching"]]
     result["reports"] = {}
     for name in argv[2:]:
         with open(vdir + "/reports_%s.json" % name) as f:
