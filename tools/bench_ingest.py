@@ -196,7 +196,8 @@ def _packet(buf, pos):
 
 
 def publish(url, campaign, key, n, seed):
-    result = run_fleet(url, campaign, key, FleetOptions(devices=n, seed=seed, id_prefix="b%d" % seed))
+    result = run_fleet(url, campaign, key, FleetOptions(devices=n, seed=seed, id_prefix="b%d" % seed,
+                                                   ack_wait=0))  # serve is not running yet
     if result.sent != n:
         raise RuntimeError("fleet sent %d of %d" % (result.sent, n))
     return result

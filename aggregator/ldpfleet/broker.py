@@ -103,7 +103,7 @@ class EmbeddedBroker(MosquittoProcess):
 
     def __init__(self, port: int = None, host: str = "127.0.0.1", persistence: bool = True,
                  max_queued_messages: int = 1_000_000, max_queued_bytes: int = 0,
-                 extra_conf: str = "", workdir: str = None):
+                 extra_conf: str = "", workdir: str = None, queue_limits: bool = True):
         self._own_dir = workdir is None
         directory = workdir or tempfile.mkdtemp(prefix="ldpfleet-broker-")
         os.makedirs(directory, exist_ok=True)
@@ -113,7 +113,8 @@ class EmbeddedBroker(MosquittoProcess):
         log_path = os.path.join(directory, "mosquitto.log")
         lines = ["listener %d %s" % (port, host), "allow_anonymous true",
                  "log_dest file %s" % log_path]
-        lines += queue_lines(max_queued_messages, max_queued_bytes)
+        if queue_limits:  # False: Mosquitto's own defaults (what a stock install runs with)
+            lines += queue_lines(max_queued_messages, max_queued_bytes)
         if os.geteuid() == 0:
             # As root mosquitto drops to the 'mosquitto' user and then cannot write this
             # private directory (persistence silently off, no log): keep it as root.
@@ -174,13 +175,18 @@ def read_device_ids(path: str) -> list:
     return ids
 
 
+CHECK_TOPIC_ROOT = "ldpfleet/check"
+"""Topics `ldpfleet broker-check` publishes and reads (the aggregator's login only)."""
+
+
 def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None) -> str:
     """Mosquitto ACL: each device (username = device id) may publish only to its own report
-    topic and read its campaigns' config/phase2/status; only the aggregator user publishes
-    configs, phase-2 messages and status, and reads reports (spec §4). An optional load
-    generator user (`ldpfleet fleet` for pilots: one connection for many simulated devices)
-    may publish to every report topic of the campaigns and read their campaign topics, but
-    neither publish configs nor read reports.
+    topic and read its campaigns' config/phase2/status and its own acknowledgement topic; only
+    the aggregator user publishes configs, phase-2 messages, status and acknowledgements, reads
+    reports and the broker's drop counter, and uses the `broker-check` topics (spec §4). An
+    optional load generator user (`ldpfleet fleet` for pilots: one connection for many
+    simulated devices) may publish to every report topic of the campaigns and read their
+    campaign and acknowledgement topics, but neither publish configs nor read reports.
 
     `pattern` lines apply to every authenticated user, with %u replaced by the username
     (Mosquitto refuses the substitution for usernames holding `+`, `#` or `/`)."""
@@ -191,14 +197,17 @@ def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None) -> 
         lines.append("pattern write ldp/%s/r/%%u" % scope)
         for leaf in ("config", "phase2", "status"):
             lines.append("pattern read ldp/%s/%s" % (scope, leaf))
+        lines.append("pattern read ldp/%s/a/%%u" % scope)
     if loadgen_user:
         lines += ["", "# the load generator (ldpfleet fleet): reports for simulated devices",
                   "user %s" % loadgen_user]
         for scope in scopes:
             lines.append("topic write ldp/%s/r/+" % scope)
-            for leaf in ("config", "phase2", "status"):
+            for leaf in ("config", "phase2", "status", "a/+"):
                 lines.append("topic read ldp/%s/%s" % (scope, leaf))
-    lines += ["", "# the aggregator", "user %s" % aggregator_user, "topic readwrite ldp/#", ""]
+    lines += ["", "# the aggregator", "user %s" % aggregator_user, "topic readwrite ldp/#",
+              "topic readwrite %s/#" % CHECK_TOPIC_ROOT, "topic read $SYS/broker/publish/messages/dropped",
+              ""]
     return "\n".join(lines)
 
 
@@ -315,11 +324,19 @@ def write_secured_config(out_dir: str, plan: SecuredBroker) -> dict:
     return paths
 
 
+def new_password() -> str:
+    """144 random bits, URL-safe, never starting with "-" (a command line would take it for an
+    option: `--password -x...`)."""
+    while True:
+        password = secrets.token_urlsafe(18)
+        if not password.startswith("-"):
+            return password
+
+
 def _write_logins(paths: dict, plan: SecuredBroker):
     """credentials.csv (0600, known passwords kept), passwd and acl."""
     known = _read_credentials(paths["credentials.csv"])
-    creds = [(role, user, known.get(user) or secrets.token_urlsafe(18))
-             for role, user in plan.logins()]
+    creds = [(role, user, known.get(user) or new_password()) for role, user in plan.logins()]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["role", "username", "password"])

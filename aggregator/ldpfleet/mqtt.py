@@ -180,6 +180,23 @@ class QosPublisher:
                 self.acked += 1
         self.window.release()
 
+    def subscribe(self, topic: str, on_message, timeout: float = 10.0):
+        """Deliver messages of `topic` (QoS 0) to `on_message(client, userdata, msg)` (paho's
+        network thread); returns once the broker granted the subscription."""
+        granted = threading.Event()
+        refused = []
+
+        def on_subscribe(_client, _userdata, _mid, reasons, _props):
+            refused.extend(r for r in reasons if r.is_failure)
+            granted.set()
+
+        self.client.on_subscribe = on_subscribe
+        self.client.on_message = on_message
+        self.client.subscribe(topic, qos=0)
+        if not granted.wait(timeout) or refused:
+            raise ConnectionError("subscription to %s not granted: %s"
+                                  % (topic, refused or "no SUBACK within %.0f s" % timeout))
+
     def publish(self, topic: str, payload: bytes):
         if self.rate:
             if self._t0 is None:

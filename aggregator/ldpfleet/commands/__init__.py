@@ -2,34 +2,31 @@
 import argparse
 
 
+def _int_in(text: str, lo: int, hi: int = None) -> int:
+    """`text` as an integer in [lo, hi] (hi None: no upper bound), else ArgumentTypeError."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < lo or (hi is not None and value > hi):
+        bounds = "in %d..%d" % (lo, hi) if hi is not None else ">= %d" % lo
+        raise argparse.ArgumentTypeError("an integer %s, got %r" % (bounds, text))
+    return value
+
+
 def tcp_port(text: str) -> int:
     """argparse type: a TCP port number, 1..65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError("a port number in 1..65535, got %r" % text)
-    return port
+    return _int_in(text, 1, 65535)
 
 
 def non_negative(text: str) -> int:
     """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError("an integer >= 0, got %r" % text)
-    return value
+    return _int_in(text, 0)
 
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
-    value = non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("an integer >= 1, got %r" % text)
-    return value
+    return _int_in(text, 1)
 
 
 def duration(text: str) -> float:

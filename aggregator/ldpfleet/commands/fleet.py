@@ -25,6 +25,9 @@ def register(subparsers):
     p.add_argument("--c-client", default=None, metavar="PATH",
                    help="C client binary (default: device/c_client/build/ldp_client, or ldp_client on PATH)")
     p.add_argument("--rate", type=float, default=None, help="publishes per second (default: unlimited)")
+    p.add_argument("--ack-wait", type=float, default=120.0, metavar="S",
+                   help="campaigns with acknowledgements (spec §6): re-send unacknowledged "
+                        "reports for up to S seconds after the burst, as devices do (default 120)")
     p.add_argument("--dist", default="zipf:1.1",
                    help="zipf:S over the domain, or FILE with one `item [weight]` per line")
     p.add_argument("--seed", type=int, default=None,
@@ -119,7 +122,7 @@ def run_fleet_command(args):
         devices=args.devices, micropython=args.micropython, c_clients=args.c_clients,
         dist=args.dist, seed=args.seed, phase=args.phase, id_prefix=args.id_prefix,
         max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,
-        progress=_progress_wanted(args), c_client=args.c_client))
+        progress=_progress_wanted(args), c_client=args.c_client, ack_wait=args.ack_wait))
     if args.true_counts:
         with open(args.true_counts, "w") as f:
             json.dump(result.to_json(detail=True), f)
@@ -128,7 +131,7 @@ def run_fleet_command(args):
         sys.stdout.write("\n")
     else:
         print(result.summary())
-    return 0
+    return 4 if result.acks and result.acks["unacknowledged"] else 0
 
 
 def run_demo_command(args):

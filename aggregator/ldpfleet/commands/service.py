@@ -69,7 +69,27 @@ def register(subparsers):
                    help="address the metrics listen on (default 127.0.0.1; 0.0.0.0 for every "
                         "interface, e.g. for a Prometheus on another machine)")
     s.add_argument("--log-level", default="INFO")
+    s.add_argument("--no-broker-check", action="store_true",
+                   help="skip the start-up preflight (`ldpfleet broker-check` with %d messages, "
+                        "in the background: a warning when the broker would drop reports)"
+                   % 2000)
     s.set_defaults(func=run_serve)
+
+    bc = subparsers.add_parser(
+        "broker-check", help="measure whether the broker would drop reports for a slow aggregator",
+        description="A persistent QoS 1 subscriber subscribes and goes away, --messages QoS 1 "
+                    "messages are published, the subscriber returns and counts what the broker "
+                    "kept. Exit 0 when every message was kept, 4 when the broker dropped some "
+                    "(it then prints the settings to change), 3 when it cannot be reached. Use "
+                    "the aggregator's login: broker-config's ACL lets it use ldpfleet/check/#.")
+    _broker_args(bc)
+    bc.add_argument("--messages", type=positive_int, default=2000,
+                    help="burst size to check (default 2000, twice Mosquitto's default queue; "
+                         "give your largest burst: devices x phases)")
+    bc.add_argument("--payload-bytes", type=positive_int, default=64,
+                    help="message size (default 64; use your campaigns' report size)")
+    bc.add_argument("--json", action="store_true")
+    bc.set_defaults(func=run_broker_check)
 
     c = subparsers.add_parser("campaign", help="create, inspect and close campaigns")
     csub = c.add_subparsers(dest="campaign_command", metavar="ACTION")
@@ -101,6 +121,14 @@ def register(subparsers):
                     help="mechanism parameter, e.g. g=8 or 2:kc=16 (repeatable)")
     cr.add_argument("--valid-days", type=float, default=30.0)
     cr.add_argument("--salt", type=int, default=None, help="public hash salt (default: random)")
+    cr.add_argument("--no-ack", action="store_true",
+                    help="devices publish once per trigger and wait for no acknowledgement "
+                         "(a report a broker drops is then lost; spec §6)")
+    cr.add_argument("--retry-s", type=int, default=None, metavar="S",
+                    help="first re-send of an unacknowledged report after S x U[0.5, 1.5) "
+                         "seconds (default 30)")
+    cr.add_argument("--retry-max-s", type=int, default=None, metavar="S",
+                    help="re-sends back off, doubling, up to S seconds apart (default 3600)")
     cr.add_argument("--json", action="store_true")
     cr.set_defaults(func=run_create)
 
@@ -205,12 +233,41 @@ def run_serve(args):
                               % (args.metrics_bind, args.metrics_port, exc.strerror or exc)) from None
     lock = _serve_lock(state_path(args.state))
     ingestor = Ingestor(args.state, _broker(args), options, metrics=metrics)
+    if not args.no_broker_check:
+        _preflight(_broker(args))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ingestor.stop())
     logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
     ingestor.run()
     lock.close()
     return 0
+
+
+def _preflight(broker):
+    """`broker-check` in a daemon thread: a warning naming the settings, never a stop."""
+    import threading
+    log = logging.getLogger("ldpfleet.service")
+
+    def check():
+        from ..broker_check import check_broker
+        try:
+            result = check_broker(broker)
+        except Exception as exc:  # the check is advice; ingest matters more
+            log.warning("broker-check could not run: %s", exc)
+            return
+        (log.info if result.passed else log.warning)("broker-check: %s", result.summary())
+
+    threading.Thread(target=check, name="broker-check", daemon=True).start()
+
+
+def run_broker_check(args):
+    from ..broker_check import check_broker
+    result = check_broker(_broker(args), messages=args.messages, payload_bytes=args.payload_bytes)
+    if args.json:
+        print(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        print(result.summary())
+    return 0 if result.passed else 4
 
 
 def _serve_lock(path: str):
@@ -255,7 +312,15 @@ def _create_protocol(args):
 
 def _issuance(args):
     from ..service.campaigns import Issuance
-    return Issuance(valid_days=args.valid_days, salt=args.salt)
+    from ..config import DEFAULT_DELIVERY, check_delivery
+    delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
+    if args.retry_s is not None:
+        delivery["retry_s"] = args.retry_s
+        delivery["retry_max_s"] = max(delivery["retry_max_s"], args.retry_s)
+    if args.retry_max_s is not None:
+        delivery["retry_max_s"] = args.retry_max_s
+    return Issuance(valid_days=args.valid_days, salt=args.salt,
+                    delivery=check_delivery(delivery))
 
 
 def run_create(args):
@@ -319,6 +384,12 @@ def run_status(args):
                                                      status["rejected_total"]))
     for reason, count in status["rejected"].items():
         print("  rejected %-16s %d" % (reason, count))
+    drops = status.get("broker_drops")
+    if drops and drops["seen_by_serve"]:
+        print("WARNING: the broker dropped %d messages while serve watched (its counter: %d)%s"
+              % (drops["seen_by_serve"], drops["broker_dropped"],
+                 "; devices re-send unacknowledged reports" if (status.get("delivery") or {}).get("ack")
+                 else "; this campaign has no acknowledgements: those reports are LOST"))
     for ph in status["phases"]:
         line = "phase %d %s eps %g: %d reports" % (ph["phase"], ph["mechanism"], ph["epsilon"],
                                                    ph["reports"])

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from .. import device_runner, mqtt
+from ..config import acknowledged
 from ..errors import ConfigError
 from ..protocols.ldplcm import reports_in_phase
 from .campaign import CampaignView
@@ -33,13 +34,17 @@ def c_client_binary() -> str:
 class _DeviceProcess:
     """A running device process whose output is read by a thread; `published` is set when the
     device logs `ldp <id> published phase=<P> ...` (both clients log a report that way once the
-    broker has acknowledged it)."""
+    broker has acknowledged it), `acked` when it logs `ldp <id> acked phase=<P> ...` (the
+    aggregator's end-to-end acknowledgement, spec §6)."""
 
-    def __init__(self, device_id: str, proc: subprocess.Popen, phase: int):
+    def __init__(self, device_id: str, proc: subprocess.Popen, phase: int, need_ack: bool):
         self.device_id, self.proc = device_id, proc
         self.lines = []
         self.published = threading.Event()
+        self.acked = threading.Event()
+        self.done = self.acked if need_ack else self.published
         self._marker = "ldp %s published phase=%d " % (device_id, phase)
+        self._ack_marker = "ldp %s acked phase=%d " % (device_id, phase)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -48,15 +53,18 @@ class _DeviceProcess:
             self.lines.append(line)
             if line.startswith(self._marker):
                 self.published.set()
+            elif line.startswith(self._ack_marker):
+                self.acked.set()
         self.proc.stdout.close()
 
     def settle(self, deadline: float):
-        """Wait until the process exits or has published this phase's report (then stop it:
-        in a two-phase campaign it would wait for the next phase); kill it at the deadline."""
-        while self.proc.poll() is None and not self.published.is_set():
+        """Wait until the process exits or has delivered this phase's report (published, or
+        acknowledged when the campaign asks for acks; then stop it: in a two-phase campaign it
+        would wait for the next phase); kill it at the deadline."""
+        while self.proc.poll() is None and not self.done.is_set():
             if time.monotonic() > deadline:
                 break
-            self.published.wait(0.05)
+            self.done.wait(0.05)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM if self.published.is_set() else signal.SIGKILL)
             try:
@@ -91,6 +99,8 @@ class RealDevices:
     wait: float = 60.0
     binary: str = None
     """The C client binary (default `c_client_binary()`)."""
+    acked: int = 0
+    """After `run`: how many devices logged the aggregator's acknowledgement."""
 
     @property
     def tag(self) -> str:
@@ -140,11 +150,14 @@ class RealDevices:
                 state = device_runner.prepare_device(os.path.join(root, ids[i]), ids[i],
                                                      self.fleet_key, value=value,
                                                      campaign=doc["campaign"], broker=self._login())
-                running.append((i, _DeviceProcess(ids[i], self._launch(state, value), phase)))
+                running.append((i, _DeviceProcess(ids[i], self._launch(state, value), phase,
+                                                  acknowledged(doc))))
             deadline = time.monotonic() + self.wait
             sent, counts, failures = [], {}, []
+            self.acked = 0
             for i, dev in running:
                 dev.settle(deadline)
+                self.acked += dev.acked.is_set()
                 if dev.published.is_set():
                     sent.append(dev.device_id)
                     self.dist.add_counts(counts, indices[i])

@@ -10,6 +10,7 @@ import numpy as np
 from .. import config as campaign_config
 from .. import mqtt
 from ..errors import ConfigError
+from .acks import AckTracker
 from .campaign import fetch_campaign, phase_mechanism
 from .devices import RealDevices, c_client_binary
 from .items import draw_indices, item_distribution
@@ -40,6 +41,9 @@ class FleetOptions:
     progress: bool = False
     workdir: str = None
     c_client: str = None
+    ack_wait: float = 120.0
+    """Seconds after the burst during which unacknowledged reports are re-sent (spec §6;
+    campaigns with delivery.ack only)."""
 
     def check(self, broker: mqtt.BrokerSettings):
         if broker.tls and broker.cafile is None and (self.micropython or self.c_clients):
@@ -73,6 +77,8 @@ class FleetResult:
     device_ids: dict = field(default_factory=dict)
     seconds: float = 0.0
     failed: int = 0
+    acks: dict = None
+    """With delivery.ack: acknowledged / unacknowledged / resent, by kind of device."""
 
     TOP_IN_SUMMARY = 20
 
@@ -87,6 +93,7 @@ class FleetResult:
                "top_true_counts": {str(k): int(v) for k, v in sorted(
                    self.true_counts.items(), key=lambda kv: -kv[1])[:self.TOP_IN_SUMMARY]},
                "devices_by_kind": {k: len(v) for k, v in self.device_ids.items()},
+               "acks": self.acks,
                "seconds": round(self.seconds, 3),
                "rate": round(self.sent / self.seconds, 1) if self.seconds > 0 else None}
         if detail:
@@ -97,9 +104,18 @@ class FleetResult:
     def summary(self) -> str:
         kinds = ", ".join("%d %s" % (v, k) for k, v in self.sent_by_kind.items() if v)
         top = sorted(self.true_counts.items(), key=lambda kv: -kv[1])[:5]
-        return ("campaign %s phase %d (%s): sent %d reports (%s) in %.1f s; most common true "
+        line = ("campaign %s phase %d (%s): sent %d reports (%s) in %.1f s; most common true "
                 "items: %s" % (self.campaign, self.phase, self.mechanism, self.sent, kinds or "none",
                                self.seconds, ", ".join("%s=%d" % kv for kv in top)))
+        if self.acks is not None:
+            line += "\nacknowledged end to end: %d, unacknowledged: %d (%d re-sends)" % (
+                self.acks["acknowledged"], self.acks["unacknowledged"], self.acks["resent"])
+            if self.acks["unacknowledged"]:
+                line += ("\nWARNING: %d reports were never acknowledged by the aggregator: they "
+                         "are lost unless their devices re-send later (is serve running? does "
+                         "the broker drop messages? see `ldpfleet broker-check`)"
+                         % self.acks["unacknowledged"])
+        return line
 
     def add(self, kind: str, ids: list, counts: dict, sent: int):
         self.sent_by_kind[kind] = sent
@@ -148,23 +164,41 @@ def run_fleet(broker, campaign: str, fleet_key: bytes, options: FleetOptions = N
                 devices = RealDevices(kind, broker, view, distribution, fleet_key, id_prefix,
                                       workdir=opts.workdir, binary=c_client)
                 indices = draw_indices(count, distribution, rng, set_size)
-                real.append((kind, count, pool.submit(devices.run, indices)))
+                real.append((kind, count, (devices, pool.submit(devices.run, indices))))
         publisher = mqtt.QosPublisher(broker, "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
                                       opts.max_inflight, opts.rate)
+        tracker = None
         try:
+            if campaign_config.acknowledged(view.config):
+                tracker = AckTracker(campaign, id_prefix, opts.devices, mech.report_size,
+                                     view.config["delivery"], np.random.default_rng())
+                publisher.subscribe(tracker.topic_filter, tracker.on_message)
             ids, counts = run_simulated(publisher, view, mech, distribution,
                                         simulated_device_ids(opts.devices, id_prefix), rng,
-                                        set_size, tick)
+                                        set_size, tick, keep=tracker.keep if tracker else None)
             publisher.wait_acked(ACK_TIMEOUT)
+            if tracker is not None:
+                left = tracker.resend_until_acked(publisher, time.monotonic() + opts.ack_wait)
+                publisher.wait_acked(ACK_TIMEOUT)
+                result.acks = {"simulated": tracker.to_json(left)}
         finally:
             publisher.close()
-        result.add("simulated", ids, counts, publisher.acked)
+        result.add("simulated", ids, counts, len(ids) if tracker else publisher.acked)
         result.failed = publisher.failed
         result.skipped_by_sampling = opts.devices - len(ids)
         for kind, count, future in real:
-            result.add(kind, *future.result())
+            devices, outcome = future
+            result.add(kind, *outcome.result())
+            if result.acks is not None:
+                sent = result.sent_by_kind[kind]
+                result.acks[kind] = {"acknowledged": devices.acked,
+                                     "unacknowledged": sent - devices.acked}
             if tick:
                 tick(count)
+        if result.acks is not None:
+            result.acks.update({key: sum(v.get(key, 0) for v in list(result.acks.values())
+                                         if isinstance(v, dict))
+                                for key in ("acknowledged", "unacknowledged", "resent")})
     if bar:
         bar.close()
     result.sent = sum(result.sent_by_kind.values())

@@ -31,13 +31,15 @@ def _phase2_sets(view: CampaignView, mech, keys):
 
 
 def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, device_ids: list,
-                  rng: np.random.Generator, set_size: int = 0, tick=None):
+                  rng: np.random.Generator, set_size: int = 0, tick=None, keep=None):
     """Publish one report per simulated device the sampling rule puts in this phase (nonce
     field = phase - 1: a re-run with the same seed re-sends identical bytes); returns (sent
     ids, true counts). Every device's item is drawn before the first perturbation word, so
-    the same seed gives a device the same item in both phases."""
+    the same seed gives a device the same item in both phases. `keep(device indices, reports)`
+    sees every chunk before it is published (the acknowledgement tracker)."""
     doc, phase = view.config, view.phase
-    ids = [d for d, ok in zip(device_ids, reports_in_phase(device_ids, doc, phase)) if ok]
+    chosen = np.flatnonzero(reports_in_phase(device_ids, doc, phase))
+    ids = [device_ids[i] for i in chosen.tolist()]
     prefix = "ldp/%s/r/" % doc["campaign"]
     counts = {}
     nonce = np.frombuffer(np.uint32(phase - 1).astype("<u4").tobytes(), np.uint8)
@@ -50,6 +52,8 @@ def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, d
                                      **_lcm_high(view, mech, indices))
         reports[:, 8:12] = nonce
         dist.add_counts(counts, indices)
+        if keep is not None:
+            keep(chosen[start:start + BATCH_DEVICES], reports)
         for device_id, row in zip(chunk, reports):
             publisher.publish(prefix + device_id, row.tobytes())
         if tick:

@@ -29,6 +29,7 @@ from .. import protocol
 from ..errors import ConfigError, LdpError
 from ..mechanisms import make_mechanism, mechanism_class
 from .. import mqtt
+from .broker_watch import drops_in_state
 from ..config import domain_extras
 from .store import Campaign, Store
 
@@ -39,12 +40,17 @@ MAX_VALID_DAYS = 3660
 
 @dataclass
 class Issuance:
-    """How a config is issued: its validity window, public salt and campaign id (random when
-    None; the id also unused in the state file)."""
+    """How a config is issued: its validity window, public salt, campaign id (random when
+    None; the id also unused in the state file) and `delivery` (spec §5.4; default
+    `config.DEFAULT_DELIVERY`: acknowledged, devices re-send until acked)."""
 
     valid_days: float = DEFAULT_VALID_DAYS
     salt: int = None
     campaign_id: int = None
+    delivery: dict = None
+
+    def delivery_field(self) -> dict:
+        return dict(cfgmod.DEFAULT_DELIVERY if self.delivery is None else self.delivery)
 
     def fresh_salt(self) -> int:
         return int.from_bytes(os.urandom(4), "little") if self.salt is None else int(self.salt)
@@ -174,7 +180,7 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None,
                        "params": written})
     not_before, not_after = validity_window(issue.valid_days)
     return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=not_before,
-                              not_after=not_after)
+                              not_after=not_after, delivery=issue.delivery_field())
 
 
 def validity_window(valid_days) -> tuple:
@@ -369,4 +375,5 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
             "not_after": camp.config["not_after"],
             "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),
             "rejected": rejected, "rejected_total": sum(rejected.values()), "phases": phases,
-            "protocol": camp.protocol}
+            "protocol": camp.protocol, "delivery": camp.config.get("delivery"),
+            "broker_drops": drops_in_state(store)}

@@ -6,6 +6,9 @@
 - `ldpfleet_batch_seconds` histogram (validate + fold + commit of one batch)
 - `ldpfleet_batch_reports` histogram (messages per batch)
 - `ldpfleet_backlog_reports` gauge (messages received from the broker, not yet committed/acked)
+- `ldpfleet_broker_messages_dropped` gauge (the broker's own drop counter, `broker_watch`) and
+  `ldpfleet_broker_drops_seen` gauge (its rise while this serve watched)
+- `ldpfleet_acks_published_total` (spec §6 acknowledgements sent after commits)
 
 Each `ServiceMetrics` has its own registry, so several can live in one process (tests).
 """
@@ -35,8 +38,22 @@ class ServiceMetrics:
                                    "Messages received but not yet committed and acknowledged",
                                    registry=self.registry)
 
-    def observe_batch(self, counts: dict, seconds: float, backlog: int):
+        self.broker_dropped = Gauge("ldpfleet_broker_messages_dropped",
+                                    "The broker's own count of dropped messages ($SYS)",
+                                    registry=self.registry)
+        self.broker_seen = Gauge("ldpfleet_broker_drops_seen",
+                                 "Rise of the broker's drop counter while this serve watched",
+                                 registry=self.registry)
+        self.acks = Counter("ldpfleet_acks_published", "Acknowledgements published to devices",
+                            registry=self.registry)
+
+    def broker_drops(self, value: int, seen: int):
+        self.broker_dropped.set(value)
+        self.broker_seen.set(seen)
+
+    def observe_batch(self, counts: dict, seconds: float, backlog: int, acks: int = 0):
         """`counts` as returned by `Ingestor.process_batch`."""
+        self.acks.inc(acks)
         size = 0
         for (campaign, reason), n in counts.items():
             if reason == RECEIVED:

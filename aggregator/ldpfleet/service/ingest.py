@@ -52,9 +52,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import protocol
-from ..config import NAME_RE
+from ..config import NAME_RE, acknowledged
 from ..mechanisms.base import ERROR_FIELDS, Sketch, first_faults
 from .. import mqtt
+from .broker_watch import SYS_DROPPED, BrokerDrops
 from .campaigns import status_document
 from .store import GLOBAL, Store
 
@@ -173,6 +174,11 @@ class Ingestor:
         self._connected_at = 0.0
         self._quick_drops = []
         self._takeover_logged = -TAKEOVER_WINDOW
+        self._status = {}
+        self.acks = []
+        self.broker_drops = BrokerDrops(self.store, metrics)
+        self._report_mid = None
+        self._client_ack = []
 
     # --- campaigns and sketches --------------------------------------------------------
     def _refresh_campaigns(self):
@@ -222,6 +228,8 @@ class Ingestor:
         its outcome). Raises only if the store fails, in which case nothing of the batch is
         committed and the in-memory sketches are reset to the stored ones."""
         counts = defaultdict(int)
+        self._status = {}
+        self.acks = []
         try:
             with self.store.batch():
                 self._refresh_campaigns()
@@ -233,6 +241,7 @@ class Ingestor:
                         routed[key].append(index)
                     else:
                         counts[(key, reason)] += 1
+                        self._status[index] = protocol.ACK_REJECTED
                         self.bounded_log(reason, "topic %r, %d bytes", topic, len(payload))
                 groups = {}
                 for name, indices in routed.items():
@@ -242,6 +251,8 @@ class Ingestor:
                     try:
                         outcome, seen = self._fold_group(name, phase, indices, messages)
                     except Exception as exc:  # a bug must not wedge the queue on one report
+                        for index in indices:
+                            self._status.pop(index, None)
                         self._sketches.pop((name, phase), None)
                         counts[(name, INTERNAL_ERROR)] += len(indices)
                         self.bounded_log(INTERNAL_ERROR, "campaign %s phase %d: %r", name, phase, exc)
@@ -259,7 +270,25 @@ class Ingestor:
         except BaseException:
             self._sketches.clear()
             raise
+        self.acks = self._acknowledgements(messages)
         return dict(counts)
+
+    def _acknowledgements(self, messages) -> list:
+        """(topic, payload) of the spec §6 acknowledgements of a committed batch: one per
+        report with a device topic, a header and a campaign whose config asks for them, with
+        its outcome. Transient rejections (`phase_not_open`, `internal_error`) get none: the
+        device re-sends."""
+        acks = []
+        for index, status in self._status.items():
+            topic, payload = messages[index]
+            where = parse_report_topic(topic)
+            if where is None or len(payload) < protocol.HEADER_SIZE:
+                continue
+            camp = self._campaigns.get(where[0])
+            if camp is None or not acknowledged(camp.config):
+                continue
+            acks.append((protocol.ack_topic(*where), protocol.ack_for(payload, status)))
+        return acks
 
     def _check_headers(self, name, indices, messages, counts) -> dict:
         """The header rule over one campaign's messages: faults counted into `counts`;
@@ -278,6 +307,8 @@ class Ingestor:
             else:
                 reason = protocol.HEADER_FAULTS[fault]
                 counts[(name, reason)] += 1
+                if reason != PHASE_NOT_OPEN:
+                    self._status[index] = protocol.ACK_REJECTED
                 self.bounded_log(reason, "topic %r, %d bytes", messages[index][0],
                                  len(messages[index][1]))
         return groups
@@ -295,6 +326,8 @@ class Ingestor:
             len(indices), mech.report_size)
         codes = first_faults(mech.validate_bodies(arr[:, protocol.HEADER_SIZE:]),
                              np.full(len(indices), -1, np.int16))
+        for row in np.flatnonzero(codes >= 0).tolist():
+            self._status[indices[row]] = protocol.ACK_REJECTED
         for code, hits in zip(*np.unique(codes[codes >= 0], return_counts=True)):
             outcome[ERROR_FIELDS[code]] += int(hits)
             self.bounded_log(ERROR_FIELDS[code], "campaign %s: %d reports", name, int(hits))
@@ -309,10 +342,13 @@ class Ingestor:
                 known[device] = seq
                 seen.append((name, phase, device, seq))
                 keep.append(row)
+                self._status[indices[row]] = protocol.ACK_ACCEPTED
             elif prior == seq:
                 outcome[DUPLICATE] += 1
+                self._status[indices[row]] = protocol.ACK_DUPLICATE
             else:
                 outcome[SECOND_REPORT] += 1
+                self._status[indices[row]] = protocol.ACK_REJECTED
                 self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s seq %d after %d",
                                  name, phase, device, seq, prior)
         if keep:
@@ -329,6 +365,9 @@ class Ingestor:
         devices = [parse_report_topic(messages[i][0])[1] for i in indices]
         in_phase = reports_in_phase(devices, camp.config, phase)
         wrong = int(np.count_nonzero(~in_phase))
+        for i, ok in zip(indices, in_phase.tolist()):
+            if not ok:
+                self._status[i] = protocol.ACK_REJECTED
         if wrong:
             outcome[WRONG_PHASE_DEVICE] += wrong
             self.bounded_log(WRONG_PHASE_DEVICE, "campaign %s phase %d: %d reports from devices "
@@ -351,9 +390,16 @@ class Ingestor:
         if self._ready and present is False:
             log.error("the broker did not keep our session (persistence off, or the session "
                       "expired): reports it held for us are gone")
-        client.subscribe(REPORT_TOPIC, qos=1)
+        _rc, self._report_mid = client.subscribe(REPORT_TOPIC, qos=1)
+        client.subscribe(SYS_DROPPED, qos=0)
 
-    def _on_subscribe(self, _client, _userdata, _mid, reasons, _props):
+    def _on_subscribe(self, _client, _userdata, mid, reasons, _props):
+        if mid != self._report_mid:
+            if any(r.is_failure for r in reasons):
+                log.warning("cannot watch the broker's drop counter %s (%s): loss inside the "
+                            "broker will not be reported; allow the aggregator to read it",
+                            SYS_DROPPED, reasons)
+            return
         if any(r.is_failure for r in reasons):
             log.error("subscription to %s refused: %s", REPORT_TOPIC, reasons)
             return
@@ -388,6 +434,11 @@ class Ingestor:
             topic = msg.topic
         except UnicodeDecodeError:
             topic = None
+        if topic == SYS_DROPPED:
+            self.broker_drops.observe(msg.payload)
+            if msg.qos:
+                self._client_ack.append((msg.mid, msg.qos))
+            return
         if not self._pending:
             self._first_pending = time.monotonic()
         self._pending.append((topic, msg.payload, msg.mid, msg.qos))
@@ -406,8 +457,10 @@ class Ingestor:
             return
         for _topic, _payload, mid, qos in batch:
             client.ack(mid, qos)
+        for topic, payload in self.acks:  # spec §6: only after the commit above
+            client.publish(topic, payload, qos=0)
         if self.metrics is not None:
-            self.metrics.observe_batch(counts, time.perf_counter() - started, 0)
+            self.metrics.observe_batch(counts, time.perf_counter() - started, 0, len(self.acks))
 
     def _publish_status(self, client):
         for camp in self._campaigns.values():
@@ -455,6 +508,13 @@ class Ingestor:
                 linked = self._connect(client)
                 continue
             linked = self._service_socket(client)
+            for mid, qos in self._client_ack:
+                client.ack(mid, qos)
+            self._client_ack = []
+            try:
+                self.broker_drops.flush()
+            except Exception as exc:  # watching the broker must never stop ingest
+                self.bounded_log("broker_watch", "broker drop counter not recorded: %r", exc)
             if self.metrics is not None:
                 self.metrics.backlog(len(self._pending))
             if self._connected:

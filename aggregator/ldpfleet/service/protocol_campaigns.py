@@ -99,7 +99,8 @@ def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, fleet_ke
     cid = fresh_campaign_id(store) if issue.campaign_id is None else int(issue.campaign_id)
     not_before, not_after = validity_window(issue.valid_days)
     doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
-                             campaign_id=cid, not_before=not_before, not_after=not_after)
+                             campaign_id=cid, not_before=not_before, not_after=not_after,
+                             delivery=issue.delivery_field())
     return sign_store_publish(store, broker, fleet_key_file, key, doc, protocol=proto)
 
 

@@ -1,0 +1,93 @@
+"""End-to-end acknowledgements for the simulated devices (spec §6): the load generator does what
+a device does, so a pilot sees loss instead of assuming none.
+
+It subscribes to the campaign's ack topics before publishing, keeps every simulated report, and
+re-sends the unacknowledged ones after retry_s x U[0.5, 1.5), doubling up to retry_max_s (the
+campaign's `delivery`), until all are acknowledged or its own deadline passes. A broker that
+acknowledged a publish and then dropped it shows up here as a re-send, and, if it keeps
+dropping, as `unacknowledged` in the result."""
+import threading
+import time
+
+import numpy as np
+
+from .. import protocol
+
+
+class AckTracker:
+    """Acknowledgements of the reports of simulated devices `<prefix>-<i>`, i < devices."""
+
+    def __init__(self, campaign: str, prefix: str, devices: int, report_size: int,
+                 delivery: dict, rng):
+        self.campaign = campaign
+        self.prefix = prefix + "-"
+        self.delivery = delivery
+        self.rng = rng
+        self.reports = np.zeros((devices, report_size), np.uint8)
+        self.sent = np.zeros(devices, bool)
+        self.acked = np.zeros(devices, bool)
+        self.statuses = {"accepted": 0, "duplicate": 0, "rejected": 0}
+        self.ignored = 0
+        self.resent = 0
+        self._lock = threading.Lock()
+
+    @property
+    def topic_filter(self) -> str:
+        return "ldp/%s/a/+" % self.campaign
+
+    def keep(self, device_indices, reports: np.ndarray):
+        """Remember the reports about to be published for these devices (fleet indices)."""
+        with self._lock:
+            self.reports[device_indices] = reports
+            self.sent[device_indices] = True
+
+    def on_message(self, _client, _userdata, msg):
+        """paho callback: an ack on ldp/<campaign>/a/<prefix><i> for the report kept for i."""
+        device = msg.topic.rsplit("/", 1)[-1]
+        ack = protocol.parse_ack(msg.payload)
+        i = -1
+        if ack is not None and device.startswith(self.prefix):
+            try:
+                i = int(device[len(self.prefix):])
+            except ValueError:
+                i = -1
+        with self._lock:
+            if not 0 <= i < self.sent.size or not self.sent[i] or \
+                    not protocol.ack_matches(msg.payload, self.reports[i].tobytes()):
+                self.ignored += 1
+                return
+            if not self.acked[i]:
+                self.acked[i] = True
+                self.statuses[("accepted", "duplicate", "rejected")[ack[1]]] += 1
+
+    def pending(self) -> np.ndarray:
+        with self._lock:
+            return np.flatnonzero(self.sent & ~self.acked)
+
+    def _wait(self, seconds: float) -> float:
+        return seconds * (0.5 + self.rng.random())
+
+    def resend_until_acked(self, publisher, deadline: float) -> int:
+        """Re-send what is unacknowledged with the campaign's backoff until every report is
+        acknowledged or `deadline` (time.monotonic()); returns the unacknowledged count."""
+        wait = float(self.delivery["retry_s"])
+        due = time.monotonic() + self._wait(wait)
+        topic = "ldp/%s/r/%s" % (self.campaign, self.prefix)
+        while True:
+            left = self.pending()
+            now = time.monotonic()
+            if left.size == 0 or now >= deadline:
+                return int(left.size)
+            if now < due:
+                time.sleep(min(0.05, due - now))
+                continue
+            for i in left.tolist():
+                publisher.publish(topic + str(i), self.reports[i].tobytes())
+            self.resent += int(left.size)
+            wait = min(wait * 2, float(self.delivery["retry_max_s"]))
+            due = time.monotonic() + self._wait(wait)
+
+    def to_json(self, unacknowledged: int) -> dict:
+        return {"acknowledged": int(self.acked.sum()), "unacknowledged": unacknowledged,
+                "resent": self.resent, "ack_status": dict(self.statuses),
+                "acks_ignored": self.ignored}
