@@ -266,23 +266,27 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
     key_file = str(tmp_path / "fleet.key")
     key = write_fleet_key(key_file)
     serve = ServeProcess(url, state, log_path=str(tmp_path / "serve.log"),
-                         extra_args=["--username", "agg", "--password", creds["agg"]]).start()
+                         extra_args=["--username", "agg", "--password=" + creds["agg"]]).start()
     try:
         with Store(state) as store:
             create_campaign(store, BrokerSettings.from_url(url, "agg", creds["agg"]), key_file, "c1",
                             "grr", 2.0, "8")
 
-        def run(device_id, user):
+        def run(device_id, user, wait=40, code=device_runner.EXIT_DONE):
             st = device_runner.prepare_device(tmp_path / device_id, device_id, key, value=3,
                                               campaign="c1",
                                               broker={"host": "127.0.0.1", "port": port, "user": user,
                                                       "password": creds[user]})
-            done = device_runner.run_device(st, "127.0.0.1", port, "c1", wait=40)
-            assert done.returncode == 0, done.stdout[-2000:]
+            done = device_runner.run_device(st, "127.0.0.1", port, "c1", wait=wait)
+            assert done.returncode == code, done.stdout[-2000:]
+            return done.stdout
 
-        run("dev-a", "dev-a")
+        assert "acked phase=1 status=0" in run("dev-a", "dev-a")
         serve.wait_counts("c1", lambda c: c.get("accepted", 0) >= 1, timeout=30)
-        run("dev-b", "dev-a")  # impostor: its publish to ldp/c1/r/dev-b is refused
+        # impostor: its publish to ldp/c1/r/dev-b is refused by the broker, so no acknowledgement
+        # ever comes (spec §6) and the device does not count it as delivered
+        out = run("dev-b", "dev-a", wait=10, code=device_runner.EXIT_TIMEOUT)
+        assert "published phase=1" in out and "acked" not in out
         run("dev_c", "dev_c")
         counters = serve.wait_counts("c1", lambda c: c.get("accepted", 0) >= 2, timeout=30)
         assert counters == {"received": 2, "accepted": 2}

@@ -1,6 +1,7 @@
 """The MicroPython device client reproduces every shared vector byte for byte, run by the real
 `micropython` interpreter from the `.py` sources and from `.mpy` files (mpy-cross -march=x64):
-hash.json, thresholds.json and reports_<mech>.json of every mechanism (protocol_spec/v2)."""
+hash.json, thresholds.json, acks.json and reports_<mech>.json of every mechanism
+(protocol_spec/v2)."""
 import json
 import subprocess
 from pathlib import Path
@@ -84,6 +85,12 @@ def test_threshold_vectors(device_results):
     assert len(got) == len(rows)
     for mine, row in zip(got, rows):
         assert mine == row, row["eps_milli"]
+
+
+def test_ack_vectors(device_results):
+    """Spec §6: the device accepts exactly the acks acks.json says name its report."""
+    cases = load("acks.json")["matching"]
+    assert device_results["acks"] == [c["matches"] for c in cases]
 
 
 def test_every_device_mechanism_has_vectors():
