@@ -37,7 +37,8 @@ from ldpfleet.broker import EmbeddedBroker  # noqa: E402
 from ldpfleet.loadgen.serve_process import ServeProcess  # noqa: E402
 from ldpfleet.service import BrokerSettings, Store, create_campaign  # noqa: E402
 from ldpfleet import mqtt as brokermod  # noqa: E402
-from ldpfleet.service.campaigns import write_fleet_key  # noqa: E402
+from ldpfleet.config import DEFAULT_DELIVERY  # noqa: E402
+from ldpfleet.service.campaigns import Issuance, write_fleet_key  # noqa: E402
 
 
 class BareSubscriber:
@@ -242,6 +243,9 @@ def main(argv=None):
                     help="MQTT version of both subscribers (serve's --mqtt)")
     ap.add_argument("--batch-size", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--no-ack", action="store_true",
+                    help="a campaign without end-to-end acknowledgements (spec §6): serve then "
+                         "publishes no ack per report; compare the two runs for the acks' cost")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="ldpfleet-bench-") as tmp, \
@@ -251,8 +255,9 @@ def main(argv=None):
         key_file = os.path.join(tmp, "fleet.key")
         key = write_fleet_key(key_file)
         with Store(state) as store:
+            delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
             create_campaign(store, settings, key_file, "bench", args.mechanism, args.epsilon,
-                            str(args.domain))
+                            str(args.domain), issue=Issuance(delivery=delivery))
 
         raw = RawSubscriber(broker.host, broker.port)
         raw.subscribe_and_leave()
@@ -276,7 +281,8 @@ def main(argv=None):
     pubs = (pub_raw, pub_bare, pub_agg)
     print(json.dumps({
         "reports": args.reports, "mechanism": args.mechanism, "epsilon": args.epsilon,
-        "domain": args.domain, "mqtt": args.mqtt, "qos": 1, "batch_size": args.batch_size,
+        "domain": args.domain, "mqtt": args.mqtt, "qos": 1, "acks": not args.no_ack,
+        "batch_size": args.batch_size,
         "publish_rate": round(sum(p.sent for p in pubs) / sum(p.seconds for p in pubs), 1),
         "broker_ceiling_rate": round(bare_rate, 1),
         "broker_ceiling_raw_rate": round(raw_rate, 1),
