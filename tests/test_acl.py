@@ -11,6 +11,7 @@ import queue
 import shutil
 import subprocess
 import threading
+import time
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -77,7 +78,8 @@ def secured(tmp_path):
     out = tmp_path / "broker"
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
                      "--devices-file", str(devices_file), "--campaigns", "c1",
-                     "--loadgen-user", "loadgen", "--port", str(port), "--bind", "127.0.0.1", "--run-as", getpass.getuser(),
+                     "--loadgen-user", "loadgen", "--port", str(port), "--bind", "127.0.0.1",
+                     "--insecure-plaintext", "--run-as", getpass.getuser(),
                      "--log-file", str(tmp_path / "mosquitto.log")]) == 0
     with open(out / "credentials.csv") as f:
         creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
@@ -95,6 +97,27 @@ def secured(tmp_path):
     for c in clients:
         c.close()
     proc.stop()
+
+
+def test_oversized_publish_never_reaches_the_aggregator(secured):
+    """broker-config's max_packet_size: a device's 16 MiB "report" is refused by the broker
+    (the device is disconnected); the aggregator only ever sees real-sized messages."""
+    connect, out, _ = secured
+    assert "max_packet_size %d" % (1 << 20) in (out / "mosquitto.conf").read_text()
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.subscribe("ldp/c1/r/+")
+    dev = connect("dev-a")
+    assert dev.wait_connected()
+    dev.client.publish("ldp/c1/r/dev-a", bytes(16 << 20), qos=1)
+    other = connect("dev-b")
+    assert other.wait_connected()
+    time.sleep(1.0)  # the 16 MiB packet has reached the broker (loopback) and been refused
+    other.publish("ldp/c1/r/dev-b", b"legit report")
+    seen = agg.wait_for("ldp/c1/r/dev-b", b"legit report", timeout=20)
+    assert seen == [("ldp/c1/r/dev-b", b"legit report", False)]
+    time.sleep(1.0)
+    assert agg.messages.empty()
 
 
 def test_device_publishes_only_its_own_report_topic(secured):
@@ -215,7 +238,8 @@ def test_rerun_keeps_passwords_and_adds_devices(secured, tmp_path):
     more = tmp_path / "more.txt"
     more.write_text("\n".join(DEVICES + ["dev-d"]) + "\n")
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
-                     "--devices-file", str(more), "--loadgen-user", "loadgen"]) == 0
+                     "--devices-file", str(more), "--loadgen-user", "loadgen",
+                     "--insecure-plaintext"]) == 0
     with open(out / "credentials.csv") as f:
         again = {row["username"]: row["password"] for row in csv.DictReader(f)}
     assert set(again) == set(creds) | {"dev-d"}

@@ -90,7 +90,11 @@ def test_plaintext_default_port_stays_1883(tmp_path, capsys):
     devices = tmp_path / "devices.txt"
     devices.write_text("dev-1\n")
     out = tmp_path / "b"
-    assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
-                     "--devices-file", str(devices), "--run-as", "root"]) == 0
+    base = ["broker-config", "--out", str(out), "--aggregator-user", "agg",
+            "--devices-file", str(devices), "--run-as", "root"]
+    assert cli.main(base) == 2  # TLS is the default: plaintext only when asked for by name
+    assert "--insecure-plaintext" in capsys.readouterr().err
+    assert cli.main(base + ["--insecure-plaintext"]) == 0
     assert "listener 1883" in (out / "mosquitto.conf").read_text()
-    assert "mqtt://HOST:1883" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "mqtt://HOST:1883" in captured.out and "PLAINTEXT" in captured.err

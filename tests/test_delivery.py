@@ -231,6 +231,7 @@ def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
     out = tmp_path / "broker"
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
                      "--devices-file", str(devices), "--port", str(port), "--bind", "127.0.0.1",
+                     "--insecure-plaintext",
                      "--run-as", getpass.getuser(), "--log-file", str(tmp_path / "m.log")]) == 0
     with open(out / "credentials.csv") as f:
         creds = {row["username"]: row["password"] for row in csv.DictReader(f)}

@@ -53,7 +53,7 @@ def test_serve_campaign_estimate_broker_config_run_without_the_extras(mosquitto,
     devices = tmp_path / "devices.txt"
     devices.write_text("dev-1\n")
     cli("broker-config", "--out", tmp_path / "broker", "--aggregator-user", "agg",
-        "--devices-file", devices, "--run-as", "root")
+        "--devices-file", devices, "--run-as", "root", "--insecure-plaintext")
     key = tmp_path / "fleet.key"
     cli("campaign", "keygen", key)
     state = "sqlite:///%s" % (tmp_path / "lean.db")

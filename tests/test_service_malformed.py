@@ -2,6 +2,7 @@
 message is counted under its own reason, every good report is counted exactly once and the
 sketch equals an in-process sketch fed only the good reports."""
 import numpy as np
+import pytest
 
 from ldpfleet.service import Store, close_campaign
 
@@ -37,9 +38,9 @@ def bad_messages(rng, mech, closed_mech, wave1, good_msgs):
 
     for i in range(12000):  # truncated, down to empty
         add("size", "ldp/good/r/t%d" % i, next(pool)[:int(rng.integers(0, 16))])
-    for i in range(8000):  # oversized, a few by 100 kB
+    for i in range(8000):  # oversized; a few by 100 kB: longer than any report, dropped on arrival
         extra = 100_000 if i < 5 else int(rng.integers(1, 200))
-        add("size", "ldp/good/r/o%d" % i, next(pool) + rng.bytes(extra))
+        add("too_large" if i < 5 else "size", "ldp/good/r/o%d" % i, next(pool) + rng.bytes(extra))
     for i in range(6000):
         add("version", "ldp/good/r/v%d" % i, mutate(next(pool), 0, int(rng.choice([0, 1, 7, 255]))))
     for i in range(6000):
@@ -129,3 +130,42 @@ def test_process_batch_without_broker(tmp_path, mosquitto):
     ingest.store.close()
     with Store(state) as store:
         assert store.sketch_blob("unit", 1)[1] == direct_sketch(mech, reports[1:3]).serialize()
+
+
+def _peak_rss_kib(pid: int) -> int:
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+@pytest.mark.parametrize("mqtt_version", [4, 5])
+def test_oversized_flood_keeps_serve_memory_bounded(tmp_path, mosquitto, mqtt_version):
+    """200 one-MiB payloads on a campaign's report topics (a broker without a size limit, as in
+    the tests): serve drops each when it arrives (`too_large`) or, with MQTT 5, announces a
+    Maximum Packet Size so the broker never sends them; its peak RSS does not grow by the
+    flood's 200 MiB (a buffered batch of them would), and a real report after it is accepted."""
+    import time
+    state, camp = new_campaign(tmp_path, mosquitto.url, "big", "olh", 2.0, "16")
+    serve = ServeProcess(mosquitto.url, state, batch_size=2000, batch_ms=2000,
+                         extra_args=["--mqtt", str(mqtt_version), "--max-packet-bytes", "65536",
+                                     "--no-broker-check"]).start()
+    try:
+        before = _peak_rss_kib(serve.pid)
+        pub = publisher(mosquitto.url, "flood-%d" % mqtt_version, max_inflight=20)
+        try:
+            for i in range(200):
+                pub.publish("ldp/big/r/dev-%d" % i, bytes(1 << 20))
+            report = camp.mechanism(1).perturb(3)
+            pub.publish("ldp/big/r/honest", report)
+            pub.wait_acked(60)
+        finally:
+            pub.close()
+        counts = serve.wait_counts("big", lambda c: c.get("accepted", 0) == 1, timeout=60)
+        time.sleep(0.5)
+        grown = _peak_rss_kib(serve.pid) - before
+        assert grown < 64 * 1024, "serve's peak RSS grew by %d KiB" % grown
+        if mqtt_version == 4:
+            assert counts.get("too_large") == 200, counts
+        else:  # the broker kept them from us
+            assert counts.get("received") == 1 and "too_large" not in counts, counts
+    finally:
+        serve.stop()

@@ -80,7 +80,7 @@ class BrokerSettings:
 
 
 def connect(client: mqtt.Client, settings: BrokerSettings, persistent: bool = False,
-            session_expiry: int = 0, keepalive: int = 30):
+            session_expiry: int = 0, keepalive: int = 30, max_packet: int = None):
     """Open the TCP/TLS connection and send CONNECT (the caller runs the loop).
 
     A persistent MQTT 5 session needs clean_start=False AND a non-zero Session Expiry
@@ -93,6 +93,8 @@ def connect(client: mqtt.Client, settings: BrokerSettings, persistent: bool = Fa
         props = Properties(PacketTypes.CONNECT)
         if persistent:
             props.SessionExpiryInterval = int(session_expiry)
+        if max_packet:  # the broker sends us nothing larger (MQTT 5 §3.1.2.11.4)
+            props.MaximumPacketSize = int(max_packet)
         kw = {"clean_start": not persistent, "properties": props}
     return client.connect(settings.host, settings.port, keepalive=keepalive, **kw)
 

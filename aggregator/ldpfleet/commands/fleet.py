@@ -4,7 +4,8 @@ import json
 import os
 import sys
 
-from . import add_password_args, host_address, non_negative, resolve_password, tcp_port
+from . import (add_password_args, host_address, non_negative, positive_int, resolve_password,
+               tcp_port)
 
 
 def register(subparsers):
@@ -94,10 +95,18 @@ def register(subparsers):
     b.add_argument("--bind", type=host_address, default=None, help="listen address (default: all interfaces)")
     b.add_argument("--max-queued-messages", type=non_negative, default=None,
                    help="per-client queue (default: max(100000, 4 x devices))")
-    b.add_argument("--max-queued-bytes", type=non_negative, default=0, help="0 = no byte limit")
+    b.add_argument("--max-queued-bytes", type=non_negative, default=None,
+                   help="per-client queue in bytes (default: 2 KiB x --max-queued-messages; "
+                        "0 = no byte limit)")
     b.add_argument("--loadgen-user", default=None,
                    help="also a user for `ldpfleet fleet` (pilots): may publish every device's "
                         "report topic and read campaign topics, nothing else")
+    b.add_argument("--max-packet-bytes", type=positive_int, default=1 << 20, metavar="N",
+                   help="max_packet_size: larger packets are refused (default 1 MiB: above the "
+                        "largest signed config or LDPLCM model)")
+    b.add_argument("--insecure-plaintext", action="store_true",
+                   help="allow a plaintext listener (without --certfile/--keyfile): passwords and "
+                        "reports cross the network in the clear")
     b.add_argument("--certfile", default=None)
     b.add_argument("--keyfile", default=None)
     b.add_argument("--cafile", default=None)
@@ -154,7 +163,11 @@ def run_broker_config_command(args):
         args.aggregator_user, device_ids, campaigns=args.campaigns,
         loadgen_user=args.loadgen_user, port=args.port, bind=args.bind, certfile=args.certfile,
         keyfile=args.keyfile, cafile=args.cafile, max_queued_messages=args.max_queued_messages,
-        max_queued_bytes=args.max_queued_bytes, log_file=args.log_file, run_as=args.run_as))
+        max_queued_bytes=args.max_queued_bytes, max_packet_bytes=args.max_packet_bytes,
+        insecure_plaintext=args.insecure_plaintext, log_file=args.log_file, run_as=args.run_as))
+    if not paths["tls"]:
+        print("WARNING: the listener is PLAINTEXT (--insecure-plaintext): device passwords and "
+              "reports travel unencrypted; use --certfile/--keyfile outside a lab", file=sys.stderr)
     files = [paths[k] for k in ("mosquitto.conf", "passwd", "acl", "credentials.csv")]
     print("wrote %s (%d devices)" % (", ".join(os.path.basename(p) for p in files), len(device_ids)))
     print(BROKER_NEXT_STEPS % {

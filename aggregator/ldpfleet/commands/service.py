@@ -53,6 +53,10 @@ def register(subparsers):
                         "hex digits of the state file's path, so two serves with different state "
                         "files never take each other's session, and a restart resumes its own)")
     s.add_argument("--batch-size", type=positive_int, default=2000, help="messages per batch (upper bound)")
+    s.add_argument("--max-packet-bytes", type=positive_int, default=1 << 20, metavar="N",
+                   help="with --mqtt 5: the Maximum Packet Size announced to the broker, which "
+                        "then drops larger messages for us (default 1 MiB); either way payloads "
+                        "larger than every open campaign's report are dropped on arrival")
     s.add_argument("--batch-ms", type=duration, default=200.0,
                    help="a batch is committed at most this long after its first message")
     s.add_argument("--session-expiry", type=int, default=7 * 86400,
@@ -220,7 +224,8 @@ def run_serve(args):
     client_id = args.client_id or default_client_id(state_path(args.state))
     options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
-                            status_interval=args.status_interval, protocol=args.mqtt)
+                            status_interval=args.status_interval, protocol=args.mqtt,
+                            max_packet_bytes=args.max_packet_bytes)
     metrics = None
     if args.metrics_port is not None:
         from ..service.http_metrics import ServiceMetrics

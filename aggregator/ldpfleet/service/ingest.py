@@ -72,16 +72,30 @@ BAD_TOPIC = "bad_topic"
 INTERNAL_ERROR = "internal_error"
 PHASE_NOT_OPEN = "phase_not_open"
 WRONG_PHASE_DEVICE = "wrong_phase_device"
+TOO_LARGE = "too_large"
 REASONS = (ACCEPTED, DUPLICATE, SECOND_REPORT, UNKNOWN_CAMPAIGN, CLOSED_CAMPAIGN, BAD_TOPIC,
-           INTERNAL_ERROR, PHASE_NOT_OPEN, WRONG_PHASE_DEVICE) + tuple(ERROR_FIELDS)
+           INTERNAL_ERROR, PHASE_NOT_OPEN, WRONG_PHASE_DEVICE, TOO_LARGE) + tuple(ERROR_FIELDS)
 """Every message is counted once under `received` and once under exactly one of these.
 The protocol field names (`size`, `version`, `phase`, ...) are malformed reports, checked in
 this order: version, phase (1..the campaign's number of phases), `phase_not_open` (a phase-2
 report before the phase-2 message, `ldpfleet campaign advance`), mechanism, flags,
 campaign_id, size, then `wrong_phase_device` (LDPLCM, spec §5: a device reports only in the
 phase the public rule `ldplcm.reports_in_phase` puts it in), then
-the body fields of `mech.validate`."""
+the body fields of `mech.validate`. `too_large`: a payload longer than every open campaign's
+report (and than SMALL_PAYLOAD), dropped when it arrives, before it is buffered: what a device
+sends cannot grow serve's memory beyond batch_size x the largest report."""
+SMALL_PAYLOAD = 4096
+"""Payloads up to this size are always buffered and classified (unknown campaigns included)."""
 REJECTIONS = tuple(r for r in REASONS if r != ACCEPTED)
+
+
+def _report_size(camp, phase: int) -> int:
+    """The report size of an open campaign phase (0 if its mechanism cannot be built: its
+    reports are then rejected anyway)."""
+    try:
+        return camp.mechanism(phase).report_size
+    except Exception:  # noqa: BLE001 (the header rule counts what this campaign receives)
+        return 0
 
 
 def default_client_id(state_file: str) -> str:
@@ -113,6 +127,10 @@ class IngestOptions:
     defaults in our runs; `max_inflight_messages 0` makes sure)."""
     log_burst: int = 5
     log_period: float = 10.0
+    max_packet_bytes: int = 1 << 20
+    """MQTT 5: the Maximum Packet Size announced at CONNECT (the broker drops larger messages
+    for us instead of sending them). Both versions drop payloads larger than every open
+    campaign's report on arrival (`too_large`)."""
 
 
 class BoundedLog:
@@ -179,6 +197,7 @@ class Ingestor:
         self.broker_drops = BrokerDrops(self.store, metrics)
         self._report_mid = None
         self._client_ack = []
+        self._largest = SMALL_PAYLOAD
 
     # --- campaigns and sketches --------------------------------------------------------
     def _refresh_campaigns(self):
@@ -193,6 +212,9 @@ class Ingestor:
                 del self._sketches[key]
         self._campaigns = fresh
         self._data_version = version
+        self._largest = max([SMALL_PAYLOAD] + [_report_size(camp, phase)
+                                               for camp in fresh.values() if camp.open
+                                               for phase in range(1, camp.phase + 1)])
 
     def _sketch(self, campaign, phase):
         key = (campaign.name, phase)
@@ -237,6 +259,9 @@ class Ingestor:
                 for index, (topic, payload) in enumerate(messages):
                     key, reason = self._route(topic)
                     counts[(key, RECEIVED)] += 1
+                    if payload is None:  # dropped on arrival (_on_message): too large
+                        counts[(key, TOO_LARGE)] += 1
+                        continue
                     if reason is None:
                         routed[key].append(index)
                     else:
@@ -441,7 +466,12 @@ class Ingestor:
             return
         if not self._pending:
             self._first_pending = time.monotonic()
-        self._pending.append((topic, msg.payload, msg.mid, msg.qos))
+        payload = msg.payload
+        if len(payload) > self._largest:
+            self.bounded_log(TOO_LARGE, "topic %r: %d bytes, more than any open campaign's "
+                             "report (%d); dropped", topic, len(payload), self._largest)
+            payload = None
+        self._pending.append((topic, payload, msg.mid, msg.qos))
         self._received += 1
 
     def _flush(self, client):
@@ -475,8 +505,9 @@ class Ingestor:
     def _connect(self, client) -> bool:
         try:
             mqtt.connect(client, self.broker, persistent=True,
-                              session_expiry=self.options.session_expiry,
-                              keepalive=self.options.keepalive)
+                         session_expiry=self.options.session_expiry,
+                         keepalive=self.options.keepalive,
+                         max_packet=self.options.max_packet_bytes)
             return True
         except OSError as exc:
             self.bounded_log("broker", "cannot connect to %s: %s", self.broker.url, exc)
