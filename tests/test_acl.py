@@ -205,7 +205,7 @@ def test_load_generator_publishes_reports_only(secured):
 def test_fleet_runs_as_the_load_generator_on_a_secured_broker(secured):
     """`ldpfleet fleet` with the load generator's login: it reads the signed config and
     delivers every simulated and MicroPython device's report through the ACL."""
-    from support.devices import FLEET_KEY, config_doc
+    from support.devices import SIGNING_KEY, config_doc
     from ldpfleet import config as campaign_config
     from ldpfleet.loadgen import FleetOptions, run_fleet
     from ldpfleet.mqtt import BrokerSettings
@@ -213,11 +213,11 @@ def test_fleet_runs_as_the_load_generator_on_a_secured_broker(secured):
     connect, _, creds = secured
     agg = connect("agg")
     assert agg.wait_connected()
-    agg.publish("ldp/c1/config", campaign_config.sign(config_doc("c1"), FLEET_KEY), retain=True)
+    agg.publish("ldp/c1/config", campaign_config.sign(config_doc("c1"), SIGNING_KEY), retain=True)
     agg.subscribe("ldp/c1/r/+")
     result = run_fleet(BrokerSettings.from_url("mqtt://127.0.0.1:%d" % connect.port, username="loadgen",
                                                 password=creds["loadgen"]),
-                       "c1", FLEET_KEY, FleetOptions(devices=40, micropython=1, seed=3))
+                       "c1", SIGNING_KEY, FleetOptions(devices=40, micropython=1, seed=3))
     assert result.sent == 41 and result.failed == 0
     topics = set()
     while len(topics) < 41:
@@ -280,7 +280,7 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
     from ldpfleet import device_runner
     from ldpfleet.service import BrokerSettings, Store, create_campaign
     from support.service import ServeProcess
-    from ldpfleet.service.campaigns import write_fleet_key
+    from ldpfleet.signing import write_signing_key
 
     connect, out, creds = secured
     conf = (out / "mosquitto.conf").read_text()
@@ -288,7 +288,7 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
     url = "mqtt://127.0.0.1:%d" % port
     state = "sqlite:///%s" % (tmp_path / "agg.db")
     key_file = str(tmp_path / "fleet.key")
-    key = write_fleet_key(key_file)
+    key = write_signing_key(key_file)
     serve = ServeProcess(url, state, log_path=str(tmp_path / "serve.log"),
                          extra_args=["--username", "agg", "--password=" + creds["agg"]]).start()
     try:
@@ -326,7 +326,7 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
     with a wrong password the broker refuses the CONNACK, so it spends and publishes nothing;
     `--password` overrides the identity's password."""
     from support.c_client import build_client, run_client
-    from support.devices import FLEET_KEY, config_doc
+    from support.devices import SIGNING_KEY, config_doc
     from ldpfleet import config as campaign_config
     from ldpfleet import device_runner
 
@@ -337,11 +337,11 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
     doc = config_doc("c1", mechanism="grr", eps_milli=1000)
     agg = connect("agg")
     assert agg.wait_connected()
-    agg.publish("ldp/c1/config", campaign_config.sign(doc, FLEET_KEY), retain=True)
+    agg.publish("ldp/c1/config", campaign_config.sign(doc, SIGNING_KEY), retain=True)
     agg.subscribe("ldp/c1/r/+")
 
     def state_for(device_id, password):
-        return device_runner.prepare_device(tmp_path / device_id, device_id, FLEET_KEY,
+        return device_runner.prepare_device(tmp_path / device_id, device_id, SIGNING_KEY,
                                             broker={"host": "127.0.0.1", "port": port,
                                                     "user": device_id, "password": password})
 

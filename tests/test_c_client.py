@@ -12,6 +12,7 @@
   unchanged; two-phase campaigns (LDPMiner, LDPLCM sampling); string domains.
 """
 import json
+import os
 import struct
 import subprocess
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.c_client import assert_no_sanitizer_report, build_client, client_cmd, client_env, run_client
-from support.devices import FLEET_KEY, ReportCollector, config_doc, envelope
+from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 from ldpfleet.errors import ConfigError
@@ -126,11 +127,21 @@ def test_thresholds_match_vectors(no_int128):
 
 # --- envelope and config rules ---------------------------------------------------------------
 
-def verify_config(binary, payload: bytes, key: bytes, now=None):
-    argv = [str(binary), "verify-config", "--key-hex", key.hex()]
+def verify_config(binary, payload: bytes, keys, now=None, envelope_only=False):
+    """`ldp_client verify-config` with `keys` (signing.trusted_set's forms) as --trusted-keys."""
+    import tempfile
+    from ldpfleet.signing import trusted_set
+    with tempfile.NamedTemporaryFile("w", suffix=".pub", delete=False) as f:
+        json.dump([k.to_doc() for k in trusted_set(keys).values()], f)
+    argv = [str(binary), "verify-config", "--trusted-keys", f.name]
     if now is not None:
         argv += ["--now", str(now)]
-    proc = subprocess.run(argv, input=payload, capture_output=True, timeout=30)
+    if envelope_only:
+        argv.append("--envelope-only")
+    try:
+        proc = subprocess.run(argv, input=payload, capture_output=True, timeout=30)
+    finally:
+        os.unlink(f.name)
     out = proc.stdout.decode().strip()
     if proc.returncode == 0:
         assert out == "accepted"
@@ -157,10 +168,11 @@ def test_envelope_rules_match_the_aggregator():
     fields = []
     for payload, key, field in envelopes():
         assert aggregator_field(campaign_config.verify, payload, key) == field
+        assert verify_config(binary, payload, key, envelope_only=True) == field, payload
         want = aggregator_field(aggregator_verify_and_check, payload, key)
         assert verify_config(binary, payload, key) == want, payload
-        fields.append(want)
-    assert {None, "sig", "envelope", "body"} <= set(fields)
+        fields.append(field)
+    assert {None, "sig", "envelope", "body", "kid"} <= set(fields)
 
 
 def test_config_rules_match_the_aggregator():
@@ -169,7 +181,7 @@ def test_config_rules_match_the_aggregator():
     for doc, now in mutated_configs():
         payload = envelope(campaign_config.canonical(doc))
         want = aggregator_field(campaign_config.check_config, doc, now)
-        assert verify_config(binary, payload, FLEET_KEY, now) == want, (doc, now)
+        assert verify_config(binary, payload, SIGNING_KEY, now) == want, (doc, now)
         fields.append(want)
     assert None in fields and len(set(fields)) > 10
 
@@ -177,7 +189,7 @@ def test_config_rules_match_the_aggregator():
 # --- real processes against a private broker -------------------------------------------------
 
 def make_state(tmp_path, name="dev", device_id="c-dev-1", eps_cap_milli=2000, budget=50000, ledger=None):
-    state = device_runner.prepare_device(tmp_path / name, device_id, FLEET_KEY,
+    state = device_runner.prepare_device(tmp_path / name, device_id, SIGNING_KEY,
                                          eps_cap_milli=eps_cap_milli, lifetime_budget_milli=budget)
     if ledger is not None:
         device_runner.write_ledger(state, ledger, PRIOR_GEN)
@@ -192,7 +204,7 @@ def ledger_bytes(state):
 
 def c_refusal_cases():
     cases = dict(refusal_cases())
-    exhausted = campaign_config.sign(config_doc("cpu-load", eps_milli=1500), FLEET_KEY)
+    exhausted = campaign_config.sign(config_doc("cpu-load", eps_milli=1500), SIGNING_KEY)
     cases["ledger-exhausted"] = (exhausted, "lifetime_budget")
     return cases
 
@@ -221,7 +233,7 @@ def test_report_ledgered_before_publishing_and_memoised(mosquitto, tmp_path):
     state = make_state(tmp_path, ledger=PRIOR_LEDGER)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
         first = run_client(build_client(), state, mosquitto.port, "cpu-load", 5)
         assert first.returncode == 0, first.stdout + first.stderr
         ledger = device_runner.read_ledger(state)
@@ -250,7 +262,7 @@ def test_crash_after_commit_resends_the_committed_report(mosquitto, tmp_path):
     state = make_state(tmp_path)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
         crashed = run_client(build_client(), state, mosquitto.port, "cpu-load", 9,
                              extra=["--crash-point", "after-commit"])
         assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout + crashed.stderr
@@ -287,7 +299,7 @@ def test_ledger_fails_closed(mosquitto, tmp_path, damage):
     collector = ReportCollector(mosquitto.port)
     try:
         doc = config_doc("cpu-load", eps_milli=1000)
-        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
         proc = run_client(build_client(), state, mosquitto.port, "cpu-load", 5, wait=20)
         reports = collector.barrier()
     finally:
@@ -314,8 +326,8 @@ def test_ldpminer_two_phases(mosquitto, tmp_path, sanitize):
     state = make_state(tmp_path)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/miner/config", campaign_config.sign(doc, FLEET_KEY))
-        collector.publish("ldp/miner/phase2", campaign_config.sign(p2, FLEET_KEY))
+        collector.publish("ldp/miner/config", campaign_config.sign(doc, SIGNING_KEY))
+        collector.publish("ldp/miner/phase2", campaign_config.sign(p2, SIGNING_KEY))
         proc = run_client(build_client(sanitize=sanitize), state, mosquitto.port, "miner", [17, 5, 999])
         assert_no_sanitizer_report(proc.stderr)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -335,8 +347,8 @@ def test_phase2_without_candidates_is_refused(mosquitto, tmp_path):
     state = make_state(tmp_path)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/miner/config", campaign_config.sign(doc, FLEET_KEY))
-        collector.publish("ldp/miner/phase2", campaign_config.sign(campaign_config.make_phase2(doc), FLEET_KEY))
+        collector.publish("ldp/miner/config", campaign_config.sign(doc, SIGNING_KEY))
+        collector.publish("ldp/miner/phase2", campaign_config.sign(campaign_config.make_phase2(doc), SIGNING_KEY))
         proc = run_client(build_client(), state, mosquitto.port, "miner", [3])
         assert proc.returncode == device_runner.EXIT_REFUSED
         assert "refused phase2 candidates:" in proc.stdout
@@ -370,8 +382,8 @@ def test_ldplcm_sampling_splits_devices_between_phases(mosquitto, tmp_path, sani
     second, = sampled_ids(doc, False, 1)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/learned/config", campaign_config.sign(doc, FLEET_KEY))
-        collector.publish("ldp/learned/phase2", campaign_config.sign(p2, FLEET_KEY))
+        collector.publish("ldp/learned/config", campaign_config.sign(doc, SIGNING_KEY))
+        collector.publish("ldp/learned/phase2", campaign_config.sign(p2, SIGNING_KEY))
         for dev, high in ((first, False), (second, True)):
             state = make_state(tmp_path, name=dev, device_id=dev)
             proc = run_client(build_client(sanitize=sanitize), state, mosquitto.port, "learned", 7, high=high)
@@ -404,7 +416,7 @@ def test_string_domain_index_and_key(mosquitto, tmp_path):
     collector = ReportCollector(mosquitto.port)
     try:
         for name, doc in docs.items():
-            collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, FLEET_KEY))
+            collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, SIGNING_KEY))
             for i in range(devices):
                 state = make_state(tmp_path, "%s-%d" % (name, i), "%s-%d" % (name, i), eps_cap_milli=8000)
                 ok = run_client(build_client(), state, mosquitto.port, name, "héllo")
@@ -440,7 +452,7 @@ def test_live_session_under_asan_and_ubsan(mosquitto, tmp_path):
     state = make_state(tmp_path)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
         runs = [run_client(binary, state, mosquitto.port, "cpu-load", 3) for _ in range(2)]
         refused = run_client(binary, make_state(tmp_path, "other", eps_cap_milli=500), mosquitto.port,
                              "cpu-load", 3)
@@ -468,7 +480,7 @@ def test_waits_for_a_broker_that_is_not_up_yet(mosquitto, tmp_path):
         mosquitto.start()
         collector = ReportCollector(mosquitto.port)
         try:
-            collector.publish("ldp/late/config", campaign_config.sign(doc, FLEET_KEY))
+            collector.publish("ldp/late/config", campaign_config.sign(doc, SIGNING_KEY))
             # Not communicate(): with a timeout it reads the raw pipe and would skip lines
             # readline() already buffered. The output is far below the pipe's capacity.
             proc.wait(timeout=45)
@@ -499,7 +511,7 @@ def test_reset_at_every_step_of_a_ledger_commit_loses_nothing(mosquitto, tmp_pat
     state = make_state(tmp_path, ledger=PRIOR_LEDGER)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
         argv = client_cmd(build_client(), state, mosquitto.port, "cpu-load", 5, once=True, timeout=15)
         crashed = subprocess.run(argv, capture_output=True, text=True, timeout=30,
                                  env=dict(client_env(), LDPC_LEDGER_CRASH=step))

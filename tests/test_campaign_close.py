@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from support.c_client import build_client, run_client
-from support.devices import FLEET_KEY, ReportCollector
+from support.devices import SIGNING_KEY, ReportCollector, write_key_files
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 from ldpfleet.service.store import Store
@@ -26,10 +26,10 @@ def cli(*args):
 
 @pytest.fixture
 def closed_campaign(mosquitto, tmp_path):
-    key = tmp_path / "fleet.key"
-    key.write_text(FLEET_KEY.hex() + "\n")
+    key = tmp_path / "signing.key"
+    write_key_files(key)
     state = "sqlite:///%s" % (tmp_path / "agg.db")
-    made = cli("campaign", "create", "--broker", mosquitto.url, "--state", state, "--fleet-key-file",
+    made = cli("campaign", "create", "--broker", mosquitto.url, "--state", state, "--signing-key",
                str(key), "--name", "gone", "--mechanism", "olh", "--epsilon", "2", "--domain", "16")
     assert made.returncode == 0, made.stderr
     with Store(state) as store:
@@ -48,7 +48,7 @@ def test_close_replaces_the_retained_config(mosquitto, closed_campaign):
         collector.close()
     configs = [p for t, p in retained if t == "ldp/gone/config"]
     assert len(configs) == 1
-    body = campaign_config.verify(configs[0], FLEET_KEY)
+    body = campaign_config.verify(configs[0], SIGNING_KEY)
     assert body == {"type": "close", "protocol": 2, "campaign": "gone",
                     "campaign_id": closed_campaign["cid"]}
     assert not [t for t, _ in retained if t == "ldp/gone/phase2"]
@@ -57,7 +57,7 @@ def test_close_replaces_the_retained_config(mosquitto, closed_campaign):
 @pytest.mark.parametrize("client", ["micropython", "c"])
 def test_a_device_that_comes_after_the_close_spends_nothing(mosquitto, tmp_path, closed_campaign,
                                                             client):
-    state = device_runner.prepare_device(tmp_path / client, "late-" + client, FLEET_KEY,
+    state = device_runner.prepare_device(tmp_path / client, "late-" + client, SIGNING_KEY,
                                          eps_cap_milli=8000, lifetime_budget_milli=50000)
 
     def run():
@@ -85,22 +85,22 @@ def test_a_device_that_comes_after_the_close_spends_nothing(mosquitto, tmp_path,
 
 
 def test_fleet_refuses_a_closed_campaign(mosquitto, closed_campaign):
-    proc = cli("fleet", "--broker", mosquitto.url, "--campaign", "gone", "--fleet-key-file",
-               str(closed_campaign["key"]), "--devices", "10")
+    proc = cli("fleet", "--broker", mosquitto.url, "--campaign", "gone", "--trusted-keys",
+               str(closed_campaign["key"]) + ".pub", "--devices", "10")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "is closed" in proc.stderr
 
 
 def test_close_without_the_key_changes_nothing(mosquitto, tmp_path):
     key = tmp_path / "k.key"
-    key.write_text(FLEET_KEY.hex() + "\n")
+    write_key_files(key)
     state = "sqlite:///%s" % (tmp_path / "agg.db")
-    assert cli("campaign", "create", "--broker", mosquitto.url, "--state", state, "--fleet-key-file",
+    assert cli("campaign", "create", "--broker", mosquitto.url, "--state", state, "--signing-key",
                str(key), "--name", "keep", "--mechanism", "olh", "--epsilon", "2",
                "--domain", "16").returncode == 0
     key.unlink()
     proc = cli("campaign", "close", "keep", "--state", state, "--broker", mosquitto.url)
-    assert proc.returncode == 2 and "fleet_key_file" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "signing_key" in proc.stderr, proc.stderr
     with Store(state) as store:
         assert store.require_campaign("keep").state == "open"
     status = json.loads(cli("campaign", "status", "keep", "--state", state, "--json").stdout)

@@ -59,21 +59,34 @@ def test_state_file_that_is_not_a_database(capsys, tmp_path):
         assert code == 2 and last_line(err).startswith("ldpfleet: error: state file:"), err
 
 
-def test_fleet_key_files(capsys, tmp_path, mosquitto):
-    odd = tmp_path / "odd.key"
-    odd.write_text("ab" * 31 + "c\n")  # 63 hex digits: truncated, not a raw key
+def test_signing_key_files(capsys, tmp_path, mosquitto):
+    """v1's HMAC fleet keys are refused with what to do instead; so are a public key, a
+    non-Ed25519 key and garbage given as the private key, and a missing file."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    hmac_key = tmp_path / "fleet.key"
+    hmac_key.write_text("ab" * 32 + "\n")
+    pub = tmp_path / "k.pub"
+    assert run(capsys, "campaign", "keygen", tmp_path / "k")[0] == 0
+    ecdsa = tmp_path / "ec.key"
+    ecdsa.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    garbage = tmp_path / "garbage.key"
+    garbage.write_bytes(b"-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
+    for path, says in [(hmac_key, "shared HMAC fleet key"), (pub, "not a PEM private key"),
+                       (ecdsa, "not Ed25519"), (garbage, "garbage.key")]:
+        code, err = run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state",
+                        tmp_path / "s.db", "--signing-key", path, "--name", "k", "--mechanism",
+                        "grr", "--epsilon", 1, "--domain", 8)
+        assert code == 2 and "signing_key" in err and says in err, (path, err)
     code, err = run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", tmp_path / "s.db",
-                    "--fleet-key-file", odd, "--name", "k", "--mechanism", "grr", "--epsilon", 1,
-                    "--domain", 8)
-    assert code == 2 and "fleet_key" in err and "odd count" in err, err
-    code, err = run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", tmp_path / "s.db",
-                    "--fleet-key-file", tmp_path / "missing.key", "--name", "k", "--mechanism", "grr",
+                    "--signing-key", tmp_path / "missing.key", "--name", "k", "--mechanism", "grr",
                     "--epsilon", 1, "--domain", 8)
     assert code == 2 and "missing.key" in err, err
 
 
 def test_campaign_create_refusals(capsys, tmp_path, key_file, mosquitto):
-    base = ["campaign", "create", "--state", tmp_path / "s.db", "--fleet-key-file", key_file,
+    base = ["campaign", "create", "--state", tmp_path / "s.db", "--signing-key", key_file,
             "--name", "c", "--mechanism", "grr", "--epsilon", 1]
     for extra, says in [
         (["--broker", "mqtt://127.0.0.1:0", "--domain", 8], "port 0"),
@@ -84,7 +97,7 @@ def test_campaign_create_refusals(capsys, tmp_path, key_file, mosquitto):
     ]:
         code, err = run(capsys, *base, *extra)
         assert code == 2 and says in last_line(err), (extra, err)
-    code, err = run(capsys, "campaign", "create", "--state", tmp_path / "s.db", "--fleet-key-file",
+    code, err = run(capsys, "campaign", "create", "--state", tmp_path / "s.db", "--signing-key",
                     key_file, "--name", "p", "--protocol", "ldpminer-rappor", "--epsilon", 2,
                     "--domain", "0-31", "--set-size", 4, "--top", 2, "--broker", mosquitto.url,
                     "--valid-days", 0)
@@ -95,7 +108,7 @@ def test_campaign_create_refusals(capsys, tmp_path, key_file, mosquitto):
 def test_estimate_arguments(capsys, tmp_path, key_file, mosquitto):
     state = tmp_path / "s.db"
     assert run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
-               "--fleet-key-file", key_file, "--name", "e", "--mechanism", "grr", "--epsilon", 1,
+               "--signing-key", key_file, "--name", "e", "--mechanism", "grr", "--epsilon", 1,
                "--domain", 8)[0] == 0
     with Store("sqlite:///%s" % state) as store:  # 500 reports, so post-processing runs
         mech = store.require_campaign("e").mechanism(1)
@@ -119,14 +132,14 @@ def test_phase2_refusals(capsys, tmp_path, key_file, mosquitto):
     refused before anything is stored or published; the same message again is re-published."""
     state = tmp_path / "s.db"
     assert run(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
-               "--fleet-key-file", key_file, "--name", "hh", "--protocol", "ldpminer-rappor",
+               "--signing-key", key_file, "--name", "hh", "--protocol", "ldpminer-rappor",
                "--epsilon", 2, "--domain", "0-31", "--set-size", 4, "--top", 2)[0] == 0
     other_key = tmp_path / "other.key"
     run(capsys, "campaign", "keygen", other_key)
     model = tmp_path / "model.json"
     model.write_text(json.dumps({"model": "x"}))
     p2 = ["campaign", "phase2", "hh", "--state", state, "--broker", mosquitto.url]
-    for extra, says in [(["--candidates", "1,2", "--fleet-key-file", other_key], "fleet_key"),
+    for extra, says in [(["--candidates", "1,2", "--signing-key", other_key], "signing_key"),
                         (["--candidates", "1,99"], "candidates"),
                         (["--model-file", model], "model")]:
         code, err = run(capsys, *p2, *extra)
@@ -146,7 +159,7 @@ def cli_out(capsys, *args):
 
 
 def test_flash_dry_run_refusals(capsys, tmp_path, key_file):
-    base = ["flash", "--port", "/dev/null", "--device-id", "b1", "--fleet-key-file", key_file,
+    base = ["flash", "--port", "/dev/null", "--device-id", "b1", "--trusted-keys", key_file,
             "--dry-run", "--march", "x64", "--stage-dir", tmp_path / "stage"]
     for extra, says in [(["--value", "1e999"], "value"), (["--campaign", "a/b"], "campaign"),
                         (["--budget", "nan"], "budget"), (["--eps-cap", 0], "epsilon"),

@@ -6,7 +6,7 @@ import re
 import subprocess
 
 from ldpfleet import cli
-from support.devices import FLEET_KEY  # noqa: F401  (tests/ on the path)
+from support.devices import SIGNING_KEY  # noqa: F401  (tests/ on the path)
 from ldpfleet import device_runner
 
 OUTSIDE = re.compile(r"field-notes|/work/shared|shared/papers|\.\./shared|module docstring")

@@ -18,11 +18,11 @@ from ldpfleet import config as campaign_config
 from ldpfleet.broker_check import check_broker
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import (Issuance, campaign_status, read_fleet_key,
-                                        write_fleet_key)
+from ldpfleet.service.campaigns import Issuance, campaign_status
+from ldpfleet.signing import read_signing_key, write_signing_key
 from support.brokers import PrivateMosquitto
 from support.c_client import build_client, start_client
-from support.devices import FLEET_KEY, ReportCollector, config_doc, stop_processes
+from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
 from support.service import ServeProcess, scrape_metrics_until
 
 FAST = {"ack": True, "retry_s": 1, "retry_max_s": 2}
@@ -52,7 +52,7 @@ def broker_dropped(port: int, timeout: float = 15.0) -> int:
 
 
 def start_device(kind, tmp_path, port, campaign, device_id, value=3):
-    state = device_runner.prepare_device(tmp_path / device_id, device_id, FLEET_KEY)
+    state = device_runner.prepare_device(tmp_path / device_id, device_id, SIGNING_KEY)
     log = tmp_path / (device_id + ".log")
     if kind == "mp":
         proc = device_runner.start_device(state, "127.0.0.1", port, campaign, log_path=log,
@@ -88,7 +88,7 @@ def test_device_re_sends_until_its_own_ack(kind, mosquitto, tmp_path):
 
     proc = None
     try:
-        collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, SIGNING_KEY))
         proc, log = start_device(kind, tmp_path, mosquitto.port, name, device)
         reports = mine(collector.wait_for(lambda r: len(mine(r)) >= 2, 20))
         assert len(reports) >= 2 and {t for t, _ in reports} == {topic}
@@ -132,7 +132,7 @@ def test_device_stops_re_sending_at_the_deadline(kind, mosquitto, tmp_path):
     topic = "ldp/%s/r/%s" % (name, device)
     proc = None
     try:
-        collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, SIGNING_KEY))
         proc, log = start_device(kind, tmp_path, mosquitto.port, name, device)
         assert proc.wait(30) == 0
         out = wait_log(log, "undelivered phase=1")
@@ -153,7 +153,7 @@ def test_burst_behind_a_stock_broker_is_accepted_exactly_once(tmp_path):
     simulated, mp, c = 10000, 5, 2
     with PrivateMosquitto(stock=True, extra_conf="sys_interval 1\n") as mosq:
         key_file = str(tmp_path / "fleet.key")
-        write_fleet_key(key_file)
+        write_signing_key(key_file)
         state = "sqlite:///" + str(tmp_path / "state.db")
         with Store(state) as store:
             create_campaign(store, BrokerSettings.from_url(mosq.url), key_file, "burst", "olh",
@@ -165,7 +165,7 @@ def test_burst_behind_a_stock_broker_is_accepted_exactly_once(tmp_path):
 
         def fleet():
             try:
-                outcome["result"] = run_fleet(mosq.url, "burst", read_fleet_key(key_file), FleetOptions(
+                outcome["result"] = run_fleet(mosq.url, "burst", read_signing_key(key_file), FleetOptions(
                     devices=simulated, micropython=mp, c_clients=c, seed=12, ack_wait=120,
                     c_client=str(build_client())))
             except BaseException as exc:  # reported by the main thread
@@ -252,9 +252,9 @@ def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
 
 def test_campaign_create_writes_the_delivery_it_is_given(mosquitto, tmp_path):
     key = tmp_path / "k"
-    write_fleet_key(str(key))
+    write_signing_key(str(key))
     state = "sqlite:///" + str(tmp_path / "s.db")
-    base = ["campaign", "create", "--broker", mosquitto.url, "--state", state, "--fleet-key-file",
+    base = ["campaign", "create", "--broker", mosquitto.url, "--state", state, "--signing-key",
             str(key), "--mechanism", "grr", "--epsilon", "1", "--domain", "8"]
     assert cli.main(base + ["--name", "d1"]) == 0
     assert cli.main(base + ["--name", "d2", "--retry-s", "5", "--retry-max-s", "60"]) == 0

@@ -1,22 +1,20 @@
 """Device-side config handling on the real MicroPython interpreter (spec §5, §6).
 
-* HMAC-SHA256 on MicroPython equals CPython's `hmac` for keys and messages of every length class.
-* The device's envelope verification and config rules refuse exactly what the aggregator's
+* The device's envelope verification (Ed25519 with key ids, spec §5.1) and config rules refuse exactly what the aggregator's
   (ldpfleet.config.verify / check_config) refuse, naming the same field.
 * Real device processes against a private Mosquitto: a valid config is accepted and reported;
-  an unsigned, wrongly keyed, tampered, expired, malformed, other-protocol or over-cap config is
+  an unsigned, HMAC-signed (v1), unknown-key, tampered, spliced, expired, malformed, other-protocol or over-cap config is
   refused with the reason logged, nothing is published and the ledger file is unchanged.
 """
 import copy
-import hashlib
-import hmac
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from support.devices import FLEET_KEY, ReportCollector, config_doc, envelope
+from support.devices import (OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc, envelope,
+                             hmac_envelope)
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 from ldpfleet.errors import ConfigError
@@ -34,14 +32,6 @@ def run_rules(tmp_path, cases):
                           timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(out.read_text())
-
-
-def test_hmac_sha256_matches_cpython(tmp_path):
-    keys = [b"", b"k", bytes(range(32)), b"x" * 63, b"y" * 64, b"z" * 65, bytes(range(256)) * 2]
-    msgs = [b"", b"a", b"The quick brown fox", bytes(range(256)) * 40]
-    pairs = [(k, m) for k in keys for m in msgs]
-    got = run_rules(tmp_path, {"hmac": [[k.hex(), m.hex()] for k, m in pairs], "verify": [], "check": []})
-    assert got["hmac"] == [hmac.new(k, m, hashlib.sha256).hexdigest() for k, m in pairs]
 
 
 def aggregator_field(fn, *args):
@@ -127,35 +117,20 @@ def mutated_configs():
 
 
 def envelopes():
-    good = campaign_config.sign(config_doc("cpu-load"), FLEET_KEY)
-    env = json.loads(good)
-    flipped = env["body"].replace('"salt":', '"salt":1', 1)
-    return [
-        (good, FLEET_KEY, None),
-        (good, b"another key of 32 bytes length!!", "sig"),
-        (json.dumps({"body": flipped, "sig": env["sig"]}).encode(), FLEET_KEY, "sig"),
-        (json.dumps({"body": env["body"], "sig": env["sig"][:-1] + "0"}).encode(), FLEET_KEY,
-         "sig" if env["sig"][-1] != "0" else None),
-        (json.dumps({"body": env["body"], "sig": env["sig"].upper()}).encode(), FLEET_KEY, None),
-        (env["body"].encode(), FLEET_KEY, "envelope"),
-        (b"{not json", FLEET_KEY, "envelope"),
-        (b"[1, 2]", FLEET_KEY, "envelope"),
-        (json.dumps({"body": env["body"]}).encode(), FLEET_KEY, "envelope"),
-        (json.dumps({"body": env["body"], "sig": 5}).encode(), FLEET_KEY, "envelope"),
-        (json.dumps({"body": {"a": 1}, "sig": env["sig"]}).encode(), FLEET_KEY, "envelope"),
-        (envelope("{broken"), FLEET_KEY, "body"),
-        (envelope("[1,2]"), FLEET_KEY, "body"),
-        (envelope('{"x":"héllo"}'), FLEET_KEY, None),
-    ]
+    """(payload, trusted keys, the field every party refuses it with, or None): the shared
+    vectors of spec §5.1 (signatures.json)."""
+    from ldpfleet.signing import PublicKey
+    cases = json.loads((ROOT / "protocol_spec" / "v2" / "vectors" / "signatures.json").read_text())
+    return [(c["payload"].encode(), [PublicKey.from_doc(d) for d in c["trusted"]], c["error"])
+            for c in cases["verify"]]
 
 
 def test_rules_match_the_aggregator(tmp_path):
     checks = mutated_configs()
     envs = envelopes()
-    got = run_rules(tmp_path, {"hmac": [],
-                               "verify": [[p.hex(), k.hex()] for p, k, _ in envs],
+    got = run_rules(tmp_path, {"verify": [[p.hex(), [k.to_doc() for k in keys]] for p, keys, _ in envs],
                                "check": checks})
-    want_verify = [aggregator_field(campaign_config.verify, p, k) for p, k, _ in envs]
+    want_verify = [aggregator_field(campaign_config.verify, p, keys) for p, keys, _ in envs]
     assert want_verify == [f for _, _, f in envs]  # the cases test what they claim
     assert got["verify"] == want_verify
     want_check = [aggregator_field(campaign_config.check_config, doc, now) for doc, now in checks]
@@ -176,7 +151,7 @@ def ledger_files(state):
 
 def refusal_cases():
     good = config_doc("cpu-load")
-    key = FLEET_KEY
+    key = SIGNING_KEY
 
     def body_without(field):
         doc = copy.deepcopy(good)
@@ -189,7 +164,12 @@ def refusal_cases():
     tampered["body"] = tampered["body"].replace('"g":8', '"g":9')
     return {
         "unsigned": (campaign_config.canonical(good).encode(), "envelope"),
-        "wrong-key": (campaign_config.sign(good, b"not the fleet key, 32 bytes long"), "sig"),
+        "unknown-key": (campaign_config.sign(good, OTHER_KEY), "kid"),
+        "hmac-v1": (hmac_envelope(campaign_config.canonical(good)), "envelope"),
+        "spliced-signature": (json.dumps(dict(json.loads(campaign_config.sign(good, key)),
+                              sig=json.loads(campaign_config.sign(config_doc("other"), key))["sig"])).encode(),
+                              "sig"),
+        "other-campaign": (campaign_config.sign(config_doc("other"), key), "campaign"),
         "flipped-byte": (json.dumps(tampered).encode(), "sig"),
         "expired": (campaign_config.sign(expired, key), "validity"),
         "malformed-json": (b'{"body": "{", "sig": ', "envelope"),
@@ -202,7 +182,7 @@ def refusal_cases():
 
 
 def make_state(tmp_path, eps_cap_milli=2000):
-    state = device_runner.prepare_device(tmp_path / "dev", "dev-1", FLEET_KEY, value=5,
+    state = device_runner.prepare_device(tmp_path / "dev", "dev-1", SIGNING_KEY, value=5,
                                          campaign="cpu-load", eps_cap_milli=eps_cap_milli,
                                          lifetime_budget_milli=50000)
     device_runner.write_ledger(state, PRIOR_LEDGER, PRIOR_GEN)
@@ -232,7 +212,7 @@ def test_device_accepts_valid_config(mosquitto, tmp_path):
     state = make_state(tmp_path)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
         proc = device_runner.run_device(state, "127.0.0.1", mosquitto.port, wait=40)
         assert proc.returncode == device_runner.EXIT_DONE, proc.stdout
         reports = collector.barrier(mosquitto.port)

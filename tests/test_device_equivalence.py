@@ -21,7 +21,7 @@ import pytest
 
 from support.brokers import PrivateMosquitto
 from support.c_client import build_client, client_cmd, client_env
-from support.devices import FLEET_KEY, ReportCollector, config_doc
+from support.devices import SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 from ldpfleet.protocols import ldplcm
@@ -141,13 +141,13 @@ def observe(client, broker, work, name, doc, p2, values):
     ids = device_ids(doc, len(values))
     collector = ReportCollector(broker.port)
     try:
-        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, SIGNING_KEY))
         if p2 is not None:
-            collector.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, FLEET_KEY))
+            collector.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, SIGNING_KEY))
         make = micropython_cmd if client == "micropython" else c_cmd
         procs = []
         for dev, value in zip(ids, values):
-            state = device_runner.prepare_device(work / client / name / dev, dev, FLEET_KEY,
+            state = device_runner.prepare_device(work / client / name / dev, dev, SIGNING_KEY,
                                                  eps_cap_milli=8000, lifetime_budget_milli=100000)
             argv, env = make(work, state, broker.port, campaign, value)
             procs.append((dev, value, state, subprocess.Popen(

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from support.devices import FLEET_KEY, ReportCollector, config_doc
+from support.devices import SIGNING_KEY, ReportCollector, config_doc, write_key_files
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 
@@ -15,11 +15,11 @@ MPY_ARCH = {"x64": 2, "armv6m": 4, "armv7emsp": 7, "xtensawin": 10}
 
 
 def flash(tmp_path, *extra):
-    key_file = tmp_path / "fleet.key"
-    key_file.write_text(FLEET_KEY.hex() + "\n")
+    key_file = tmp_path / "signing.key"
+    write_key_files(key_file)
     stage = tmp_path / "stage"
     proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "flash", "--port", "/dev/ttyACM0",
-                           "--device-id", "board-1", "--fleet-key-file", str(key_file),
+                           "--device-id", "board-1", "--trusted-keys", str(key_file) + ".pub",
                            "--stage-dir", str(stage), "--dry-run"] + list(extra),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -32,7 +32,7 @@ def test_dry_run_stages_files_and_prints_mpremote_commands(tmp_path):
     assert (stage / "ldp" / "hash.mpy").read_bytes()[2] >> 2 == MPY_ARCH["armv6m"]
     assert not list(stage.glob("ldp/*.py"))
     identity = json.loads((stage / "identity.json").read_text())
-    assert identity == {"device_id": "board-1", "fleet_key_hex": FLEET_KEY.hex(),
+    assert identity == {"device_id": "board-1", "trusted_keys": [SIGNING_KEY.public.to_doc()],
                         "eps_cap_milli": 1500, "lifetime_budget_milli": 12000,
                         "broker": {"host": "10.1.2.3", "port": 1883}}
     assert os.stat(stage / "identity.json").st_mode & 0o077 == 0
@@ -46,10 +46,10 @@ def test_dry_run_stages_files_and_prints_mpremote_commands(tmp_path):
 
 
 def test_flash_refuses_a_bad_device_id(tmp_path):
-    key_file = tmp_path / "fleet.key"
-    key_file.write_text(FLEET_KEY.hex())
+    key_file = tmp_path / "signing.key"
+    write_key_files(key_file)
     proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "flash", "--port", "x",
-                           "--device-id", "bad id", "--fleet-key-file", str(key_file), "--dry-run"],
+                           "--device-id", "bad id", "--trusted-keys", str(key_file), "--dry-run"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "device_id" in proc.stderr
 
@@ -61,7 +61,7 @@ def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
     doc = config_doc("boardy")
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/boardy/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/boardy/config", campaign_config.sign(doc, SIGNING_KEY))
         proc = subprocess.run([device_runner.micropython_binary(), "main.py", "--once", "--timeout", "30"],
                               cwd=stage, env=device_runner.micropython_env(stage),
                               capture_output=True, text=True, timeout=60)
@@ -84,10 +84,10 @@ def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
 def test_dry_run_without_a_stage_dir_keeps_what_its_commands_name(tmp_path):
     """issue 10 #10: without --stage-dir the dry run used to print mpremote commands into a
     staging directory it had already deleted, and no mpy-cross commands."""
-    key_file = tmp_path / "fleet.key"
-    key_file.write_text(FLEET_KEY.hex() + "\n")
+    key_file = tmp_path / "signing.key"
+    write_key_files(key_file)
     proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "flash", "--port", "/dev/ttyACM0",
-                           "--device-id", "board-2", "--fleet-key-file", str(key_file), "--dry-run",
+                           "--device-id", "board-2", "--trusted-keys", str(key_file), "--dry-run",
                            "--march", "xtensawin"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     staged = proc.stdout.split("staged in ", 1)[1].split(",", 1)[0]

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from support.devices import FLEET_KEY, ReportCollector, config_doc
+from support.devices import SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 
 
 def device(tmp_path, budget=10000, cap=4000, value=9, name="dev-1"):
-    return device_runner.prepare_device(tmp_path / name, name, FLEET_KEY, value=value,
+    return device_runner.prepare_device(tmp_path / name, name, SIGNING_KEY, value=value,
                                         eps_cap_milli=cap, lifetime_budget_milli=budget)
 
 
@@ -23,7 +23,7 @@ def run(state, broker, campaign, **kw):
 
 def start_campaign(collector, name, eps_milli=2000):
     doc = config_doc(name, eps_milli=eps_milli)
-    collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, FLEET_KEY))
+    collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, SIGNING_KEY))
     return doc
 
 

@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from support.devices import FLEET_KEY, ReportCollector, config_doc, stop_processes
+from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 from ldpfleet.config import mechanism_for_phase
@@ -59,8 +59,8 @@ def wait_all(collector, topics, since=0, count=1, timeout=60):
 def test_fleet_of_20_survives_broker_restart(mosquitto, tmp_path):
     doc = config_doc("fleet", mechanism="olh", eps_milli=2000, params={"g": 8})
     mech = mechanism_for_phase(doc, 1)
-    payload = campaign_config.sign(doc, FLEET_KEY)
-    states = [device_runner.prepare_device(tmp_path / ("dev-%02d" % i), "dev-%02d" % i, FLEET_KEY,
+    payload = campaign_config.sign(doc, SIGNING_KEY)
+    states = [device_runner.prepare_device(tmp_path / ("dev-%02d" % i), "dev-%02d" % i, SIGNING_KEY,
                                            value=i, campaign="fleet") for i in range(DEVICES)]
     topics = [topic_of("fleet", s.name) for s in states]
     collector = ReportCollector(mosquitto.port)
@@ -108,13 +108,13 @@ def test_fleet_of_20_survives_broker_restart(mosquitto, tmp_path):
 def test_silent_broker_is_detected_by_timeout(mosquitto, tmp_path):
     doc = config_doc("quiet", mechanism="hcms", eps_milli=1000, params={"k": 16, "m": 64})
     mech = mechanism_for_phase(doc, 1)
-    states = [device_runner.prepare_device(tmp_path / ("q-%d" % i), "q-%d" % i, FLEET_KEY,
+    states = [device_runner.prepare_device(tmp_path / ("q-%d" % i), "q-%d" % i, SIGNING_KEY,
                                            value=40 + i, campaign="quiet") for i in range(3)]
     topics = [topic_of("quiet", s.name) for s in states]
     collector = ReportCollector(mosquitto.port)
     procs = []
     try:
-        collector.publish("ldp/quiet/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/quiet/config", campaign_config.sign(doc, SIGNING_KEY))
         procs = start(states, mosquitto, "quiet", tmp_path, keepalive=1)
         wait_all(collector, topics)
         os.kill(mosquitto.proc.pid, signal.SIGSTOP)
@@ -149,17 +149,17 @@ def test_ldpminer_two_phases(mosquitto, tmp_path):
               {"phase": 2, "mechanism": "srappor", "eps_milli": 1500, "params": {"l": 2}}]
     doc = config_doc("miner", phases=phases, domain={"type": "str", "items": ["a", "b", "c", "d", "e"]})
     sets = [["a", "b"], ["c"], ["e", "a", "d"]]
-    states = [device_runner.prepare_device(tmp_path / ("m-%d" % i), "m-%d" % i, FLEET_KEY, value=v,
+    states = [device_runner.prepare_device(tmp_path / ("m-%d" % i), "m-%d" % i, SIGNING_KEY, value=v,
                                            campaign="miner") for i, v in enumerate(sets)]
     topics = [topic_of("miner", s.name) for s in states]
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/miner/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/miner/config", campaign_config.sign(doc, SIGNING_KEY))
         procs = start(states, mosquitto, "miner", tmp_path, once=True, timeout=60)
         wait_all(collector, topics)
         candidates = [protocol.item_key(x) for x in ("a", "d", "zzz")]
         p2 = campaign_config.make_phase2(doc, candidates=candidates)
-        collector.publish("ldp/miner/phase2", campaign_config.sign(p2, FLEET_KEY))
+        collector.publish("ldp/miner/phase2", campaign_config.sign(p2, SIGNING_KEY))
         reports = wait_all(collector, topics, count=2)
         for p in procs:
             assert p.wait(30) == 0, log(tmp_path, states[procs.index(p)])
@@ -200,23 +200,23 @@ def test_ldplcm_sampling_rule_and_model_decide_the_phase_2_encoding(mosquitto, t
     model = {"format": "ldplcm-gbr", "version": 1, "scale_bits": 0, "init": 0, "boundary": 5,
              "roots": [0], "split": [7, 5, 0], "right": [2, -1, -1]}
     values = {inside[0]: 3, inside[1]: 9, outside[0]: 3, outside[1]: 9, outside[2]: 7}
-    states = [device_runner.prepare_device(tmp_path / d, d, FLEET_KEY, value=values[d],
+    states = [device_runner.prepare_device(tmp_path / d, d, SIGNING_KEY, value=values[d],
                                            campaign="learned") for d in inside + outside]
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/learned/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/learned/config", campaign_config.sign(doc, SIGNING_KEY))
         procs = start(states, mosquitto, "learned", tmp_path, once=True, timeout=60)
         wait_all(collector, [topic_of("learned", d) for d in inside])
         p2 = campaign_config.make_phase2(doc, model=model)
-        collector.publish("ldp/learned/phase2", campaign_config.sign(p2, FLEET_KEY))
+        collector.publish("ldp/learned/phase2", campaign_config.sign(p2, SIGNING_KEY))
         for p, s in zip(procs, states):
             assert p.wait(30) == 0, log(tmp_path, s)
         reports = collector.barrier()
-        bad = device_runner.prepare_device(tmp_path / "bad", outside[0], FLEET_KEY, value=3,
+        bad = device_runner.prepare_device(tmp_path / "bad", outside[0], SIGNING_KEY, value=3,
                                            campaign="learned")
         broken = dict(model, right=[5, -1, -1])
         collector.publish("ldp/learned/phase2",
-                          campaign_config.sign(campaign_config.make_phase2(doc, model=broken), FLEET_KEY))
+                          campaign_config.sign(campaign_config.make_phase2(doc, model=broken), SIGNING_KEY))
         refused = device_runner.run_device(bad, "127.0.0.1", mosquitto.port, wait=40)
     finally:
         collector.close()
@@ -251,13 +251,13 @@ def test_grr_on_a_string_domain_reports_the_item_index(mosquitto, tmp_path):
                      domain={"type": "str", "items": items})
     keep = protocol.t_grr(8000, 3) / 2 ** 32
     assert keep > 0.9993
-    states = [device_runner.prepare_device(tmp_path / ("s-%d" % i), "s-%d" % i, FLEET_KEY, value="hot",
+    states = [device_runner.prepare_device(tmp_path / ("s-%d" % i), "s-%d" % i, SIGNING_KEY, value="hot",
                                            campaign="states", eps_cap_milli=8000) for i in range(5)]
-    stranger = device_runner.prepare_device(tmp_path / "s-x", "s-x", FLEET_KEY, value="cold",
+    stranger = device_runner.prepare_device(tmp_path / "s-x", "s-x", SIGNING_KEY, value="cold",
                                             campaign="states", eps_cap_milli=8000)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/states/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/states/config", campaign_config.sign(doc, SIGNING_KEY))
         procs = start(states, mosquitto, "states", tmp_path, once=True, timeout=60)
         other = device_runner.run_device(stranger, "127.0.0.1", mosquitto.port, wait=40)
         for p, s in zip(procs, states):

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from support.c_client import assert_no_sanitizer_report, build_client, client_env, run_client
-from support.devices import FLEET_KEY, ReportCollector, config_doc
+from support.devices import (OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc, hmac_envelope,
+                             write_key_files)
 from ldpfleet import config as campaign_config
 from ldpfleet import datasets, device_runner, protocol
 from ldpfleet.errors import ConfigError
@@ -51,7 +52,9 @@ from word_source import WordSource
 
 
 
-identity = {"device_id": "p2-driver", "fleet_key_hex": "00" * 32, "eps_cap_milli": 1000000,
+identity = {"device_id": "p2-driver", "eps_cap_milli": 1000000,
+            "trusted_keys": [{"kid": "56475aa75463474c",  # support.devices.SIGNING_KEY
+                              "pub": "03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8"}],
             "lifetime_budget_milli": 10000000}
 with open(sys.argv[1]) as f:
     jobs = json.load(f)
@@ -409,7 +412,7 @@ def test_sampling_rate_rules_match_the_aggregator(client, tmp_path):
     assert None in want and set(want) == {None, "phases.sample_rate_ppm"}
     if client == "micropython":
         rules = device_runner.DEVICE_DIR / "tests" / "config_rules.py"
-        (tmp_path / "in.json").write_text(json.dumps({"hmac": [], "verify": [], "check": cases}))
+        (tmp_path / "in.json").write_text(json.dumps({"verify": [], "check": cases}))
         proc = subprocess.run([device_runner.micropython_binary(), str(rules), str(tmp_path / "in.json"),
                                str(tmp_path / "out.json")], env=device_runner.micropython_env(),
                               capture_output=True, text=True, timeout=120)
@@ -417,9 +420,11 @@ def test_sampling_rate_rules_match_the_aggregator(client, tmp_path):
         got = json.loads((tmp_path / "out.json").read_text())["check"]
     else:
         got = []
+        write_key_files(tmp_path / "signing.key")
         for doc, now in cases:
-            proc = subprocess.run([str(build_client()), "verify-config", "--key-hex", FLEET_KEY.hex(), "--now",
-                                   str(now)], input=campaign_config.sign(doc, FLEET_KEY), capture_output=True,
+            proc = subprocess.run([str(build_client()), "verify-config", "--trusted-keys",
+                                   str(tmp_path / "signing.key.pub"), "--now",
+                                   str(now)], input=campaign_config.sign(doc, SIGNING_KEY), capture_output=True,
                                   timeout=30)
             out = proc.stdout.decode().strip()
             got.append(None if out == "accepted" else out[len("refused "):].split(":", 1)[0])
@@ -429,7 +434,7 @@ def test_sampling_rate_rules_match_the_aggregator(client, tmp_path):
 # --- live runs against a private broker ------------------------------------------------------------
 
 def make_state(tmp_path, device_id, budget=100000, cap=8000, ledger=None):
-    state = device_runner.prepare_device(tmp_path / device_id, device_id, FLEET_KEY,
+    state = device_runner.prepare_device(tmp_path / device_id, device_id, SIGNING_KEY,
                                          eps_cap_milli=cap, lifetime_budget_milli=budget)
     if ledger is not None:
         device_runner.write_ledger(state, ledger, 1)
@@ -453,13 +458,14 @@ def ledger_bytes(state):
 def tampered(p2, old: str, new: str):
     """(name, payload, field) of phase-2 messages no device may use: one byte of the signed
     body changed under its original signature (still valid JSON, so only the signature can
-    tell) and the body signed with another key."""
+    tell), the body signed with a key the device does not trust, and a v1 HMAC envelope."""
     body = campaign_config.canonical(p2)
     assert body.count(old) == 1 and len(old) == len(new)
-    sig = json.loads(campaign_config.sign(p2, FLEET_KEY))["sig"]
-    flipped = json.dumps({"body": body.replace(old, new), "sig": sig}, separators=(",", ":")).encode()
+    env = json.loads(campaign_config.sign(p2, SIGNING_KEY))
+    flipped = json.dumps(dict(env, body=body.replace(old, new)), separators=(",", ":")).encode()
     return [("flipped-byte", flipped, "sig"),
-            ("wrong-key", campaign_config.sign(p2, bytes(32)), "sig")]
+            ("unknown-key", campaign_config.sign(p2, OTHER_KEY), "kid"),
+            ("hmac-v1", hmac_envelope(body), "envelope")]
 
 
 def sampled_ids(doc, in_phase1, count):
@@ -480,8 +486,8 @@ def miner_bad_messages():
     p2 = ldpminer.phase2_message(MINER_CFG, MINER_CANDS)
     out = tampered(p2, "[17,", "[18,")
     dup = campaign_config.make_phase2(MINER_CFG, candidates=[17, 17])
-    out.append(("duplicate", campaign_config.sign(dup, FLEET_KEY), "candidates"))
-    out.append(("missing", campaign_config.sign(campaign_config.make_phase2(MINER_CFG), FLEET_KEY),
+    out.append(("duplicate", campaign_config.sign(dup, SIGNING_KEY), "candidates"))
+    out.append(("missing", campaign_config.sign(campaign_config.make_phase2(MINER_CFG), SIGNING_KEY),
                 "candidates"))
     return out
 
@@ -497,7 +503,7 @@ def test_bad_candidates_refused_live(mosquitto, tmp_path, client, case):
     state = make_state(tmp_path, "m-bad")
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(MINER_CFG, FLEET_KEY))
+        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(MINER_CFG, SIGNING_KEY))
         collector.publish("ldp/%s/phase2" % campaign, payload)
         code, out = run_live(client, state, mosquitto.port, campaign, [5, 9, 17])
         reports = collector.barrier()
@@ -521,7 +527,7 @@ def lcm_bad_messages():
     out = tampered(p2, '"boundary":5', '"boundary":4')
     broken = campaign_config.make_phase2(cfg, model=dict(ldplcm.model_to_doc(hand_model()),
                                                          right=[5, -1, -1, 5, -1, -1]))
-    out.append(("invalid-model", campaign_config.sign(broken, FLEET_KEY), "model"))
+    out.append(("invalid-model", campaign_config.sign(broken, SIGNING_KEY), "model"))
     return out
 
 
@@ -536,7 +542,7 @@ def test_bad_model_refused_live(mosquitto, tmp_path, client, case):
     before = ledger_bytes(state)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/%s/config" % cfg["campaign"], campaign_config.sign(cfg, FLEET_KEY))
+        collector.publish("ldp/%s/config" % cfg["campaign"], campaign_config.sign(cfg, SIGNING_KEY))
         collector.publish("ldp/%s/phase2" % cfg["campaign"], payload)
         code, out = run_live(client, state, mosquitto.port, cfg["campaign"], 7)
         reports = collector.barrier()
@@ -564,9 +570,9 @@ def test_ldpminer_live_both_phases_ledgered(mosquitto, tmp_path, client, protoco
     state = make_state(tmp_path, "m-live")
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(cfg, FLEET_KEY))
+        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(cfg, SIGNING_KEY))
         collector.publish("ldp/%s/phase2" % campaign,
-                          campaign_config.sign(ldpminer.phase2_message(cfg, cands), FLEET_KEY))
+                          campaign_config.sign(ldpminer.phase2_message(cfg, cands), SIGNING_KEY))
         code, out = run_live(client, state, mosquitto.port, campaign, value)
         first = collector.barrier()
         again, out2 = run_live(client, state, mosquitto.port, campaign, value)
@@ -604,9 +610,9 @@ def test_ldplcm_live_model_decides_and_phase_membership(mosquitto, tmp_path, cli
     collector = ReportCollector(mosquitto.port)
     runs = {}
     try:
-        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(cfg, FLEET_KEY))
+        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(cfg, SIGNING_KEY))
         collector.publish("ldp/%s/phase2" % campaign,
-                          campaign_config.sign(ldplcm.phase2_message(cfg, model), FLEET_KEY))
+                          campaign_config.sign(ldplcm.phase2_message(cfg, model), SIGNING_KEY))
         for dev, x in items.items():
             state = make_state(tmp_path, dev)
             runs[dev] = (state,) + run_live(client, state, mosquitto.port, campaign, x,
@@ -643,17 +649,17 @@ def test_budget_counts_only_the_phases_a_device_is_in(mosquitto, tmp_path, clien
     dev, = sampled_ids(lcm, False, 1)
     collector = ReportCollector(mosquitto.port)
     try:
-        collector.publish("ldp/%s/config" % miner["campaign"], campaign_config.sign(miner, FLEET_KEY))
+        collector.publish("ldp/%s/config" % miner["campaign"], campaign_config.sign(miner, SIGNING_KEY))
         collector.publish("ldp/%s/phase2" % miner["campaign"],
-                          campaign_config.sign(ldpminer.phase2_message(miner, MINER_CANDS), FLEET_KEY))
+                          campaign_config.sign(ldpminer.phase2_message(miner, MINER_CANDS), SIGNING_KEY))
         refused_state = make_state(tmp_path, "m-poor", budget=2000)
         code, out = run_live(client, refused_state, mosquitto.port, miner["campaign"], [5, 17])
         assert code == device_runner.EXIT_REFUSED and "refused config lifetime_budget:" in out, out
         assert collector.barrier() == [] and device_runner.read_ledger(refused_state) is None
 
-        collector.publish("ldp/%s/config" % lcm["campaign"], campaign_config.sign(lcm, FLEET_KEY))
+        collector.publish("ldp/%s/config" % lcm["campaign"], campaign_config.sign(lcm, SIGNING_KEY))
         collector.publish("ldp/%s/phase2" % lcm["campaign"],
-                          campaign_config.sign(ldplcm.phase2_message(lcm, hand_model()), FLEET_KEY))
+                          campaign_config.sign(ldplcm.phase2_message(lcm, hand_model()), SIGNING_KEY))
         state = make_state(tmp_path, dev, budget=2000)
         code, out = run_live(client, state, mosquitto.port, lcm["campaign"], 4)
         reports = collector.barrier()

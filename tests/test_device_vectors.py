@@ -1,6 +1,6 @@
 """The MicroPython device client reproduces every shared vector byte for byte, run by the real
 `micropython` interpreter from the `.py` sources and from `.mpy` files (mpy-cross -march=x64):
-hash.json, thresholds.json, acks.json and reports_<mech>.json of every mechanism
+hash.json, thresholds.json, acks.json, signatures.json and reports_<mech>.json of every mechanism
 (protocol_spec/v2)."""
 import json
 import subprocess
@@ -91,6 +91,16 @@ def test_ack_vectors(device_results):
     """Spec §6: the device accepts exactly the acks acks.json says name its report."""
     cases = load("acks.json")["matching"]
     assert device_results["acks"] == [c["matches"] for c in cases]
+
+
+def test_signature_vectors(device_results):
+    """Spec §5.1: RFC 8032's vectors verify with the device's own Ed25519; the envelope of every
+    message kind opens; every refusal case is refused with the field the aggregator names."""
+    vec = load("signatures.json")
+    got = device_results["signatures"]
+    assert got["rfc8032"] == [True] * len(vec["rfc8032"])
+    assert got["signed"] == [c["kind"] for c in vec["signed"]]
+    assert got["verify"] == [c["error"] for c in vec["verify"]]
 
 
 def test_every_device_mechanism_has_vectors():

@@ -15,7 +15,7 @@ import time
 
 
 from support.c_client import assert_no_sanitizer_report, build_client, start_client
-from support.devices import FLEET_KEY, ReportCollector, config_doc, stop_processes
+from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
 
@@ -55,18 +55,18 @@ def wait_logs(paths, text, count, timeout=60):
 def test_mixed_fleet_survives_broker_kill(mosquitto, tmp_path):
     doc = config_doc("fleet", mechanism="cms", eps_milli=1000, params={"k": 8, "m": 64})
     mech = campaign_config.mechanism_for_phase(doc, 1)
-    payload = campaign_config.sign(doc, FLEET_KEY)
+    payload = campaign_config.sign(doc, SIGNING_KEY)
     lib_dir = device_runner.compile_mpy(tmp_path / "mpy")
     binary = build_client()
 
     devices = []  # (device id, state dir, log path, kind)
     for i in range(MICROPYTHON_DEVICES):
         dev = "mp-%02d" % i
-        state = device_runner.prepare_device(tmp_path / dev, dev, FLEET_KEY, value=i, campaign="fleet")
+        state = device_runner.prepare_device(tmp_path / dev, dev, SIGNING_KEY, value=i, campaign="fleet")
         devices.append((dev, state, tmp_path / (dev + ".log"), "mp"))
     for i in range(C_DEVICES):
         dev = "c-%02d" % i
-        state = device_runner.prepare_device(tmp_path / dev, dev, FLEET_KEY)
+        state = device_runner.prepare_device(tmp_path / dev, dev, SIGNING_KEY)
         devices.append((dev, state, tmp_path / (dev + ".log"), "c"))
     topics = ["ldp/fleet/r/%s" % dev for dev, _, _, _ in devices]
     logs = [log for _, _, log, _ in devices]
@@ -126,9 +126,9 @@ def test_c_client_detects_a_silent_broker(mosquitto, tmp_path):
     (PINGREQ unanswered) declares the connection dead; after SIGCONT the client reconnects and
     delivers the memoised report again."""
     doc = config_doc("quiet", mechanism="hcms", eps_milli=1000, params={"k": 16, "m": 64})
-    payload = campaign_config.sign(doc, FLEET_KEY)
+    payload = campaign_config.sign(doc, SIGNING_KEY)
     binary = build_client()
-    states = [device_runner.prepare_device(tmp_path / ("q-%d" % i), "q-%d" % i, FLEET_KEY) for i in range(2)]
+    states = [device_runner.prepare_device(tmp_path / ("q-%d" % i), "q-%d" % i, SIGNING_KEY) for i in range(2)]
     logs = [tmp_path / ("q-%d.log" % i) for i in range(2)]
     topics = ["ldp/quiet/r/q-%d" % i for i in range(2)]
     collector = ReportCollector(mosquitto.port)

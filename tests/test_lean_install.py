@@ -57,11 +57,11 @@ def test_serve_campaign_estimate_broker_config_run_without_the_extras(mosquitto,
     key = tmp_path / "fleet.key"
     cli("campaign", "keygen", key)
     state = "sqlite:///%s" % (tmp_path / "lean.db")
-    cli("campaign", "create", "--broker", mosquitto.url, "--state", state, "--fleet-key-file", key,
+    cli("campaign", "create", "--broker", mosquitto.url, "--state", state, "--signing-key", key,
         "--name", "lean", "--mechanism", "olh", "--epsilon", "2", "--domain", "16")
     serve = ServeProcess(mosquitto.url, state, env=env).start()
     try:
-        cli("fleet", "--broker", mosquitto.url, "--campaign", "lean", "--fleet-key-file", key,
+        cli("fleet", "--broker", mosquitto.url, "--campaign", "lean", "--trusted-keys", key,
             "--devices", "200", "--json")
         serve.wait_counts("lean", lambda c: c.get("accepted", 0) >= 200, timeout=60)
     finally:

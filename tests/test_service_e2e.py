@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from support.devices import ReportCollector
+from support.devices import OTHER_KEY, ReportCollector
 from ldpfleet import config as campaign_config
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from support.service import ServeProcess
-from ldpfleet.service.campaigns import write_fleet_key
+from ldpfleet.signing import write_signing_key
 from ldpfleet.service.estimates import load_sketch
 
 HAVE_MICROPYTHON = shutil.which("micropython") is not None
@@ -40,7 +40,7 @@ def service(mosquitto, tmp_path):
     state = "sqlite:///%s" % (tmp_path / "agg.db")
     serve = ServeProcess(mosquitto.url, state, log_path=str(tmp_path / "serve.log")).start()
     key_file = str(tmp_path / "fleet.key")
-    key = write_fleet_key(key_file)
+    key = write_signing_key(key_file)
     yield mosquitto, serve, state, key_file, key
     serve.stop()
 
@@ -132,8 +132,8 @@ def test_fleet_refuses_a_config_signed_with_another_key(service):
     collector = ReportCollector(broker.port)
     try:
         with pytest.raises(ConfigError) as err:
-            run_fleet(broker.url, "e2e-key", bytes(32), FleetOptions(devices=10))
-        assert err.value.field == "sig"
+            run_fleet(broker.url, "e2e-key", OTHER_KEY.public, FleetOptions(devices=10))
+        assert err.value.field == "kid"
         # everything the fleet could have published before refusing has been routed by now
         assert [t for t, _ in collector.barrier() if t.startswith("ldp/e2e-key/")] == []
     finally:
@@ -169,7 +169,7 @@ def test_fleet_cli_json(service, tmp_path):
     micropython = 1 if HAVE_MICROPYTHON else 0
     proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "fleet", "--broker", broker.url,
                            "--campaign", "e2e-cli", "--devices", "300", "--micropython", str(micropython),
-                           "--fleet-key-file", key_file, "--dist", str(weights), "--seed", "3",
+                           "--trusted-keys", key_file, "--dist", str(weights), "--seed", "3",
                            "--rate", "2000", "--json", "--true-counts", str(tmp_path / "truth.json")],
                           capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]

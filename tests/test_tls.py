@@ -20,7 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from support.brokers import PrivateMosquitto, free_port
 from support.c_client import build_client
-from support.devices import FLEET_KEY, ReportCollector, config_doc
+from support.devices import SIGNING_KEY, ReportCollector, config_doc, write_key_files
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner
 from support.service import ServeProcess
@@ -115,13 +115,13 @@ def test_service_and_fleet_over_tls(tmp_path, tls_broker, pki):
     key_file = tmp_path / "fleet.key"
     cli("campaign", "keygen", key_file)
     cli("campaign", "create", "--broker", url, "--cafile", pki["ca"], "--state", state,
-        "--fleet-key-file", key_file, "--name", "tlsdemo", "--mechanism", "olh",
+        "--signing-key", key_file, "--name", "tlsdemo", "--mechanism", "olh",
         "--epsilon", "2", "--domain", "0-63")
     serve = ServeProcess(url, state, batch_ms=50, extra_args=("--cafile", str(pki["ca"]))).start()
     try:
         sent = json.loads(cli(
             "fleet", "--broker", url, "--cafile", pki["ca"], "--campaign", "tlsdemo",
-            "--fleet-key-file", key_file, "--devices", 400, "--micropython", 3, "--c-clients", 2,
+            "--trusted-keys", key_file, "--devices", 400, "--micropython", 3, "--c-clients", 2,
             "--c-client", build_client(), "--seed", 5, "--json"))
         assert sent["sent"] == 405
         assert sent["sent_by_kind"] == {"simulated": 400, "micropython": 3, "c": 2}
@@ -133,7 +133,7 @@ def test_service_and_fleet_over_tls(tmp_path, tls_broker, pki):
 
 def _identity(state, port, ca_file):
     return device_runner.prepare_device(
-        state, state.name, FLEET_KEY, value=3, campaign="tlsneg",
+        state, state.name, SIGNING_KEY, value=3, campaign="tlsneg",
         broker={"host": "127.0.0.1", "port": port, "tls": {"ca_file": str(ca_file)}})
 
 
@@ -155,7 +155,7 @@ def test_devices_refuse_an_unverified_broker(tmp_path, tls_broker, pki, case):
     same devices with the right CA and broker name deliver (the refusal is the certificate's)."""
     doc = config_doc("tlsneg")
     collector = ReportCollector(tls_broker.port)
-    collector.publish("ldp/tlsneg/config", campaign_config.sign(doc, FLEET_KEY))
+    collector.publish("ldp/tlsneg/config", campaign_config.sign(doc, SIGNING_KEY))
     port = tls_broker.tls_port if case == "untrusted_ca" else tls_broker.misnamed_port
     ca = pki["rogue_ca"] if case == "untrusted_ca" else pki["ca"]
     mp_state = _identity(tmp_path / "mp-dev", port, ca)
@@ -193,10 +193,10 @@ def test_devices_refuse_an_unverified_broker(tmp_path, tls_broker, pki, case):
 def test_flashed_board_filesystem_reports_over_tls(tmp_path, tls_broker, pki):
     """`ldpfleet flash --broker-ca` stages ca.der and identity.json's broker.tls; the x64
     staging, run as a board's filesystem root, verifies the broker and delivers over TLS."""
-    key_file = tmp_path / "fleet.key"
-    key_file.write_text(FLEET_KEY.hex() + "\n")
+    key_file = tmp_path / "signing.key"
+    write_key_files(key_file)
     stage = tmp_path / "stage"
-    out = cli("flash", "--port", "/dev/ttyACM0", "--device-id", "board-tls", "--fleet-key-file",
+    out = cli("flash", "--port", "/dev/ttyACM0", "--device-id", "board-tls", "--trusted-keys",
               key_file, "--stage-dir", stage, "--dry-run", "--march", "x64", "--broker-host",
               "127.0.0.1", "--broker-ca", pki["ca"], "--campaign", "boardtls", "--value", "5")
     identity = json.loads((stage / "identity.json").read_text())
@@ -207,7 +207,7 @@ def test_flashed_board_filesystem_reports_over_tls(tmp_path, tls_broker, pki):
     collector = ReportCollector(tls_broker.port)
     try:
         collector.publish("ldp/boardtls/config",
-                          campaign_config.sign(config_doc("boardtls"), FLEET_KEY))
+                          campaign_config.sign(config_doc("boardtls"), SIGNING_KEY))
         proc = subprocess.run([device_runner.micropython_binary(), "main.py", "--once", "--timeout",
                                "30", "--port", str(tls_broker.tls_port)],
                               cwd=stage, env=device_runner.micropython_env(stage),

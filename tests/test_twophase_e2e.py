@@ -38,7 +38,7 @@ from ldpfleet.protocols import ldplcm
 from ldpfleet.service import BrokerSettings, Store
 from support.service import ServeProcess
 from ldpfleet.mqtt import publish
-from ldpfleet.service.campaigns import write_fleet_key
+from ldpfleet.signing import write_signing_key
 
 pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
                                 reason="micropython binary not installed")
@@ -54,7 +54,7 @@ def service(mosquitto, tmp_path):
     state = "sqlite:///%s" % (tmp_path / "agg.db")
     serve = ServeProcess(mosquitto.url, state, log_path=str(tmp_path / "serve.log")).start()
     key_file = str(tmp_path / "fleet.key")
-    key = write_fleet_key(key_file)
+    key = write_signing_key(key_file)
     yield mosquitto, serve, state, key_file, key
     serve.stop()
 
@@ -91,7 +91,7 @@ def test_ldpminer_two_phases_find_the_planted_heavy_hitters(service, run_cli, tm
     dist = tmp_path / "planted.txt"  # two heavy items, 62 light ones (weight 1 each)
     dist.write_text("".join("%d %d\n" % (i, 40 if i in PLANTED else 1) for i in range(64)))
     made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
-                   "--fleet-key-file", key_file, "--name", "lm", "--protocol", "ldpminer-rappor",
+                   "--signing-key", key_file, "--name", "lm", "--protocol", "ldpminer-rappor",
                    "--epsilon", 6, "--domain", 64, "--set-size", 6, "--top", 2, "--salt", 11)
     assert made["protocol"] == {"protocol": "ldpminer-rappor", "k": 2, "k_max": 4, "set_size": 6,
                                 "budget_split": 0.5}
@@ -163,7 +163,7 @@ def test_ldplcm_sampled_phases_and_the_wrong_phase_rule(service, run_cli, tmp_pa
     broker, serve, state, key_file, key = service
     salt, ppm = 3, 300000
     made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
-                   "--fleet-key-file", key_file, "--name", "lc", "--protocol", "ldplcm",
+                   "--signing-key", key_file, "--name", "lc", "--protocol", "ldplcm",
                    "--epsilon", 4, "--domain", 64, "--sample-rate", 0.3, "--theta", 0.5,
                    "--sketch-k", 16, "--sketch-m", 64, "--salt", salt)
     cid = made["campaign_id"]

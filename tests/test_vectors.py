@@ -118,3 +118,37 @@ def test_ack_vectors():
     for case in vec["matching"]:
         assert protocol.ack_matches(bytes.fromhex(case["ack_hex"]),
                                     bytes.fromhex(case["report_hex"])) is case["matches"], case
+
+
+def test_signature_vectors():
+    """Spec §5.1: RFC 8032's own vectors hold for the `cryptography` package; the vector key's
+    envelopes of every message kind verify; every refusal case is refused with its field."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from ldpfleet import config, signing
+    from ldpfleet.errors import ConfigError
+    vec = load("signatures.json")
+    for case in vec["rfc8032"]:
+        key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(case["secret_hex"]))
+        pub = signing.SigningKey(key).public
+        assert pub.pub.hex() == case["public_hex"]
+        assert key.sign(bytes.fromhex(case["message_hex"])).hex() == case["signature_hex"]
+        assert pub.verify(bytes.fromhex(case["signature_hex"]), bytes.fromhex(case["message_hex"]))
+    key = signing.SigningKey.from_seed(bytes.fromhex(vec["keys"]["signing_seed_hex"]))
+    assert key.public.to_doc() == vec["keys"]["trusted"]
+    kinds = set()
+    for case in vec["signed"]:
+        assert signing.signed_message(case["body"].encode()).hex() == case["signed_message_hex"]
+        doc = config.verify(case["payload"].encode(), key)
+        assert config.canonical(doc) == case["body"] and doc["type"] == case["kind"]
+        assert config.sign(doc, key).decode() == case["payload"]  # Ed25519 is deterministic
+        kinds.add(case["kind"])
+    assert kinds == {"config", "phase2", "close", "keys"}
+    assert {c["error"] for c in vec["verify"]} == {None, "envelope", "kid", "sig", "body"}
+    for case in vec["verify"]:
+        trusted = [signing.PublicKey.from_doc(d) for d in case["trusted"]]
+        try:
+            config.verify(case["payload"].encode(), trusted)
+            got = None
+        except ConfigError as exc:
+            got = exc.field
+        assert got == case["error"], case["case"]

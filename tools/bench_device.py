@@ -105,20 +105,20 @@ def bench_mechanism(name, lib, workdir, reports, repeats):
 def bench_device(lib, workdir):
     """Smallest heap that runs one whole device cycle (--once) against a private broker."""
     from support.brokers import PrivateMosquitto
-    from support.devices import FLEET_KEY, ReportCollector, config_doc
+    from support.devices import SIGNING_KEY, ReportCollector, config_doc
     from ldpfleet import config as campaign_config
 
     with PrivateMosquitto() as broker:
         collector = ReportCollector(broker.port)
         doc = config_doc("bench", mechanism="olh", eps_milli=EPS_MILLI, params={"g": 8},
                          domain={"type": "int", "size": 1024})
-        collector.publish("ldp/bench/config", campaign_config.sign(doc, FLEET_KEY))
+        collector.publish("ldp/bench/config", campaign_config.sign(doc, SIGNING_KEY))
         counter = [0]
 
         def ok(heap):
             counter[0] += 1
             state = Path(workdir) / ("dev%d" % counter[0])
-            device_runner.prepare_device(state, "bench-%d" % counter[0], FLEET_KEY, value=5,
+            device_runner.prepare_device(state, "bench-%d" % counter[0], SIGNING_KEY, value=5,
                                          campaign="bench")
             proc = device_runner.run_device(state, "127.0.0.1", broker.port, wait=30,
                                             lib_dir=lib, heapsize=heap)

@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT / "aggregator"))
 
 from ldpfleet import config as campaign_config  # noqa: E402
 from ldpfleet import device_runner  # noqa: E402
+from ldpfleet.signing import SigningKey  # noqa: E402
 
-KEY = bytes(range(32))
+KEY = SigningKey.from_seed(bytes(range(32)))
 
 SCRIPT = r'''
 import json, sys, time
@@ -39,7 +40,7 @@ from ldp.device import Device
 from ldp.domain import DomainIndex, DeviceValue
 job = json.load(open(sys.argv[1]))
 payload = job["payload"].encode()
-identity = {"device_id": "bench", "fleet_key_hex": job["key"], "eps_cap_milli": 8000,
+identity = {"device_id": "bench", "trusted_keys": job["keys"], "eps_cap_milli": 8000,
             "lifetime_budget_milli": 10 ** 9}
 dom = DomainIndex(job["domain"])
 out = []
@@ -98,7 +99,7 @@ def main(argv=None):
             device_runner.provision_ledger(state)
             states.append(str(state))
         job = Path(work) / "job.json"
-        job.write_text(json.dumps({"payload": campaign_config.sign(doc, KEY).decode(), "key": KEY.hex(),
+        job.write_text(json.dumps({"payload": campaign_config.sign(doc, KEY).decode(), "keys": [KEY.public.to_doc()],
                                    "campaign": "timing", "domain": doc["domain"],
                                    "values": [values[i] for i in order],
                                    "states": [states[i] for i in order]}))

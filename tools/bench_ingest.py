@@ -38,7 +38,8 @@ from ldpfleet.loadgen.serve_process import ServeProcess  # noqa: E402
 from ldpfleet.service import BrokerSettings, Store, create_campaign  # noqa: E402
 from ldpfleet import mqtt as brokermod  # noqa: E402
 from ldpfleet.config import DEFAULT_DELIVERY  # noqa: E402
-from ldpfleet.service.campaigns import Issuance, write_fleet_key  # noqa: E402
+from ldpfleet.service.campaigns import Issuance  # noqa: E402
+from ldpfleet.signing import write_signing_key  # noqa: E402
 
 
 class BareSubscriber:
@@ -253,7 +254,7 @@ def main(argv=None):
         settings = BrokerSettings.from_url(broker.url)
         state = "sqlite:///%s" % os.path.join(tmp, "agg.db")
         key_file = os.path.join(tmp, "fleet.key")
-        key = write_fleet_key(key_file)
+        key = write_signing_key(key_file)
         with Store(state) as store:
             delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
             create_campaign(store, settings, key_file, "bench", args.mechanism, args.epsilon,

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "aggregator"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from ldpfleet import protocol  # noqa: E402
-from support.vectors import CASES, ack_cases  # noqa: E402
+from support.vectors import CASES, ack_cases, signature_cases  # noqa: E402
 
 OUT = ROOT / "protocol_spec" / "v2" / "vectors"
 
@@ -56,6 +56,7 @@ def main():
     (OUT / "hash.json").write_text(json.dumps(hash_vectors(), indent=1) + "\n")
     (OUT / "thresholds.json").write_text(json.dumps(threshold_vectors(), indent=1) + "\n")
     (OUT / "acks.json").write_text(json.dumps(ack_cases(), indent=1) + "\n")
+    (OUT / "signatures.json").write_text(json.dumps(signature_cases(), indent=1, ensure_ascii=False) + "\n")
     for name, cases in sorted(CASES.items()):
         reports, parses = cases()
         (OUT / ("reports_%s.json" % name)).write_text(json.dumps(reports, indent=1) + "\n")

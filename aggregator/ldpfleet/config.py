@@ -1,16 +1,15 @@
 """Signed campaign configs and phase-2 messages (protocol_spec/v2 §5).
 
-Payload: `{"body": "<canonical JSON>", "sig": "<hex HMAC-SHA256(fleet_key, body)>"}`.
-The verifier checks the HMAC over the exact body bytes before parsing them.
+Payload: `{"body": "<canonical JSON>", "kid": "<16 hex>", "sig": "<128 hex>"}`, an Ed25519
+signature (RFC 8032) over `b"ldpfleet-v2\\x00" || SHA-256(body)` (signing.py). The verifier
+checks the signature over the exact body bytes before parsing them.
 """
-import hashlib
-import hmac
 import json
 import os
 import re
 import time
 
-from . import protocol
+from . import protocol, signing
 from .errors import ConfigError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -30,22 +29,39 @@ def canonical(doc: dict) -> str:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def sign(doc: dict, fleet_key: bytes) -> bytes:
-    body = canonical(doc)
-    sig = hmac.new(fleet_key, body.encode("ascii"), hashlib.sha256).hexdigest()
-    return json.dumps({"body": body, "sig": sig}, separators=(",", ":")).encode("ascii")
+def sign(doc: dict, key) -> bytes:
+    """The envelope of `doc` signed with the aggregator's Ed25519 key (a signing.SigningKey)."""
+    body = canonical(doc).encode("ascii")
+    sig = key.sign(signing.signed_message(body))
+    return json.dumps({"body": body.decode("ascii"), "kid": key.kid, "sig": sig.hex()},
+                      separators=(",", ":")).encode("ascii")
 
 
-def verify(payload: bytes, fleet_key: bytes) -> dict:
-    """Return the body document of a correctly signed envelope, else raise ConfigError."""
+ENVELOPE_KEYS = {"body", "kid", "sig"}
+
+
+def verify(payload: bytes, trusted) -> dict:
+    """The body document of an envelope signed by a trusted key (spec §5.1), else ConfigError.
+
+    `trusted`: {kid: PublicKey}, or keys as signing.trusted_set takes them. Checks, in order:
+    the envelope's shape (`envelope`; v1 HMAC envelopes have no `kid`), the key id (`kid`), the
+    signature over the exact body bytes (`sig`), then parses the body (`body`)."""
     try:
         env = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError("envelope", "not JSON: %s" % exc)
-    if not isinstance(env, dict) or not isinstance(env.get("body"), str) or not isinstance(env.get("sig"), str):
-        raise ConfigError("envelope", "expected {\"body\": str, \"sig\": str}")
-    want = hmac.new(fleet_key, env["body"].encode("utf-8"), hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(want, env["sig"].lower()):
+    if not (isinstance(env, dict) and set(env) == ENVELOPE_KEYS
+            and all(isinstance(env[k], str) for k in ENVELOPE_KEYS)):
+        raise ConfigError("envelope", "expected exactly {\"body\": str, \"kid\": str, \"sig\": str}"
+                          " (HMAC envelopes are refused in protocol v2)")
+    key = signing.trusted_set(trusted).get(env["kid"])
+    if key is None:
+        raise ConfigError("kid", "signed by key %r, which this party does not trust" % env["kid"][:32])
+    try:
+        sig = bytes.fromhex(env["sig"])
+    except ValueError:
+        sig = b""
+    if len(sig) != 64 or not key.verify(sig, signing.signed_message(env["body"].encode("utf-8"))):
         raise ConfigError("sig", "signature does not verify")
     try:
         doc = json.loads(env["body"])
@@ -278,6 +294,33 @@ def check_close(doc: dict) -> dict:
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
     if not 0 <= _need(doc, "campaign_id", int) < protocol.WORD:
         raise ConfigError("campaign_id", "out of u32 range")
+    return doc
+
+
+def make_keys(serial: int, keys) -> dict:
+    """A key-rotation body (spec §5.3): `keys` (signing.PublicKey) is the whole new trusted set."""
+    return {"type": "keys", "protocol": protocol.PROTOCOL_VERSION, "serial": int(serial),
+            "keys": [k.to_doc() for k in keys]}
+
+
+def check_keys(doc: dict) -> dict:
+    """Structural checks of a key-rotation body (both clients apply the same rules): serial a
+    positive integer, 1 to 8 keys, each kid matching its key, no kid twice."""
+    if doc.get("type") != "keys":
+        raise ConfigError("type", "not a key-rotation message")
+    if doc.get("protocol") != protocol.PROTOCOL_VERSION:
+        raise ConfigError("protocol", "unsupported protocol %r" % doc.get("protocol"))
+    if not 1 <= _need(doc, "serial", int) < 2 ** 31:
+        raise ConfigError("serial", "must be an integer in [1, 2^31)")
+    keys = doc.get("keys")
+    if not isinstance(keys, list) or not 1 <= len(keys) <= signing.MAX_TRUSTED:
+        raise ConfigError("keys", "1 to %d keys" % signing.MAX_TRUSTED)
+    try:
+        kids = [signing.PublicKey.from_doc(k).kid for k in keys]
+    except ConfigError as exc:
+        raise ConfigError("keys", str(exc)) from None
+    if len(set(kids)) != len(kids):
+        raise ConfigError("keys", "a key is listed twice")
     return doc
 
 

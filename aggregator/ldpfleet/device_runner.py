@@ -2,7 +2,7 @@
 
 Stable API used by tests, the fleet generator and the service end-to-end runs:
 
-    prepare_device(state_dir, device_id, fleet_key, value, campaign=None, high=None,
+    prepare_device(state_dir, device_id, trusted_keys, value, campaign=None, high=None,
                    eps_cap_milli=..., lifetime_budget_milli=..., broker=None) -> Path
     compile_mpy(out_dir, march="x64") -> Path          # ldp/*.mpy + main.py, ready to run
     micropython_device_cmd(state_dir, host, port, campaign=None, DeviceRun(...) or its
@@ -59,9 +59,13 @@ def device_sources(src_dir=None):
     return files + [(Path("main.py"), src / "main.py")]
 
 
-def identity_doc(device_id, fleet_key: bytes, eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
+def identity_doc(device_id, trusted_keys, eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
                  lifetime_budget_milli=DEFAULT_LIFETIME_BUDGET_MILLI, broker=None, wifi=None):
-    doc = {"device_id": device_id, "fleet_key_hex": bytes(fleet_key).hex(),
+    """A device's identity.json: its id, the public keys it trusts (spec §5.2; `trusted_keys`
+    as signing.trusted_set takes them: never a secret), its own ε cap and lifetime budget."""
+    from .signing import trusted_set
+    keys = [k.to_doc() for k in trusted_set(trusted_keys).values()]
+    doc = {"device_id": device_id, "trusted_keys": keys,
            "eps_cap_milli": int(eps_cap_milli), "lifetime_budget_milli": int(lifetime_budget_milli)}
     if broker:
         doc["broker"] = dict(broker)
@@ -111,7 +115,7 @@ def ledger_generations(state_dir) -> list:
     return out
 
 
-def prepare_device(state_dir, device_id, fleet_key: bytes, value=None, campaign=None,
+def prepare_device(state_dir, device_id, trusted_keys, value=None, campaign=None,
                    high=None, **identity) -> Path:
     """Write identity.json (and value.json when `value` or `campaign` is given) into
     `state_dir` and provision the ledger (generation 0) unless one exists. `value`: int or str
@@ -119,7 +123,7 @@ def prepare_device(state_dir, device_id, fleet_key: bytes, value=None, campaign=
     `identity`: identity_doc's eps_cap_milli, lifetime_budget_milli, broker. Returns the dir."""
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    doc = identity_doc(device_id, fleet_key, **identity)
+    doc = identity_doc(device_id, trusted_keys, **identity)
     (state / "identity.json").write_text(json.dumps(doc))
     provision_ledger(state)
     if value is not None or campaign is not None:

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "device.h"
 #include "envelope.h"
 #include "lcm_model.h"
@@ -10,7 +12,7 @@
 #include "ldp_report.h"
 #include "mech.h"
 
-enum { INBOX_CONFIG = 0, INBOX_PHASE2 = 1 };
+enum { INBOX_KEYS = 0, INBOX_CONFIG = 1, INBOX_PHASE2 = 2 };
 
 /* One optional string entry of "broker" into `out`; 0, or -1 if it is not a short string. */
 static int broker_string(const cJSON *broker, const char *name, char *out, int *has)
@@ -68,23 +70,19 @@ int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_r
     doc = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
     free(text);
     dev = cJSON_GetObjectItemCaseSensitive(doc, "device_id");
-    key = cJSON_GetObjectItemCaseSensitive(doc, "fleet_key_hex");
-    if ((dev != NULL && (!cJSON_IsString(dev) || !ldpc_valid_name(dev->valuestring))) || !cJSON_IsString(key)
-        || strlen(key->valuestring) % 2 != 0 || strlen(key->valuestring) / 2 > LDPC_MAX_KEY
-        || strlen(key->valuestring) == 0
+    key = cJSON_GetObjectItemCaseSensitive(doc, "trusted_keys");
+    if ((dev != NULL && (!cJSON_IsString(dev) || !ldpc_valid_name(dev->valuestring))) || key == NULL
         || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "eps_cap_milli"), &cap)
         || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "lifetime_budget_milli"), &budget)) {
         cJSON_Delete(doc);
-        ldpc_reason_set(why, "identity", "%s must hold {device_id, fleet_key_hex, eps_cap_milli, "
+        ldpc_reason_set(why, "identity", "%s must hold {device_id, trusted_keys, eps_cap_milli, "
                         "lifetime_budget_milli}", path);
         return -1;
     }
     if (dev != NULL)
         snprintf(id->device_id, sizeof id->device_id, "%s", dev->valuestring);
-    id->fleet_key_len = strlen(key->valuestring) / 2;
-    if (ldpc_hex_decode(key->valuestring, id->fleet_key, id->fleet_key_len) != 0) {
+    if (ldpc_keyset_load(&id->trusted, key, why) != 0) {
         cJSON_Delete(doc);
-        ldpc_reason_set(why, "identity", "fleet_key_hex is not hex");
         return -1;
     }
     id->eps_cap_milli = cap;
@@ -123,14 +121,20 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
         dev->value = NULL;
         return -1;
     }
+    /* the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3) */
+    if (dev->ledger.keys != NULL
+        && ldpc_keyset_load(&dev->id.trusted, cJSON_GetObjectItemCaseSensitive(dev->ledger.keys, "keys"), why) != 0)
+        return -1;
     return 0;
 }
 
 void ldpc_device_free(struct ldpc_device *dev)
 {
     size_t i;
-    for (i = 0; i < 2; i++)
+    for (i = 0; i < 3; i++) {
         free(dev->inbox[i]);
+        free(dev->kid_refused[i]);
+    }
     for (i = 0; i < dev->n_out; i++)
         free(dev->outbox[i].data);
     for (i = 0; i < 3; i++)
@@ -152,7 +156,9 @@ void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const vo
         }
         return;
     }
-    if (strcmp(topic, dev->topic_config) == 0)
+    if (strcmp(topic, LDPC_KEYS_TOPIC) == 0)
+        slot = INBOX_KEYS;
+    else if (strcmp(topic, dev->topic_config) == 0)
         slot = INBOX_CONFIG;
     else if (strcmp(topic, dev->topic_phase2) == 0)
         slot = INBOX_PHASE2;
@@ -173,6 +179,69 @@ static void refuse(struct ldpc_device *dev, const char *what, const struct ldpc_
     ldpc_log(dev->id.device_id, "refused", "%s %s: %s", what, why->field, why->message);
     if (dev->once)
         dev->exit_code = LDPC_EXIT_REFUSED;
+}
+
+/* Keep a payload refused for its key id: a key rotation may make it verifiable. */
+static void keep_kid_refused(struct ldpc_device *dev, int slot, const uint8_t *payload, size_t len,
+                             const struct ldpc_reason *why)
+{
+    uint8_t *copy;
+    if (strcmp(why->field, "kid") != 0 || (copy = malloc(len ? len : 1)) == NULL)
+        return;
+    memcpy(copy, payload, len);
+    free(dev->kid_refused[slot]);
+    dev->kid_refused[slot] = copy;
+    dev->kid_refused_len[slot] = len;
+}
+
+/* A key rotation (spec §5.3): signed by a key trusted now, a serial above the one held,
+ * persisted in the ledger before use; fleet-wide, so a refusal never ends a --once run. */
+static void on_keys(struct ldpc_device *dev, const uint8_t *payload, size_t len)
+{
+    struct ldpc_reason why;
+    struct ldpc_keyset set;
+    int64_t serial = 0;
+    int slot;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char digest[65];
+    cJSON *doc;
+    EVP_Digest(payload, len, md, &mdlen, EVP_sha256(), NULL);
+    ldpc_hex_encode(md, 32, digest);
+    digest[64] = '\0';
+    if (ldpc_ledger_keys_digest(&dev->ledger) != NULL
+        && strcmp(ldpc_ledger_keys_digest(&dev->ledger), digest) == 0) { /* verified when applied */
+        ldpc_log(dev->id.device_id, "keys", "skip serial=%lld", (long long)ldpc_ledger_keys_serial(&dev->ledger));
+        return;
+    }
+    doc = ldpc_envelope_verify(payload, len, &dev->id.trusted, &why);
+    if (doc == NULL || ldpc_keys_check(doc, &set, &serial, &why) != 0) {
+        cJSON_Delete(doc);
+        ldpc_log(dev->id.device_id, "refused", "keys %s: %s", why.field, why.message);
+        return;
+    }
+    if (serial <= ldpc_ledger_keys_serial(&dev->ledger)) {
+        cJSON_Delete(doc);
+        ldpc_log(dev->id.device_id, "keys", "skip serial=%lld", (long long)serial);
+        return;
+    }
+    if (ldpc_ledger_set_keys(&dev->ledger, serial, cJSON_GetObjectItemCaseSensitive(doc, "keys"), digest, &why) != 0) {
+        cJSON_Delete(doc);
+        ldpc_log(dev->id.device_id, "refused", "keys %s: %s", why.field, why.message);
+        return;
+    }
+    cJSON_Delete(doc);
+    dev->id.trusted = set;
+    ldpc_log(dev->id.device_id, "keys", "serial=%lld trusted=%d", (long long)serial, set.n);
+    for (slot = INBOX_CONFIG; slot <= INBOX_PHASE2; slot++) {
+        if (dev->kid_refused[slot] != NULL && dev->inbox[slot] == NULL) {
+            dev->inbox[slot] = dev->kid_refused[slot];
+            dev->inbox_len[slot] = dev->kid_refused_len[slot];
+        } else {
+            free(dev->kid_refused[slot]);
+        }
+        dev->kid_refused[slot] = NULL;
+    }
 }
 
 static int64_t int_of(const cJSON *obj, const char *key)
@@ -551,7 +620,7 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     struct ldpc_input in;
     uint32_t *keys = NULL;
     int in_phase[3], have_mech = 0;
-    cJSON *doc = ldpc_envelope_verify(payload, len, dev->id.fleet_key, dev->id.fleet_key_len, &why);
+    cJSON *doc = ldpc_envelope_verify(payload, len, &dev->id.trusted, &why);
     if (doc != NULL && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "type"))
         && strcmp(cJSON_GetObjectItemCaseSensitive(doc, "type")->valuestring, "close") == 0) {
         on_close(dev, doc);
@@ -560,6 +629,7 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     }
     if (doc == NULL || accept_config(dev, doc, in_phase, &mech, &have_mech, &in, &keys, &why) != 0) {
         cJSON_Delete(doc);
+        keep_kid_refused(dev, INBOX_CONFIG, payload, len, &why);
         refuse(dev, "config", &why);
         return;
     }
@@ -652,7 +722,7 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
     char detail[80] = "";
     int memo = 0;
     int64_t now = ldpc_unix_now();
-    cJSON *p2 = ldpc_envelope_verify(payload, len, dev->id.fleet_key, dev->id.fleet_key_len, &why);
+    cJSON *p2 = ldpc_envelope_verify(payload, len, &dev->id.trusted, &why);
     int rc = p2 == NULL ? -1 : ldpc_phase2_check(p2, dev->config, &why);
     if (rc == 0 && !(int_of(dev->config, "not_before") <= now && now <= int_of(dev->config, "not_after"))) {
         ldpc_reason_set(&why, "validity", "the campaign's validity window has passed");
@@ -671,6 +741,7 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
                  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p2, "candidates")));
     cJSON_Delete(p2);
     if (rc != 0) {
+        keep_kid_refused(dev, INBOX_PHASE2, payload, len, &why);
         refuse(dev, "phase2", &why);
         return;
     }
@@ -692,12 +763,14 @@ void ldpc_device_process_inbox(struct ldpc_device *dev)
     for (i = 0; i < dev->n_acks; i++)
         on_ack(dev, dev->acks[i], dev->ack_len[i]);
     dev->n_acks = 0;
-    for (slot = INBOX_CONFIG; slot <= INBOX_PHASE2; slot++) {
+    for (slot = INBOX_KEYS; slot <= INBOX_PHASE2; slot++) {
         uint8_t *msg = dev->inbox[slot];
         if (msg == NULL || (slot == INBOX_PHASE2 && dev->config == NULL))
             continue;
         dev->inbox[slot] = NULL;
-        if (slot == INBOX_CONFIG)
+        if (slot == INBOX_KEYS)
+            on_keys(dev, msg, dev->inbox_len[slot]);
+        else if (slot == INBOX_CONFIG)
             on_config(dev, msg, dev->inbox_len[slot]);
         else
             on_phase2(dev, msg, dev->inbox_len[slot]);

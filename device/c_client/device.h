@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "envelope.h"
 #include "ledger.h"
 #include "mech.h"
 
@@ -23,7 +24,6 @@
 #define LDPC_EXIT_CRASH_POINT 75
 #define LDPC_RUNNING (-1)
 
-#define LDPC_MAX_KEY 128
 #define LDPC_SET_CAPACITY 64 /* spec §7.1: a set value is processed over this many slots */
 #define LDPC_MAX_CREDENTIAL 256 /* longest broker host, user or password, NUL included */
 
@@ -39,8 +39,7 @@ struct ldpc_broker {
 
 struct ldpc_identity {
     char device_id[65];
-    uint8_t fleet_key[LDPC_MAX_KEY];
-    size_t fleet_key_len;
+    struct ldpc_keyset trusted; /* public keys only (spec §5.2) */
     int64_t eps_cap_milli, lifetime_budget_milli;
     struct ldpc_broker broker;
 };
@@ -72,8 +71,11 @@ struct ldpc_device {
     cJSON *config;             /* the accepted config body */
     int in_phase[3];           /* phases of the accepted config this device takes part in */
     int delivered[3];          /* phases whose report got its PUBACK */
-    uint8_t *inbox[2];         /* latest config / phase-2 payload not yet processed */
-    size_t inbox_len[2];
+    uint8_t *inbox[3];         /* latest keys / config / phase-2 payload not yet processed */
+    size_t inbox_len[3];
+    uint8_t *kid_refused[3];   /* config / phase-2 payload refused for its key id: tried again
+                                  after a key rotation (spec §5.3) */
+    size_t kid_refused_len[3];
     struct ldpc_report outbox[2];
     size_t n_out;
     struct ldpc_awaiting awaiting[3];      /* by phase */
@@ -82,7 +84,7 @@ struct ldpc_device {
     int exit_code;             /* LDPC_RUNNING until the device is done */
 };
 
-/* Reads {device_id, fleet_key_hex, eps_cap_milli, lifetime_budget_milli, broker}; device_id may
+/* Reads {device_id, trusted_keys, eps_cap_milli, lifetime_budget_milli, broker}; device_id may
  * be missing (then it comes from the command line and id->device_id is empty), so may broker
  * and each of its entries (strings; port an integer in 1..65535). */
 int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_reason *why);

@@ -3,9 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "envelope.h"
 #include "ldp_hash.h"
@@ -13,7 +11,6 @@
 #include "ldp_thresholds.h"
 
 #define PROTOCOL LDP_PROTOCOL_VERSION
-#define SIG_HEX 64
 
 /* Parse a whole buffer as one JSON value, nothing but whitespace after it (as json.loads). */
 static cJSON *parse_exact(const char *text, size_t len)
@@ -24,15 +21,94 @@ static cJSON *parse_exact(const char *text, size_t len)
     return cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
 }
 
-cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const uint8_t *key, size_t keylen,
+static void kid_of(const uint8_t pub[32], char out[17])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_Digest(pub, 32, md, &mdlen, EVP_sha256(), NULL);
+    ldpc_hex_encode(md, 8, out);
+    out[16] = '\0';
+}
+
+static int load_key(struct ldpc_trusted_key *k, const cJSON *e)
+{
+    const cJSON *kid = cJSON_GetObjectItemCaseSensitive(e, "kid");
+    const cJSON *pub = cJSON_GetObjectItemCaseSensitive(e, "pub");
+    char want[17];
+    if (!cJSON_IsObject(e) || !cJSON_IsString(kid) || !cJSON_IsString(pub)
+        || strlen(pub->valuestring) != 64 || ldpc_hex_decode(pub->valuestring, k->pub, 32) != 0)
+        return -1;
+    kid_of(k->pub, want);
+    if (strcmp(want, kid->valuestring) != 0)
+        return -1;
+    memcpy(k->kid, want, sizeof k->kid);
+    return 0;
+}
+
+int ldpc_keyset_load(struct ldpc_keyset *set, const cJSON *entries, struct ldpc_reason *why)
+{
+    const cJSON *e;
+    memset(set, 0, sizeof *set);
+    if (cJSON_IsObject(entries)) {
+        if (load_key(&set->keys[0], entries) != 0)
+            goto bad;
+        set->n = 1;
+        return 0;
+    }
+    if (!cJSON_IsArray(entries) || cJSON_GetArraySize(entries) < 1
+        || cJSON_GetArraySize(entries) > LDPC_MAX_TRUSTED)
+        goto bad;
+    cJSON_ArrayForEach(e, entries) {
+        if (load_key(&set->keys[set->n], e) != 0)
+            goto bad;
+        set->n++;
+    }
+    return 0;
+bad:
+    set->n = 0;
+    ldpc_reason_set(why, "trusted_keys", "need 1 to %d {kid, pub} entries, each kid matching its key",
+                    LDPC_MAX_TRUSTED);
+    return -1;
+}
+
+static const struct ldpc_trusted_key *find_key(const struct ldpc_keyset *keys, const char *kid)
+{
+    int i;
+    for (i = 0; i < keys->n; i++)
+        if (strcmp(keys->keys[i].kid, kid) == 0)
+            return &keys->keys[i];
+    return NULL;
+}
+
+/* Ed25519 (RFC 8032 §5.1.7) over the 44-byte signed message of `body` (spec §5.1). */
+static int signature_ok(const uint8_t pub[32], const char *body, const uint8_t sig[64])
+{
+    static const char tag[] = "ldpfleet-v2";
+    uint8_t msg[sizeof tag + 32];
+    unsigned int mdlen = 0;
+    EVP_PKEY *pkey;
+    EVP_MD_CTX *ctx;
+    int ok = 0;
+    memcpy(msg, tag, sizeof tag); /* 11 bytes + the terminating NUL = the spec's \x00 */
+    if (EVP_Digest(body, strlen(body), msg + sizeof tag, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+        return 0;
+    pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, 32);
+    ctx = EVP_MD_CTX_new();
+    if (pkey != NULL && ctx != NULL && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pkey) == 1)
+        ok = EVP_DigestVerify(ctx, sig, 64, msg, sizeof msg) == 1;
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(pkey);
+    return ok;
+}
+
+cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const struct ldpc_keyset *keys,
                             struct ldpc_reason *why)
 {
-    char *text, want[SIG_HEX + 1], got[SIG_HEX + 1];
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int maclen = 0;
-    const cJSON *body, *sig;
+    const struct ldpc_trusted_key *key;
+    const cJSON *body, *kid, *sig;
+    uint8_t raw[64];
     cJSON *env, *doc;
-    size_t i, siglen;
+    char *text;
 
     text = malloc(len + 1);
     if (text == NULL) {
@@ -48,26 +124,22 @@ cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const uint8_t *k
         return NULL;
     }
     body = cJSON_GetObjectItemCaseSensitive(env, "body");
+    kid = cJSON_GetObjectItemCaseSensitive(env, "kid");
     sig = cJSON_GetObjectItemCaseSensitive(env, "sig");
-    if (!cJSON_IsObject(env) || !cJSON_IsString(body) || !cJSON_IsString(sig)) {
+    if (!cJSON_IsObject(env) || cJSON_GetArraySize(env) != 3 || !cJSON_IsString(body)
+        || !cJSON_IsString(kid) || !cJSON_IsString(sig)) {
         cJSON_Delete(env);
-        ldpc_reason_set(why, "envelope", "expected {\"body\": str, \"sig\": str}");
+        ldpc_reason_set(why, "envelope", "expected exactly {\"body\": str, \"kid\": str, \"sig\": str}");
         return NULL;
     }
-    if (HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)body->valuestring,
-             strlen(body->valuestring), mac, &maclen) == NULL || maclen * 2 != SIG_HEX) {
+    key = find_key(keys, kid->valuestring);
+    if (key == NULL) {
         cJSON_Delete(env);
-        ldpc_reason_set(why, "sig", "HMAC-SHA256 failed");
+        ldpc_reason_set(why, "kid", "signed by a key this device does not trust");
         return NULL;
     }
-    ldpc_hex_encode(mac, maclen, want);
-    siglen = strlen(sig->valuestring);
-    for (i = 0; i < SIG_HEX; i++) {
-        char c = i < siglen ? sig->valuestring[i] : '\0';
-        got[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    }
-    got[SIG_HEX] = '\0';
-    if (siglen != SIG_HEX || CRYPTO_memcmp(want, got, SIG_HEX) != 0) {
+    if (strlen(sig->valuestring) != 128 || ldpc_hex_decode(sig->valuestring, raw, 64) != 0
+        || !signature_ok(key->pub, body->valuestring, raw)) {
         cJSON_Delete(env);
         ldpc_reason_set(why, "sig", "signature does not verify");
         return NULL;
@@ -345,6 +417,38 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
     if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || check_grr_bound(doc, why) != 0)
         return -1;
     return check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why);
+}
+
+int ldpc_keys_check(const cJSON *doc, struct ldpc_keyset *set, int64_t *serial, struct ldpc_reason *why)
+{
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(doc, "keys");
+    int64_t protocol;
+    int i, j;
+    if (!str_equals(cJSON_GetObjectItemCaseSensitive(doc, "type"), "keys")) {
+        ldpc_reason_set(why, "type", "not a key-rotation message");
+        return -1;
+    }
+    if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "protocol"), &protocol) || protocol != PROTOCOL) {
+        ldpc_reason_set(why, "protocol", "unsupported protocol");
+        return -1;
+    }
+    if (!need_int(doc, "serial", "serial", serial, why))
+        return -1;
+    if (*serial < 1 || *serial >= 0x80000000ll) {
+        ldpc_reason_set(why, "serial", "must be an integer in [1, 2^31)");
+        return -1;
+    }
+    if (!cJSON_IsArray(keys) || ldpc_keyset_load(set, keys, why) != 0) {
+        ldpc_reason_set(why, "keys", "1 to %d {kid, pub} entries, each kid matching its key", LDPC_MAX_TRUSTED);
+        return -1;
+    }
+    for (i = 0; i < set->n; i++)
+        for (j = 0; j < i; j++)
+            if (strcmp(set->keys[i].kid, set->keys[j].kid) == 0) {
+                ldpc_reason_set(why, "keys", "a key is listed twice");
+                return -1;
+            }
+    return 0;
 }
 
 int ldpc_close_check(const cJSON *doc, struct ldpc_reason *why)

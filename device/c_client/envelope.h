@@ -10,11 +10,35 @@
 
 #include "util.h"
 
-/* Parse {"body": str, "sig": hex}, check HMAC-SHA256(key, utf8(body)) over the exact body
- * bytes received (constant-time compare), then parse the body. Returns the body document
- * (free with cJSON_Delete), or NULL with the reason in `why`. */
-cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const uint8_t *key, size_t keylen,
+/* A device's trusted Ed25519 public keys (spec §5.2): 1 to 8, each with its key id. */
+#define LDPC_MAX_TRUSTED 8
+struct ldpc_trusted_key {
+    char kid[17];     /* hex of SHA-256(pub)[0:8] */
+    uint8_t pub[32];  /* RFC 8032 encoding */
+};
+struct ldpc_keyset {
+    struct ldpc_trusted_key keys[LDPC_MAX_TRUSTED];
+    int n;
+};
+
+/* Fill `set` from a JSON list of {"kid", "pub"} (or one such object); every kid must match its
+ * key. 0, or -1 with the reason (field `trusted_keys`). */
+int ldpc_keyset_load(struct ldpc_keyset *set, const cJSON *entries, struct ldpc_reason *why);
+
+/* Spec §5.1: parse {"body": str, "kid": str, "sig": hex} (exactly those keys: v1's HMAC
+ * envelopes are refused), look the kid up in `keys`, verify the Ed25519 signature (OpenSSL
+ * EVP, RFC 8032 "pure" Ed25519) over b"ldpfleet-v2\0" || SHA-256(body) with the exact body
+ * bytes received, then parse the body. Returns the body document (free with cJSON_Delete),
+ * or NULL with the reason in `why` (envelope, kid, sig, body). */
+cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const struct ldpc_keyset *keys,
                             struct ldpc_reason *why);
+
+/* Key rotation (spec §5.3): retained on this topic. */
+#define LDPC_KEYS_TOPIC "ldpfleet/keys"
+
+/* A key-rotation body: type, protocol, serial in [1, 2^31), keys a list of 1 to 8 distinct
+ * {kid, pub}; 0 with `set` and `serial` filled, or -1 with the field. */
+int ldpc_keys_check(const cJSON *doc, struct ldpc_keyset *set, int64_t *serial, struct ldpc_reason *why);
 
 /* `sample_rate_ppm` is in parts per million of the device-id hash space (spec §5). */
 #define LDPC_PPM 1000000

@@ -14,7 +14,8 @@
  *                                                      the device's phase-2 path)
  *   ldp_client check-model [--model-file F] [--d D]   (LDPLCM model: g(x), high/low, or refusal)
  *   ldp_client thresholds --eps-milli E [--n N]...    (spec §2 thresholds as JSON)
- *   ldp_client verify-config --key-hex K [--now T] [--payload-file F]   (stdin by default)
+ *   ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]
+ *                                                    (stdin by default; --envelope-only: spec §5.1 only)
  *
  * Exit codes (as the MicroPython client): 0 done, 1 usage/setup error (including a missing or
  * corrupt ledger: the device stops rather than reset its budget), 2 config refused
@@ -42,7 +43,7 @@
     "       ldp_client vector --case JSON --words-hex HEX\n" \
     "       ldp_client check-model [--model-file F] [--d D]\n" \
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
-    "       ldp_client verify-config --key-hex HEX [--now T] [--payload-file F]\n"
+    "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n"
 
 static int usage(const char *problem)
 {
@@ -414,27 +415,34 @@ static int check_model(int argc, char **argv)
  * a device would before the device-specific checks; prints "accepted" or "refused field: msg". */
 static int verify_config(int argc, char **argv)
 {
-    static const char *const options[] = {"--key-hex", "--now", "--payload-file", NULL};
-    static const char *const flags[] = {NULL};
-    const char *key_hex = opt(argc, argv, "--key-hex"), *file = opt(argc, argv, "--payload-file");
-    uint8_t key[LDPC_MAX_KEY];
+    static const char *const options[] = {"--trusted-keys", "--now", "--payload-file", NULL};
+    static const char *const flags[] = {"--envelope-only", NULL};
+    const char *keys_file = opt(argc, argv, "--trusted-keys"), *file = opt(argc, argv, "--payload-file");
+    struct ldpc_keyset keys;
     struct ldpc_reason why;
     double now = (double)ldpc_unix_now();
-    size_t len, keylen;
-    char *payload;
-    cJSON *doc;
+    size_t len;
+    char *payload, *keys_text;
+    cJSON *doc, *keys_doc;
     int rc;
-    if (!check_args(argc, argv, options, flags) || key_hex == NULL || strlen(key_hex) % 2 != 0
-        || strlen(key_hex) / 2 > LDPC_MAX_KEY || ldpc_hex_decode(key_hex, key, strlen(key_hex) / 2) != 0
+    if (!check_args(argc, argv, options, flags) || keys_file == NULL
         || (opt(argc, argv, "--now") && !parse_number(opt(argc, argv, "--now"), -9e15, 9e15, &now)))
-        return usage("verify-config needs --key-hex HEX [--now T] [--payload-file F]");
-    keylen = strlen(key_hex) / 2;
+        return usage("verify-config needs --trusted-keys FILE [--now T] [--payload-file F]");
+    keys_text = ldpc_read_file(keys_file, &len);
+    keys_doc = keys_text ? cJSON_ParseWithLength(keys_text, len) : NULL;
+    free(keys_text);
+    rc = ldpc_keyset_load(&keys, keys_doc, &why);
+    cJSON_Delete(keys_doc);
+    if (rc != 0)
+        return usage("--trusted-keys FILE must hold {kid, pub} or a list of them (PATH.pub of "
+                     "`ldpfleet campaign keygen PATH`)");
     payload = ldpc_read_file(file ? file : "/dev/stdin", &len);
     if (payload == NULL)
         return usage("cannot read the payload");
-    doc = ldpc_envelope_verify((const uint8_t *)payload, len, key, keylen, &why);
+    doc = ldpc_envelope_verify((const uint8_t *)payload, len, &keys, &why);
     free(payload);
-    rc = doc == NULL ? -1 : ldpc_config_check(doc, (int64_t)now, &why);
+    rc = doc == NULL ? -1 : flag(argc, argv, "--envelope-only") ? 0
+                                          : ldpc_config_check(doc, (int64_t)now, &why);
     cJSON_Delete(doc);
     if (rc != 0) {
         printf("refused %s: %s\n", why.field, why.message);

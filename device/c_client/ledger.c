@@ -70,7 +70,7 @@ static int cmp_names(const void *a, const void *b)
 
 /* The canonical JSON of a ledger document (sorted keys, no spaces: Python's
  * json.dumps(doc, sort_keys=True, separators=(",", ":"))), heap string or NULL. */
-static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed)
+static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed, const cJSON *keys)
 {
     struct text t = {NULL, 0, 0, 0};
     const cJSON *e, **sorted;
@@ -83,7 +83,25 @@ static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed)
         put_int(&t, (int64_t)e->valuedouble);
         first = 0;
     }
-    put(&t, "],\"reports\":{");
+    put(&t, "]");
+    if (keys != NULL) { /* {"keys":[{"kid","pub"}...],"serial":N}; kid/pub are checked hex */
+        put(&t, ",\"keys\":{\"keys\":[");
+        first = 1;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(keys, "keys")) {
+            put(&t, first ? "{\"kid\":\"" : ",{\"kid\":\"");
+            put(&t, cJSON_GetObjectItemCaseSensitive(e, "kid")->valuestring);
+            put(&t, "\",\"pub\":\"");
+            put(&t, cJSON_GetObjectItemCaseSensitive(e, "pub")->valuestring);
+            put(&t, "\"}");
+            first = 0;
+        }
+        put(&t, "],\"serial\":");
+        put_int(&t, (int64_t)cJSON_GetObjectItemCaseSensitive(keys, "serial")->valuedouble);
+        put(&t, ",\"sha256\":\"");
+        put(&t, cJSON_GetObjectItemCaseSensitive(keys, "sha256")->valuestring);
+        put(&t, "\"}");
+    }
+    put(&t, ",\"reports\":{");
     cJSON_ArrayForEach(e, reports)
         n++;
     sorted = malloc((n ? n : 1) * sizeof *sorted);
@@ -126,13 +144,36 @@ static void sha256_hex(const char *text, char out[65])
     ldpc_hex_encode(digest, sizeof digest, out);
 }
 
-/* One generation file: 0 and its gen/spent/reports/closed (detached, caller owns), -1 if it is
- * missing (errno ENOENT) or invalid (any other reason). */
-static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON **reports, cJSON **closed)
+/* A rotation held in the ledger (spec §5.3): {"serial" >= 1, "keys": a valid trusted set,
+ * "sha256": 64 hex digits of the rotation message}. */
+int ldpc_ledger_keys_valid(const cJSON *keys)
+{
+    struct ldpc_keyset set;
+    struct ldpc_reason why;
+    int64_t serial;
+    const cJSON *e;
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(keys, "sha256");
+    uint8_t raw[32];
+    if (!cJSON_IsObject(keys) || cJSON_GetArraySize(keys) != 3 || !cJSON_IsString(sum)
+        || strlen(sum->valuestring) != 64 || ldpc_hex_decode(sum->valuestring, raw, 32) != 0
+        || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(keys, "serial"), &serial) || serial < 1
+        || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(keys, "keys"))
+        || ldpc_keyset_load(&set, cJSON_GetObjectItemCaseSensitive(keys, "keys"), &why) != 0)
+        return 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(keys, "keys"))
+        if (cJSON_GetArraySize(e) != 2)
+            return 0;
+    return 1;
+}
+
+/* One generation file: 0 and its gen/spent/reports/closed/keys (detached, caller owns; keys NULL
+ * when absent), -1 if it is missing (errno ENOENT) or invalid (any other reason). */
+static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON **reports, cJSON **closed,
+                           cJSON **keys)
 {
     size_t len;
     char *text = ldpc_read_file(path, &len), *canon, hex[65];
-    cJSON *rec, *doc, *rep, *clo, *sum, *entry;
+    cJSON *rec, *doc, *rep, *clo, *sum, *entry, *kys;
     int ok;
     if (text == NULL)
         return -1;
@@ -142,7 +183,8 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
     rep = cJSON_GetObjectItemCaseSensitive(doc, "reports");
     clo = cJSON_GetObjectItemCaseSensitive(doc, "closed");
     sum = cJSON_GetObjectItemCaseSensitive(rec, "sha256");
-    ok = rec != NULL && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), gen) && *gen >= 0
+    kys = cJSON_GetObjectItemCaseSensitive(doc, "keys");
+    ok = rec != NULL && (kys == NULL || ldpc_ledger_keys_valid(kys)) && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), gen) && *gen >= 0
          && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "spent_milli"), spent) && *spent >= 0
          && cJSON_IsObject(rep) && cJSON_IsArray(clo) && cJSON_IsString(sum);
     if (ok) {
@@ -157,7 +199,7 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
             ok &= cJSON_IsNumber(entry);
     }
     if (ok) {
-        canon = canonical(*spent, rep, clo);
+        canon = canonical(*spent, rep, clo, kys);
         ok = canon != NULL;
         if (ok) {
             sha256_hex(canon, hex);
@@ -172,6 +214,7 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
     }
     *reports = cJSON_DetachItemViaPointer(doc, rep);
     *closed = cJSON_DetachItemViaPointer(doc, clo);
+    *keys = kys ? cJSON_DetachItemViaPointer(doc, kys) : NULL;
     cJSON_Delete(rec);
     return 0;
 }
@@ -204,9 +247,9 @@ static void crash_point(const char *step)
 
 /* Generation `gen` of the document into its file (gen mod 2): write, fsync, fsync the dir. */
 static int write_generation(const char *dir, const char *path, int64_t gen, int64_t spent, const cJSON *reports,
-                            const cJSON *closed, struct ldpc_reason *why)
+                            const cJSON *closed, const cJSON *keys, struct ldpc_reason *why)
 {
-    char *canon = canonical(spent, reports, closed), hex[65], head[48], *rec;
+    char *canon = canonical(spent, reports, closed, keys), hex[65], head[48], *rec;
     size_t n;
     int fd, dfd, rc = -1;
     if (canon == NULL) {
@@ -271,7 +314,7 @@ int ldpc_ledger_provision(const char *state_dir, struct ldpc_reason *why)
     } else if (access(p0, F_OK) == 0 || access(p1, F_OK) == 0) {
         rc = 0; /* already provisioned: never overwrite a ledger */
     } else {
-        rc = write_generation(dir, p0, 0, 0, reports, closed, why);
+        rc = write_generation(dir, p0, 0, 0, reports, closed, NULL, why);
     }
     free(dir);
     free(p0);
@@ -298,8 +341,8 @@ int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_c
     }
     for (i = 0; i < 2; i++) {
         int64_t gen, spent;
-        cJSON *reports, *closed;
-        if (read_generation(l->files[i], &gen, &spent, &reports, &closed) != 0) {
+        cJSON *reports, *closed, *keys;
+        if (read_generation(l->files[i], &gen, &spent, &reports, &closed, &keys) != 0) {
             present |= errno != ENOENT;
             continue;
         }
@@ -307,10 +350,13 @@ int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_c
         if (found && gen <= l->gen) {
             cJSON_Delete(reports);
             cJSON_Delete(closed);
+            cJSON_Delete(keys);
             continue;
         }
         cJSON_Delete(l->reports);
         cJSON_Delete(l->closed);
+        cJSON_Delete(l->keys);
+        l->keys = keys;
         l->gen = gen;
         l->spent_milli = spent;
         l->reports = reports;
@@ -337,6 +383,7 @@ void ldpc_ledger_close(struct ldpc_ledger *l)
     free(l->files[1]);
     cJSON_Delete(l->reports);
     cJSON_Delete(l->closed);
+    cJSON_Delete(l->keys);
     memset(l, 0, sizeof *l);
 }
 
@@ -418,7 +465,7 @@ int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, i
     cJSON_AddItemToArray(entry, cJSON_CreateString(hex));
     free(hex);
     cJSON_AddItemToObject(reports, key, entry);
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli + eps_milli, reports, l->closed, why) != 0) {
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli + eps_milli, reports, l->closed, l->keys, why) != 0) {
         cJSON_Delete(reports);
         return -1;
     }
@@ -452,7 +499,7 @@ int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, stru
     cJSON_AddItemToArray(closed, cJSON_CreateNumber((double)campaign_id));
     while (cJSON_GetArraySize(closed) > LDPC_LEDGER_MAX_CLOSED)
         cJSON_DeleteItemFromArray(closed, 0);
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, closed, why) != 0) {
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, closed, l->keys, why) != 0) {
         cJSON_Delete(closed);
         return -1;
     }
@@ -460,4 +507,43 @@ int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, stru
     cJSON_Delete(l->closed);
     l->closed = closed;
     return 0;
+}
+
+int64_t ldpc_ledger_keys_serial(const struct ldpc_ledger *l)
+{
+    return l->keys ? (int64_t)cJSON_GetObjectItemCaseSensitive(l->keys, "serial")->valuedouble : 0;
+}
+
+int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key_list, const char *sha256_hex,
+                         struct ldpc_reason *why)
+{
+    cJSON *keys = cJSON_CreateObject(), *list = cJSON_Duplicate(key_list, 1);
+    int64_t gen = l->gen + 1;
+    if (keys == NULL || list == NULL) {
+        cJSON_Delete(keys);
+        cJSON_Delete(list);
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    cJSON_AddItemToObject(keys, "keys", list);
+    cJSON_AddItemToObject(keys, "serial", cJSON_CreateNumber((double)serial));
+    cJSON_AddItemToObject(keys, "sha256", cJSON_CreateString(sha256_hex));
+    if (!ldpc_ledger_keys_valid(keys)) {
+        cJSON_Delete(keys);
+        ldpc_reason_set(why, "keys", "not a valid trusted set");
+        return -1;
+    }
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, l->closed, keys, why) != 0) {
+        cJSON_Delete(keys);
+        return -1;
+    }
+    l->gen = gen;
+    cJSON_Delete(l->keys);
+    l->keys = keys;
+    return 0;
+}
+
+const char *ldpc_ledger_keys_digest(const struct ldpc_ledger *l)
+{
+    return l->keys ? cJSON_GetObjectItemCaseSensitive(l->keys, "sha256")->valuestring : NULL;
 }

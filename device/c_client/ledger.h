@@ -2,8 +2,9 @@
  * MicroPython client's (device/ldp/ledger.py), so a state directory means the same thing to both:
  *   <state-dir>/ledger.0, ledger.1: one JSON record each,
  *   {"gen": G, "doc": {...}, "sha256": "<hex SHA-256 of the canonical JSON of doc>"}
- *   doc = {"closed": [cid, ...], "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
- *          "spent_milli": int}
+ *   doc = {"closed": [cid, ...], "keys": {"keys": [{"kid", "pub"}, ...], "serial": int, "sha256": hex},
+ *          "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]}, "spent_milli": int}
+ *   ("keys": the last key rotation applied, spec §5.3; absent before the first one)
  * A commit writes generation G+1 over the OLDER file (G+1 mod 2), fsyncs it and the directory;
  * nothing is deleted or renamed, so a crash at any point leaves the previous generation intact.
  * At start the valid generation with the highest G wins; none valid (or none at all) is an error:
@@ -24,6 +25,7 @@ struct ldpc_ledger {
     int64_t eps_cap_milli, lifetime_budget_milli, spent_milli, gen;
     cJSON *reports; /* object: "<cid>:<phase>" -> [nonce, eps_milli, hex] */
     cJSON *closed;  /* array of closed campaign ids */
+    cJSON *keys;    /* {"keys": [...], "serial": n} of the last rotation applied, or NULL */
 };
 
 /* Writes generation 0 (nothing spent) into `state_dir` unless a ledger file exists there. */
@@ -51,6 +53,15 @@ int ldpc_ledger_is_closed(const struct ldpc_ledger *l, uint32_t campaign_id);
 /* Remember a closed campaign id durably (the oldest of LDPC_LEDGER_MAX_CLOSED dropped). */
 int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, struct ldpc_reason *why);
 #define LDPC_LEDGER_MAX_CLOSED 64
+
+/* Key rotations (spec §5.3): the serial held (0 before the first), and persisting a new set
+ * (`key_list`: the message's list of {kid, pub}) before the device uses it. */
+int64_t ldpc_ledger_keys_serial(const struct ldpc_ledger *l);
+int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key_list, const char *sha256_hex,
+                         struct ldpc_reason *why);
+/* The SHA-256 hex of the rotation message applied last, or NULL. */
+const char *ldpc_ledger_keys_digest(const struct ldpc_ledger *l);
+int ldpc_ledger_keys_valid(const cJSON *keys);
 
 /* Record spend + nonce + report durably; 0 on success (only then may the report be published). */
 int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,

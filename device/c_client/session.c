@@ -49,7 +49,7 @@ static void requeue_inflight(struct session *s)
 static void on_connect(struct mosquitto *mosq, void *obj, int rc)
 {
     struct session *s = obj;
-    const char *topics[2];
+    const char *topics[3];
     if (rc != 0) {
         ldpc_log(s->dev->id.device_id, "connection-lost", "CONNACK refused: %s", mosquitto_connack_string(rc));
         mosquitto_disconnect(mosq);
@@ -58,9 +58,10 @@ static void on_connect(struct mosquitto *mosq, void *obj, int rc)
     s->connected = 1;
     s->backoff = BACKOFF_START;
     ldpc_log(s->dev->id.device_id, "connected", "%s:%d", s->opts->host, s->opts->port);
-    topics[0] = s->dev->topic_config;
-    topics[1] = s->dev->topic_phase2;
-    rc = mosquitto_subscribe_multiple(mosq, NULL, 2, (char *const *)topics, 1, 0, NULL);
+    topics[0] = LDPC_KEYS_TOPIC; /* first: its retained rotation comes before the configs */
+    topics[1] = s->dev->topic_config;
+    topics[2] = s->dev->topic_phase2;
+    rc = mosquitto_subscribe_multiple(mosq, NULL, 3, (char *const *)topics, 1, 0, NULL);
     if (rc == MOSQ_ERR_SUCCESS)
         rc = mosquitto_subscribe(mosq, NULL, s->dev->topic_ack, 0);
     if (rc != MOSQ_ERR_SUCCESS)

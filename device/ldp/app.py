@@ -1,6 +1,6 @@
 """ldpfleet device entry point (device/main.py runs `main(sys.argv[1:])`).
 
-On a board (no arguments): reads identity.json {device_id, fleet_key_hex, eps_cap_milli,
+On a board (no arguments): reads identity.json {device_id, trusted_keys, eps_cap_milli,
 lifetime_budget_milli, broker: {host, port, user, password, tls: {ca_file}}, wifi: {ssid,
 password}} and value.json {campaign, value, high} from the filesystem root and runs forever.
 With `broker.tls` the device connects over TLS (port 8883 unless given) and accepts only a

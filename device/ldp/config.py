@@ -1,6 +1,6 @@
 """Signed campaign configs and phase-2 messages on the device (spec §5, §6).
 
-`verify` checks HMAC-SHA256 over the exact body bytes received, then parses the body;
+Signatures are checked by envelope.py (Ed25519, §5.1) before anything here runs;
 `check_config` applies the same structural rules as the aggregator
 (aggregator/ldpfleet/config.py::check_config). Every refusal is a ConfigError naming the
 field, which the device logs.
@@ -11,7 +11,6 @@ import time
 from .domain import EMPTY_KEY
 from .errors import ConfigError
 from .hash import item_key
-from .hmac_sha256 import equal, hmac_sha256_hex
 from .mechanisms import NAMES, SET_VALUED
 from .thresholds import cmin, grr_ok
 
@@ -38,26 +37,6 @@ def valid_name(name):
 
 def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def verify(payload, fleet_key):
-    """Body document of a correctly signed envelope, else ConfigError."""
-    try:
-        env = json.loads(payload)
-    except (ValueError, UnicodeError) as exc:
-        raise ConfigError("envelope", "not JSON: %s" % exc)
-    if not isinstance(env, dict) or not isinstance(env.get("body"), str) or not isinstance(env.get("sig"), str):
-        raise ConfigError("envelope", 'expected {"body": str, "sig": str}')
-    body = env["body"]
-    if not equal(hmac_sha256_hex(fleet_key, body.encode()), env["sig"].lower()):
-        raise ConfigError("sig", "signature does not verify")
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        raise ConfigError("body", "not JSON: %s" % exc)
-    if not isinstance(doc, dict):
-        raise ConfigError("body", "body must be a JSON object")
-    return doc
 
 
 def _need(doc, key, kind, field=None):
@@ -177,6 +156,28 @@ def check_close(doc):
     if not 0 <= _need(doc, "campaign_id", int) <= 0xFFFFFFFF:
         raise ConfigError("campaign_id", "out of u32 range")
     return doc
+
+
+def check_keys(doc):
+    """A key-rotation body (spec §5.3; the aggregator's config.check_keys). Returns the new
+    trusted set {kid: pub}."""
+    from .envelope import MAX_TRUSTED, trusted_keys
+    if doc.get("type") != "keys":
+        raise ConfigError("type", "not a key-rotation message")
+    if doc.get("protocol") != PROTOCOL:
+        raise ConfigError("protocol", "unsupported protocol %r" % (doc.get("protocol"),))
+    if not 1 <= _need(doc, "serial", int) < 0x80000000:
+        raise ConfigError("serial", "must be an integer in [1, 2^31)")
+    keys = doc.get("keys")
+    if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_TRUSTED:
+        raise ConfigError("keys", "1 to %d keys" % MAX_TRUSTED)
+    try:
+        trusted = trusted_keys(keys)
+    except ConfigError as exc:
+        raise ConfigError("keys", exc.message)
+    if len(trusted) != len(keys):
+        raise ConfigError("keys", "a key is listed twice")
+    return trusted
 
 
 def sample_rates(phases):

@@ -19,13 +19,15 @@ prepared once at start (`domain.DeviceValue`); an out-of-domain value reports �
 refusal); the ledger memo is checked before the value is touched; lookups and the LDPLCM model
 take the same steps for every value; log lines carry no value-derived text.
 """
+import hashlib
 import os
 import time
-from binascii import unhexlify
+from binascii import hexlify
 from micropython import const
 
 from . import config as cfg
 from .domain import SET_CAPACITY, DeviceValue, DomainIndex
+from .envelope import KEYS_TOPIC, Verifier, trusted_keys
 from .errors import BudgetExceeded, ConfigError
 from .hash import murmur3
 from .ledger import Ledger
@@ -55,7 +57,7 @@ def default_client(client_id, host, port, keepalive, timeout, user=None, passwor
 class Device:
     """One device taking part in one campaign.
 
-    `identity`: {device_id, fleet_key_hex, eps_cap_milli, lifetime_budget_milli,
+    `identity`: {device_id, trusted_keys (public keys only, spec §5.2), eps_cap_milli, lifetime_budget_milli,
     set_capacity (optional)}.
     `value`: the device's item (int or str), a list of items for set-valued campaigns
     (anything else, or an item outside the campaign's domain, reports ⊥, spec §1);
@@ -73,8 +75,12 @@ class Device:
         self.device_id = identity["device_id"]
         if not cfg.valid_name(self.device_id) or not cfg.valid_name(campaign):
             raise ValueError("device id and campaign must match [A-Za-z0-9_-]{1,64}")
-        self.fleet_key = unhexlify(identity["fleet_key_hex"])
         self.ledger = Ledger(state_dir, identity["eps_cap_milli"], identity["lifetime_budget_milli"])
+        # the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3)
+        held = self.ledger.keys
+        self.verifier = Verifier(trusted_keys(held["keys"] if held else identity.get("trusted_keys")))
+        self.kid_refused = {}  # "config"/"phase2" -> payload refused for its key id
+        self.last_payload = None
         self.campaign = campaign
         self.value = DeviceValue(value, identity.get("set_capacity", SET_CAPACITY))
         self.rand = os.urandom
@@ -94,6 +100,7 @@ class Device:
         self.topic_phase2 = "ldp/%s/phase2" % campaign
         self.topic_report = "ldp/%s/r/%s" % (campaign, self.device_id)
         self.topic_ack = "ldp/%s/a/%s" % (campaign, self.device_id)
+        self.topic_keys = KEYS_TOPIC
         self.client = None
         self.inbox = {}
         self.acks = []
@@ -112,7 +119,9 @@ class Device:
     # --- messages ---------------------------------------------------------------------------
     def _on_message(self, topic, msg):
         topic = topic.decode()
-        if topic == self.topic_config:
+        if topic == self.topic_keys:
+            self.inbox["keys"] = msg
+        elif topic == self.topic_config:
             self.inbox["config"] = msg
         elif topic == self.topic_phase2:
             self.inbox["phase2"] = msg
@@ -122,6 +131,9 @@ class Device:
     def process_inbox(self):
         while self.acks:
             self.on_ack(self.acks.pop(0))
+        msg = self.inbox.pop("keys", None)
+        if msg is not None:
+            self.on_keys(msg)
         msg = self.inbox.pop("config", None)
         if msg is not None:
             self.on_config(msg)
@@ -130,7 +142,33 @@ class Device:
             if msg is not None:
                 self.on_phase2(msg)
 
+    def on_keys(self, payload):
+        """A key rotation (spec §5.3): signed by a key trusted now, a higher serial than the
+        one held; persisted in the ledger before use. Messages refused for their key id are
+        tried again under the new set."""
+        digest = hexlify(hashlib.sha256(payload).digest()).decode()
+        if self.ledger.keys and self.ledger.keys["sha256"] == digest:  # verified when applied
+            self.log("keys", "skip serial=%d" % self.ledger.keys_serial)
+            return
+        try:
+            doc = self.verifier.open(payload)
+            trusted = cfg.check_keys(doc)
+        except ConfigError as exc:
+            self.log("refused", "keys %s" % exc)  # fleet-wide: never ends a --once run
+            return
+        if doc["serial"] <= self.ledger.keys_serial:
+            self.log("keys", "skip serial=%d" % doc["serial"])
+            return
+        self.ledger.set_keys(doc["serial"], doc["keys"], digest)
+        self.verifier.set_trusted(trusted)
+        self.log("keys", "serial=%d trusted=%d" % (doc["serial"], len(trusted)))
+        for what, msg in self.kid_refused.items():
+            self.inbox.setdefault(what, msg)
+        self.kid_refused = {}
+
     def _refuse(self, what, exc):
+        if getattr(exc, "field", None) == "kid":
+            self.kid_refused[what] = self.last_payload
         self.log("refused", "%s %s" % (what, exc))
         if self.once:
             self.exit_code = EXIT_REFUSED
@@ -162,8 +200,9 @@ class Device:
             self.exit_code = EXIT_DONE
 
     def on_config(self, payload):
+        self.last_payload = payload
         try:
-            doc = cfg.verify(payload, self.fleet_key)
+            doc = self.verifier.open(payload)
             if doc.get("type") == "close":
                 self.on_close(cfg.check_close(doc))
                 return
@@ -201,9 +240,10 @@ class Device:
             self.deliver(1, mech, value)
 
     def on_phase2(self, payload):
+        self.last_payload = payload
         doc = self.config
         try:
-            p2 = cfg.check_phase2(cfg.verify(payload, self.fleet_key), doc)
+            p2 = cfg.check_phase2(self.verifier.open(payload), doc)
             now = cfg.unix_now()
             if not doc["not_before"] <= now <= doc["not_after"]:
                 raise ConfigError("validity", "the campaign's validity window has passed")
@@ -367,6 +407,7 @@ class Device:
         self.client.set_callback(self._on_message)
         self.client.connect(clean_session=True)
         self.log("connected", "%s:%d" % (self.host, self.port))
+        self.client.subscribe(self.topic_keys, qos=1)  # first: its retained rotation comes first
         self.client.subscribe(self.topic_config, qos=1)
         self.client.subscribe(self.topic_phase2, qos=1)
         self.client.subscribe(self.topic_ack, qos=0)

@@ -15,7 +15,9 @@ Provisioning writes generation 0 (`provision`, the device runner); `ldpfleet fla
 `ledger.init`, which a board adopts only while it has no ledger file at all.
 
 doc: {"spent_milli": int, "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
-      "closed": [campaign_id, ...]}
+      "closed": [campaign_id, ...],
+      "keys": {"serial": int, "keys": [{"kid", "pub"}, ...], "sha256": "<hex of the message>"}}
+("keys" appears with the first key rotation the device applies, spec §5.3.)
 """
 import json
 import os
@@ -123,6 +125,7 @@ class Ledger:
         self.spent_milli = doc["spent_milli"]
         self.reports = doc["reports"]
         self.closed = doc["closed"]
+        self.keys = doc.get("keys")  # the last rotation applied (spec §5.3), or None
 
     @staticmethod
     def _adopt_initial(state_dir):
@@ -162,11 +165,24 @@ class Ledger:
             raise BudgetExceeded("lifetime_budget", "eps_milli %d above the remaining budget %d"
                                  % (eps_milli, self.remaining_milli))
 
-    def _commit(self, spent, reports, closed):
+    def _commit(self, spent, reports, closed, keys=None):
+        keys = keys or self.keys
         doc = {"spent_milli": spent, "reports": reports, "closed": closed}
+        if keys is not None:
+            doc["keys"] = keys
         write_generation(self.state_dir, self.gen + 1, doc)
         self.gen += 1
-        self.spent_milli, self.reports, self.closed = spent, reports, closed
+        self.spent_milli, self.reports, self.closed, self.keys = spent, reports, closed, keys
+
+    @property
+    def keys_serial(self):
+        return self.keys["serial"] if self.keys else 0
+
+    def set_keys(self, serial, keys, digest):
+        """Persist a key rotation (spec §5.3) and the SHA-256 hex of its message before the
+        device uses the new set."""
+        self._commit(self.spent_milli, self.reports, self.closed,
+                     {"serial": serial, "keys": keys, "sha256": digest})
 
     def commit(self, campaign_id, phase, eps_milli, nonce, report):
         """Record the spend, nonce and report bytes durably (call before publishing)."""

@@ -4,6 +4,7 @@
 
 Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came from,
 "acks": [does the ack match the report, per acks.json "matching" case],
+"signatures": {"rfc8032": [verifies?], "signed": [body type], "verify": [refusal field or null]},
 "reports": {mech: [report hex | "error: ..."]}}.
 Random words come from the vector through the mechanisms' one `rand` parameter; a report
 that consumes a different number of words than the vector holds is an error.
@@ -16,6 +17,10 @@ import ldp.hash
 from ldp import thresholds
 from ldp.hash import bucket, item_key, keyed_hash, murmur3
 from ldp.mechanisms import make
+from ldp.config import check_keys
+from ldp.ed25519 import verify as ed25519_verify
+from ldp.envelope import Verifier, trusted_keys
+from ldp.errors import ConfigError
 from ldp.report import ack_matches
 from word_source import WordSource
 
@@ -63,6 +68,28 @@ def report_results(cases):
     return out
 
 
+def signature_results(vec):
+    """signatures.json: RFC 8032's vectors through ed25519.verify; every envelope through the
+    device's Verifier (spec §5.1) with its trusted keys."""
+    def field(keys, payload):
+        try:
+            Verifier(trusted_keys(keys)).open(payload.encode())
+        except ConfigError as exc:
+            return exc.field
+        return None
+    mine = [vec["keys"]["trusted"]]
+    signed = []
+    for c in vec["signed"]:
+        doc = Verifier(trusted_keys(mine)).open(c["payload"].encode())
+        if doc["type"] == "keys":
+            check_keys(doc)
+        signed.append(doc["type"])
+    return {"rfc8032": [ed25519_verify(unhexlify(c["public_hex"]), unhexlify(c["message_hex"]),
+                                       unhexlify(c["signature_hex"])) for c in vec["rfc8032"]],
+            "signed": signed,
+            "verify": [field(c["trusted"], c["payload"]) for c in vec["verify"]]}
+
+
 def main(argv):
     vdir, out_path = argv[0], argv[1]
     with open(vdir + "/hash.json") as f:
@@ -73,6 +100,8 @@ def main(argv):
     with open(vdir + "/acks.json") as f:
         result["acks"] = [ack_matches(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]))
                           for c in json.load(f)["matching"]]
+    with open(vdir + "/signatures.json") as f:
+        result["signatures"] = signature_results(json.load(f))
     result["reports"] = {}
     for name in argv[2:]:
         with open(vdir + "/reports_%s.json" % name) as f:

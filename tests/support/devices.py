@@ -9,8 +9,13 @@ import uuid
 import paho.mqtt.client as mqtt
 
 from ldpfleet import config as campaign_config
+from ldpfleet import signing
+from ldpfleet.signing import SigningKey
 
-FLEET_KEY = bytes(range(32))
+SIGNING_KEY = SigningKey.from_seed(bytes(range(32)))
+"""The tests' aggregator key (Ed25519, spec §5.1); devices trust only its public half."""
+OTHER_KEY = SigningKey.from_seed(bytes(range(1, 33)))
+"""A valid Ed25519 key that no test device trusts."""
 SENTINEL_TOPIC = "ldp/sentinel/r/barrier"
 
 
@@ -104,8 +109,16 @@ def config_doc(campaign, mechanism="olh", eps_milli=2000, params=None, domain=No
                                        salt, **kw)
 
 
-def envelope(body: str, key: bytes = FLEET_KEY) -> bytes:
+def envelope(body: str, key: SigningKey = SIGNING_KEY) -> bytes:
     """A signed envelope around an arbitrary body string (for malformed-but-signed cases)."""
+    import json
+    sig = key.sign(signing.signed_message(body.encode("utf-8")))
+    return json.dumps({"body": body, "kid": key.kid, "sig": sig.hex()},
+                      separators=(",", ":")).encode()
+
+
+def hmac_envelope(body: str, key: bytes = bytes(range(32))) -> bytes:
+    """A protocol-v1 HMAC envelope (`{"body", "sig"}`), which every v2 party refuses."""
     import hashlib
     import hmac
     import json
@@ -124,3 +137,12 @@ def stop_processes(procs):
         except Exception:
             os.kill(p.pid, signal.SIGKILL)
             p.wait(10)
+
+
+def write_key_files(path, key: SigningKey = SIGNING_KEY):
+    """`path` (PKCS#8 PEM) and `path`.pub of a fixed test key, as `campaign keygen` writes them."""
+    import json
+    from pathlib import Path
+    Path(path).write_bytes(key.pem())
+    Path(str(path) + ".pub").write_text(json.dumps(key.public.to_doc()) + "\n")
+    return key

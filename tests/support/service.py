@@ -10,7 +10,7 @@ import numpy as np
 from ldpfleet.loadgen import serve_process
 from ldpfleet.mqtt import QosPublisher
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import write_fleet_key
+from ldpfleet.signing import write_signing_key
 
 
 def publisher(broker_url: str, client_id: str = "test-publisher", max_inflight: int = 2000):
@@ -52,7 +52,7 @@ def new_campaign(tmp_path, broker_url, name, mechanism, epsilon, domain, params=
     """Create (sign + publish + store) a campaign; returns (state URL, Campaign)."""
     key_file = os.path.join(str(tmp_path), "fleet-%s.key" % name)
     if not os.path.exists(key_file):
-        write_fleet_key(key_file)
+        write_signing_key(key_file)
     state = "sqlite:///" + os.path.join(str(tmp_path), state_name)
     with Store(state) as store:
         camp = create_campaign(store, BrokerSettings.from_url(broker_url), key_file, name,

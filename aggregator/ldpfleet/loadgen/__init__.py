@@ -1,7 +1,7 @@
 """The load generator (`ldpfleet fleet`) and the one-machine demo (`ldpfleet demo`).
 
 The generator reads a campaign's retained signed config from the broker and verifies it with
-the fleet key (spec §5), then publishes one report per device and phase (spec §4,
+the campaign's public key (spec §5), then publishes one report per device and phase (spec §4,
 `ldp/<campaign>/r/<device-id>`, QoS 1) from three kinds of device:
 
 * simulated CPython devices: true items drawn aggregator-side from a seeded distribution,

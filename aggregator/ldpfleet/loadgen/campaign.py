@@ -1,5 +1,5 @@
 """The campaign as a device sees it: the retained, signed config (and status and phase-2
-message) read from the broker and verified with the fleet key (spec §5)."""
+message) read from the broker and verified with the trusted public keys (spec §5.1)."""
 import json
 import threading
 import uuid
@@ -60,7 +60,7 @@ def _retained(broker: mqtt.BrokerSettings, campaign: str, timeout: float) -> dic
     return {leaf: retained.get(topic) for leaf, topic in topics.items()}
 
 
-def fetch_campaign(broker, campaign: str, fleet_key: bytes, phase: int = None,
+def fetch_campaign(broker, campaign: str, trusted_keys, phase: int = None,
                    timeout: float = CONFIG_TIMEOUT) -> CampaignView:
     """Read the retained config (and status, phase 2) of `campaign`; verify the signatures.
     `broker`: URL or BrokerSettings."""
@@ -68,7 +68,7 @@ def fetch_campaign(broker, campaign: str, fleet_key: bytes, phase: int = None,
     if not campaign_config.NAME_RE.match(campaign):
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
     retained = _retained(broker, campaign, timeout)
-    doc = campaign_config.verify(retained["config"], fleet_key)
+    doc = campaign_config.verify(retained["config"], trusted_keys)
     if doc.get("type") == "close":
         campaign_config.check_close(doc)
         raise ConfigError("campaign", "campaign %s (id %d) is closed: its devices no longer report"
@@ -92,7 +92,7 @@ def fetch_campaign(broker, campaign: str, fleet_key: bytes, phase: int = None,
         if retained["phase2"] is None:
             raise ConfigError("phase2", "campaign %s is in phase 2 but ldp/%s/phase2 holds no "
                               "message" % (campaign, campaign))
-        phase2 = campaign_config.verify(retained["phase2"], fleet_key)
+        phase2 = campaign_config.verify(retained["phase2"], trusted_keys)
         if phase2.get("type") != "phase2" or phase2.get("campaign_id") != doc["campaign_id"]:
             raise ConfigError("phase2", "phase-2 message does not belong to this campaign")
     return CampaignView(doc, phase, phase2, status)

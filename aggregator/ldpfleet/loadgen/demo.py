@@ -90,12 +90,12 @@ def _aggregate(opts: DemoOptions, out_dir: str, say):
     """Broker, serve, campaign, fleet; returns (fleet result, counters, sketch, campaign)."""
     from ..broker import EmbeddedBroker
     from ..service import Store, create_campaign
-    from ..service.campaigns import write_fleet_key
+    from ..signing import write_signing_key
     from ..service.estimates import load_sketch
     name = "demo-%s" % uuid.uuid4().hex[:8]
     state_url = "sqlite:///" + os.path.join(out_dir, "aggregator.db")
     key_path = os.path.join(out_dir, "%s.key" % name)
-    fleet_key = write_fleet_key(key_path)
+    trusted_keys = write_signing_key(key_path).public
     embedded = serve = None
     broker_url = opts.broker_url
     try:
@@ -116,7 +116,7 @@ def _aggregate(opts: DemoOptions, out_dir: str, say):
             % (name, opts.mechanism, opts.epsilon, opts.domain, name))
         say("fleet      %d simulated devices (C kernels) + %d MicroPython devices, Zipf %g"
             % (opts.devices, opts.micropython, opts.zipf))
-        fleet = run_fleet(broker_url, name, fleet_key, FleetOptions(
+        fleet = run_fleet(broker_url, name, trusted_keys, FleetOptions(
             devices=opts.devices, micropython=opts.micropython, dist="zipf:%g" % opts.zipf,
             seed=opts.seed, progress=opts.progress, workdir=out_dir))
         say("sent       %d reports in %.1f s" % (fleet.sent, fleet.seconds))

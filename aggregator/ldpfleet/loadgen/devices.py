@@ -93,7 +93,8 @@ class RealDevices:
     broker: mqtt.BrokerSettings
     view: CampaignView
     dist: ItemDistribution
-    fleet_key: bytes
+    trusted_keys: list
+    """The public keys the devices trust (signing.PublicKey list)."""
     id_prefix: str
     workdir: str = None
     wait: float = 60.0
@@ -148,7 +149,7 @@ class RealDevices:
                     continue
                 value = self.dist.value(indices[i])
                 state = device_runner.prepare_device(os.path.join(root, ids[i]), ids[i],
-                                                     self.fleet_key, value=value,
+                                                     self.trusted_keys, value=value,
                                                      campaign=doc["campaign"], broker=self._login())
                 running.append((i, _DeviceProcess(ids[i], self._launch(state, value), phase,
                                                   acknowledged(doc))))

@@ -135,7 +135,7 @@ def progress_bar(total: int, enabled: bool, desc: str):
     return tqdm(total=total, desc=desc, unit="dev", leave=False)
 
 
-def run_fleet(broker, campaign: str, fleet_key: bytes, options: FleetOptions = None) -> FleetResult:
+def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None) -> FleetResult:
     """Verify the campaign's config, then publish one report per device (package docstring).
     `broker`: an mqtt:// or mqtts:// URL or BrokerSettings (its credentials and CA file are
     handed to the real devices too)."""
@@ -143,7 +143,7 @@ def run_fleet(broker, campaign: str, fleet_key: bytes, options: FleetOptions = N
     broker = mqtt.as_settings(broker)
     opts.check(broker)
     c_client = (opts.c_client or c_client_binary()) if opts.c_clients else None
-    view = fetch_campaign(broker, campaign, fleet_key, opts.phase)
+    view = fetch_campaign(broker, campaign, trusted_keys, opts.phase)
     mech = phase_mechanism(view)
     distribution = item_distribution(opts.dist, view.config)
     set_size = 0
@@ -161,7 +161,7 @@ def run_fleet(broker, campaign: str, fleet_key: bytes, options: FleetOptions = N
     with ThreadPoolExecutor(2) as pool:
         for kind, count in (("micropython", opts.micropython), ("c", opts.c_clients)):
             if count:
-                devices = RealDevices(kind, broker, view, distribution, fleet_key, id_prefix,
+                devices = RealDevices(kind, broker, view, distribution, trusted_keys, id_prefix,
                                       workdir=opts.workdir, binary=c_client)
                 indices = draw_indices(count, distribution, rng, set_size)
                 real.append((kind, count, (devices, pool.submit(devices.run, indices))))

@@ -7,7 +7,7 @@ Modules
   `Ingestor.process_batch` (validate/dedupe/fold/commit without MQTT). Rejection reasons:
   `ingest.REASONS`.
 - `campaigns`: `create_campaign` (`Issuance`: validity, salt, id), `close_campaign`,
-  `publish_phase2`, `campaign_status`, fleet key files.
+  `publish_phase2`, `campaign_status`, signing key files.
 - `protocol_campaigns`: two-phase protocols (LDPMiner, LDPLCM): `create_protocol_campaign`
   (`protocols.options.ProtocolOptions`), `advance_campaign`.
 - `estimates`: `compute_estimates` -> `EstimateTable` (confidence intervals, post-processing,
@@ -22,7 +22,7 @@ Programmatic use (what `ldpfleet demo` does; `ldpfleet.loadgen.serve_process`):
     from ldpfleet.loadgen.serve_process import ServeProcess
     broker = BrokerSettings.from_url("mqtt://127.0.0.1:1883")
     with Store("sqlite:////tmp/agg.db") as store:
-        create_campaign(store, broker, "fleet.key", "cpu", "olh", 2.0, "0-1023")
+        create_campaign(store, broker, "signing.key", "cpu", "olh", 2.0, "0-1023")
     serve = ServeProcess(broker.url, "sqlite:////tmp/agg.db").start()   # subprocess, ready
     ...                                       # devices publish; poll store.counters("cpu")
     serve.stop()

@@ -2,7 +2,7 @@
 phase-2 publication (protocol_spec/v2 §4, §5).
 
 Python API (all take an open `Store` and, where something is published, `BrokerSettings`):
-- `create_campaign(store, broker, fleet_key_file, name, mechanism, epsilon, domain, params=None,
+- `create_campaign(store, broker, signing_key_file, name, mechanism, epsilon, domain, params=None,
   issue=Issuance(valid_days=30, salt=None, campaign_id=None)) -> Campaign`: the config goes retained to `ldp/<name>/config` (QoS 1) and
   an `open` status to `ldp/<name>/status`; the store keeps the signed payload and the PATH of
   the key file (the key itself is re-read when a phase-2 message must be signed).
@@ -15,8 +15,8 @@ Python API (all take an open `Store` and, where something is published, `BrokerS
 
 Two-phase protocols (LDPMiner, LDPLCM): `protocol_campaigns`.
 
-Fleet key files: hex text (one line) or raw bytes, at least 16 bytes (same rule as
-`ldpfleet fleet`); `write_fleet_key(path)` makes a fresh one (mode 0600).
+Signing key files: Ed25519, PKCS#8 PEM, written with `PATH.pub` by `signing.write_signing_key`
+(`ldpfleet campaign keygen`); devices and `ldpfleet fleet` hold only `PATH.pub`.
 """
 import json
 import math
@@ -31,6 +31,8 @@ from ..mechanisms import make_mechanism, mechanism_class
 from .. import mqtt
 from .broker_watch import drops_in_state
 from ..config import domain_extras
+from ..signing import read_signing_key
+from .keys import require_trusted
 from .store import Campaign, Store
 
 DEFAULT_VALID_DAYS = 30
@@ -54,35 +56,6 @@ class Issuance:
 
     def fresh_salt(self) -> int:
         return int.from_bytes(os.urandom(4), "little") if self.salt is None else int(self.salt)
-
-
-def read_fleet_key(path: str) -> bytes:
-    """The HMAC key in a fleet key file: hex text (one line) or raw bytes, >= 16 bytes."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise ConfigError("fleet_key_file", "cannot read %s: %s" % (path, exc.strerror)) from None
-    text = data.strip()
-    if text and all(c in b"0123456789abcdefABCDEF" for c in text):
-        if len(text) % 2:
-            raise ConfigError("fleet_key", "%s holds %d hex digits: an odd count (truncated?)"
-                              % (path, len(text)))
-        key = bytes.fromhex(text.decode("ascii"))
-    else:
-        key = data
-    if len(key) < 16:
-        raise ConfigError("fleet_key", "fleet key must have at least 16 bytes, got %d" % len(key))
-    return key
-
-
-def write_fleet_key(path: str, nbytes: int = 32) -> bytes:
-    """A fresh random fleet key, written as hex (0600); refuses to overwrite."""
-    key = os.urandom(nbytes)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(key.hex() + "\n")
-    return key
 
 
 def parse_domain(spec) -> dict:
@@ -191,13 +164,14 @@ def validity_window(valid_days) -> tuple:
     return now - 60, now + int(valid_days * 86400)
 
 
-def sign_store_publish(store: Store, broker, fleet_key_file: str, key: bytes, doc: dict,
+def sign_store_publish(store: Store, broker, signing_key_file: str, key: bytes, doc: dict,
                         protocol: dict = None) -> Campaign:
     """Sign the config, store the campaign, publish the config retained (and the status);
     a publishing failure removes the campaign again."""
+    require_trusted(store, key, signing_key_file)
     payload = cfgmod.sign(doc, key)
     name = doc["campaign"]
-    camp = store.add_campaign(doc, payload, os.path.abspath(fleet_key_file), protocol=protocol)
+    camp = store.add_campaign(doc, payload, os.path.abspath(signing_key_file), protocol=protocol)
     if broker is not None:
         try:
             mqtt.publish(broker, "ldp/%s/config" % name, payload, retain=True)
@@ -230,36 +204,36 @@ def publish_status(store: Store, broker: mqtt.BrokerSettings, name: str):
                       json.dumps(status_document(store, camp), sort_keys=True), qos=0)
 
 
-def create_campaign(store: Store, broker: mqtt.BrokerSettings, fleet_key_file: str, name: str,
+def create_campaign(store: Store, broker: mqtt.BrokerSettings, signing_key_file: str, name: str,
                     mechanism, epsilon, domain, params=None, issue: Issuance = None) -> Campaign:
     """Build, sign, store and publish a campaign config (see module docstring).
 
     `mechanism`/`epsilon`/`params` may be lists (one per phase) for two-phase campaigns;
     `domain` is a dict, `N`, `0-M` or a file of items. Publishing failure undoes the store."""
-    key = read_fleet_key(fleet_key_file)
+    key = read_signing_key(signing_key_file)
     issue = issue or Issuance()
     if issue.campaign_id is None:
         issue = replace(issue, campaign_id=fresh_campaign_id(store))
     doc = build_config(name, mechanism, epsilon, parse_domain(domain), params=params, issue=issue)
-    return sign_store_publish(store, broker, fleet_key_file, key, doc)
+    return sign_store_publish(store, broker, signing_key_file, key, doc)
 
 
-def campaign_key(camp: Campaign, fleet_key_file: str = None) -> bytes:
+def campaign_key(camp: Campaign, signing_key_file: str = None):
     """The key that signs a campaign's later messages (phase 2, close): the given key file or
     the one the campaign was made with, refused unless it verifies the campaign's config
     (devices would refuse anything else)."""
-    key_file = fleet_key_file or camp.fleet_key_ref
-    key = read_fleet_key(key_file)
+    key_file = signing_key_file or camp.signing_key_ref
+    key = read_signing_key(key_file)
     try:
         cfgmod.verify(camp.config_payload, key)
     except ConfigError:
-        raise ConfigError("fleet_key", "%s is not the key campaign %s was signed with"
+        raise ConfigError("signing_key", "%s is not the key campaign %s was signed with"
                           % (key_file, camp.name)) from None
     return key
 
 
 def close_campaign(store: Store, name: str, broker: mqtt.BrokerSettings = None,
-                   fleet_key_file: str = None) -> Campaign:
+                   signing_key_file: str = None) -> Campaign:
     """State `closed` (the ingest rejects further reports as `closed_campaign`). With a broker,
     the signed close (spec §5.4) replaces the retained config on `ldp/<name>/config` — a device
     that comes later never sees the config, so it never spends on the campaign — the retained
@@ -268,7 +242,7 @@ def close_campaign(store: Store, name: str, broker: mqtt.BrokerSettings = None,
     camp = store.require_campaign(name)
     payload = None
     if broker is not None:
-        key = campaign_key(camp, fleet_key_file)
+        key = campaign_key(camp, signing_key_file)
         payload = cfgmod.sign(cfgmod.make_close(camp.config), key)
     store.set_state(name, "closed")
     if broker is not None:
@@ -280,7 +254,7 @@ def close_campaign(store: Store, name: str, broker: mqtt.BrokerSettings = None,
 
 
 def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candidates=None,
-                   model=None, fleet_key_file: str = None, protocol: dict = None) -> Campaign:
+                   model=None, signing_key_file: str = None, protocol: dict = None) -> Campaign:
     """Sign and publish the phase-2 message (LDPMiner candidates or LDPLCM model); the campaign
     then accepts phase-2 reports (and still late phase-1 ones). `protocol`: the campaign's
     updated protocol document, stored in the same transaction. If the broker does not take
@@ -296,7 +270,7 @@ def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candida
         raise ConfigError("phase", "campaign %s has a single phase" % name)
     if not camp.open:
         raise ConfigError("state", "campaign %s is closed" % name)
-    key = campaign_key(camp, fleet_key_file)
+    key = campaign_key(camp, signing_key_file)
     if candidates is not None:
         keys = set(int(c) for c in candidates)
         dom = camp.config["domain"]

@@ -1,7 +1,7 @@
 """Two-phase protocol campaigns (`campaign create --protocol`, `campaign advance`;
 protocol_spec/v2 §3, §5).
 
-- `create_protocol_campaign(store, broker, fleet_key_file, name, protocol, epsilon, domain,
+- `create_protocol_campaign(store, broker, signing_key_file, name, protocol, epsilon, domain,
   options=ProtocolOptions(...), issue=Issuance(...))`: `ldpminer-rappor` / `ldpminer-sh`
   (LDPMiner, sh then srappor / sh) or `ldplcm` (cms then lcm); the phases come from
   `ldpminer.campaign_phases` / `ldplcm.campaign_phases`, and what only the aggregator needs
@@ -19,7 +19,7 @@ from ..mechanisms import make_mechanism
 from ..protocols.options import ProtocolOptions, check_positive
 from .. import mqtt
 from .campaigns import (Issuance, fresh_campaign_id, parse_domain, parse_epsilon, publish_phase2,
-                        read_fleet_key, sign_store_publish, validity_window)
+                        read_signing_key, sign_store_publish, validity_window)
 from .store import Campaign, Store
 
 PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm"}
@@ -83,7 +83,7 @@ def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
     return out
 
 
-def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, fleet_key_file: str,
+def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, signing_key_file: str,
                              name: str, protocol_name: str, epsilon, domain,
                              options: ProtocolOptions = None, issue: Issuance = None) -> Campaign:
     """Build, sign, store and publish a two-phase protocol campaign (module docstring).
@@ -91,7 +91,7 @@ def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, fleet_ke
     reports twice, sequential composition); LDPLCM gives it to both (each device reports once)."""
     if not cfgmod.NAME_RE.match(name or ""):
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
-    key = read_fleet_key(fleet_key_file)
+    key = read_signing_key(signing_key_file)
     dom = parse_domain(domain)
     issue = issue or Issuance()
     phases, proto = protocol_phases(protocol_name, parse_epsilon(epsilon), dom, options)
@@ -101,11 +101,11 @@ def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, fleet_ke
     doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
                              campaign_id=cid, not_before=not_before, not_after=not_after,
                              delivery=issue.delivery_field())
-    return sign_store_publish(store, broker, fleet_key_file, key, doc, protocol=proto)
+    return sign_store_publish(store, broker, signing_key_file, key, doc, protocol=proto)
 
 
 def advance_campaign(store: Store, broker: mqtt.BrokerSettings, name: str,
-                     fleet_key_file: str = None) -> dict:
+                     signing_key_file: str = None) -> dict:
     """Phase 1 -> phase 2 of a protocol campaign: compute the phase-2 message from the
     phase-1 sketch as it is committed now, sign and publish it retained, persist it (with
     LDPLCM's measured theta). Returns what was decided: {"campaign", "protocol",
@@ -133,14 +133,14 @@ def advance_campaign(store: Store, broker: mqtt.BrokerSettings, name: str,
         model = training.model
         updated = dict(proto, theta_measured=training.theta_measured)
         publish_phase2(store, broker, name, model=ldplcm.model_to_doc(model),
-                       fleet_key_file=fleet_key_file, protocol=updated)
+                       signing_key_file=signing_key_file, protocol=updated)
         high = ldplcm.high_mask(model, range(len(keys)))
         out.update(theta_measured=training.theta_measured, high_items=int(high.sum()),
                    model_nodes=len(model.split))
         return out
     cand = ldpminer.candidates_from_phase1(sketch1, int(proto["k_max"]), keys)
     publish_phase2(store, broker, name, candidates=[int(c) for c in cand],
-                   fleet_key_file=fleet_key_file)
+                   signing_key_file=signing_key_file)
     out["candidates"] = [int(c) for c in cand]
     return out
 

@@ -2,7 +2,7 @@
 
 Tables
 - `campaigns`: name, campaign_id, the signed config payload as published and its body,
-  the fleet-key reference (path of the key file, never the key), state `open`/`closed`,
+  the signing-key reference (path of the private key file, never the key), state `open`/`closed`,
   current phase, the signed phase-2 payload if any.
 - `sketches`: serialized sketch (`Sketch.serialize()`) and its report count per campaign+phase.
 - `seen`: dedupe keys, one row per (campaign, phase, device id) holding the seq accepted from
@@ -32,7 +32,9 @@ from .. import config as cfgmod
 from .. import protocol
 from ..errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: protocol v2 (Ed25519-signed configs; `signing_key_ref` is the signing key's path). A schema-1
+state holds HMAC-signed campaigns that v2 devices refuse: it is refused, not migrated."""
 PROTOCOLS_TABLE = ("CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY,"
                    " body TEXT NOT NULL)")
 GLOBAL = ""
@@ -45,7 +47,7 @@ CREATE TABLE IF NOT EXISTS campaigns (
     campaign_id INTEGER NOT NULL UNIQUE,
     config_payload BLOB NOT NULL,
     config_body TEXT NOT NULL,
-    fleet_key_ref TEXT NOT NULL,
+    signing_key_ref TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('open', 'closed')),
     phase INTEGER NOT NULL,
     phase2_payload BLOB,
@@ -90,7 +92,7 @@ class Campaign:
     campaign_id: int
     config: dict
     config_payload: bytes
-    fleet_key_ref: str
+    signing_key_ref: str
     state: str
     phase: int
     phase2: dict = None
@@ -210,12 +212,12 @@ class Store:
         return self.db.execute("PRAGMA data_version").fetchone()[0]
 
     # --- campaigns ---------------------------------------------------------------------
-    _CAMPAIGN_COLS = ("name, campaign_id, config_body, config_payload, fleet_key_ref, state, "
+    _CAMPAIGN_COLS = ("name, campaign_id, config_body, config_payload, signing_key_ref, state, "
                       "phase, phase2_body, phase2_payload, created_at, closed_at")
 
     def _campaign(self, row) -> Campaign:
         return Campaign(name=row[0], campaign_id=row[1], config=json.loads(row[2]),
-                        config_payload=bytes(row[3]), fleet_key_ref=row[4], state=row[5],
+                        config_payload=bytes(row[3]), signing_key_ref=row[4], state=row[5],
                         phase=row[6], phase2=json.loads(row[7]) if row[7] else None,
                         phase2_payload=bytes(row[8]) if row[8] is not None else None,
                         created_at=row[9], closed_at=row[10], protocol=self.protocol(row[0]))
@@ -253,7 +255,7 @@ class Store:
             raise ConfigError("campaign", "no campaign named %r in %s" % (name, self.path))
         return camp
 
-    def add_campaign(self, config: dict, payload: bytes, fleet_key_ref: str,
+    def add_campaign(self, config: dict, payload: bytes, signing_key_ref: str,
                      protocol: dict = None) -> Campaign:
         """Store a new campaign (with its protocol document, if any) in one transaction."""
         name = config["campaign"]
@@ -266,9 +268,9 @@ class Store:
                 raise ConfigError("campaign_id", "campaign id %d already used by %r"
                                   % (config["campaign_id"], clash[0]))
             self.db.execute(
-                "INSERT INTO campaigns (name, campaign_id, config_payload, config_body, fleet_key_ref,"
+                "INSERT INTO campaigns (name, campaign_id, config_payload, config_body, signing_key_ref,"
                 " state, phase, created_at) VALUES (?, ?, ?, ?, ?, 'open', 1, ?)",
-                (name, config["campaign_id"], payload, cfgmod.canonical(config), fleet_key_ref,
+                (name, config["campaign_id"], payload, cfgmod.canonical(config), signing_key_ref,
                  time.time()))
             if protocol is not None:
                 self._put_protocol(name, protocol)
@@ -298,6 +300,13 @@ class Store:
                             (cfgmod.canonical(body), payload, name))
             if protocol is not None:
                 self._put_protocol(name, protocol)
+
+    def resign(self, name: str, config_payload: bytes, phase2_payload: bytes, signing_key_ref: str):
+        """The same messages signed again with another key (after a key rotation, spec §5.3)."""
+        with self.batch():
+            self.require_campaign(name)
+            self.db.execute("UPDATE campaigns SET config_payload=?, phase2_payload=?, signing_key_ref=?"
+                            " WHERE name=?", (config_payload, phase2_payload, signing_key_ref, name))
 
     def reopen_phase1(self, name: str, protocol: dict = None):
         """Undo `set_phase2` (only used when publishing the phase-2 message failed)."""
@@ -372,9 +381,14 @@ class Store:
 
     # --- meta --------------------------------------------------------------------------
     def set_meta(self, key: str, value: str):
+        self.set_metas({key: value})
+
+    def set_metas(self, values: dict):
+        """Several meta keys in one transaction."""
         with self.batch():
-            self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
-                            " SET value=excluded.value", (key, value))
+            for key, value in values.items():
+                self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
+                                " SET value=excluded.value", (key, value))
 
     def meta(self, key: str):
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
