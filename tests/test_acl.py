@@ -181,30 +181,100 @@ def test_aggregator_config_survives_forged_retained_publish(secured):
     assert late.messages.get(timeout=10) == ("ldp/c1/config", b"genuine", True)
 
 
-def test_load_generator_publishes_reports_only(secured):
-    """The --loadgen-user may publish any device's report topic of its campaigns and read the
-    campaign topics, but not forge configs/phase-2/status, read reports or leave its campaigns."""
+def test_load_generator_is_confined_to_its_own_prefix(secured):
+    """The --loadgen-user L publishes only ldp/<c>/r/L/<id> of its campaigns and reads the
+    campaign topics: it can neither report as a provisioned device nor forge configs, phase-2,
+    status or key rotations, read reports or leave its campaigns."""
     connect, _, _ = secured
     agg = connect("agg")
     assert agg.wait_connected()
     agg.subscribe("ldp/#")
     gen = connect("loadgen")
     assert gen.wait_connected()
-    gen.subscribe("ldp/c1/r/+")  # refused by the ACL: never delivered
+    gen.subscribe("ldp/c1/r/#")  # refused by the ACL: never delivered
     for topic, payload in [("ldp/c1/config", b"forged config"), ("ldp/c1/phase2", b"forged"),
-                           ("ldp/c1/status", b"forged"), ("ldp/c2/r/sim-1", b"other campaign")]:
+                           ("ldp/c1/status", b"forged"), ("ldpfleet/keys", b"forged rotation"),
+                           ("ldp/c2/r/loadgen/sim-1", b"other campaign"),
+                           ("ldp/c1/r/dev-a", b"report as a provisioned device"),
+                           ("ldp/c1/r/sim-1", b"report outside its prefix"),
+                           ("ldp/c1/r/agg/sim-1", b"someone else's prefix"),
+                           ("ldp/c1/a/loadgen/sim-1", b"forged ack")]:
         gen.publish(topic, payload)
-    gen.publish("ldp/c1/r/sim-1", b"simulated report")
-    gen.publish("ldp/c1/r/dev-a", b"report for a provisioned id")
-    seen = agg.wait_for("ldp/c1/r/dev-a", b"report for a provisioned id")
-    assert seen == [("ldp/c1/r/sim-1", b"simulated report", False),
-                    ("ldp/c1/r/dev-a", b"report for a provisioned id", False)]
+    gen.publish("ldp/c1/r/loadgen/sim-1", b"simulated report")
+    seen = agg.wait_for("ldp/c1/r/loadgen/sim-1", b"simulated report")
+    assert seen == [("ldp/c1/r/loadgen/sim-1", b"simulated report", False)]
     assert gen.messages.empty()
+
+
+def _persistent(port, user, password):
+    """The aggregator's persistent session (clean session off), as serve keeps it."""
+    got, connected = queue.Queue(), queue.Queue()
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="ldpfleet-aggregator",
+                         protocol=mqtt.MQTTv311, clean_session=False)
+    client.username_pw_set(user, password)
+    client.on_connect = lambda c, u, flags, rc, p: connected.put((rc, flags.session_present))
+    client.on_message = lambda c, u, m: got.put((m.topic, m.payload))
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    return client, connected.get(timeout=10), got
+
+
+def test_nobody_takes_over_the_aggregators_session_or_kicks_a_device(secured):
+    """use_username_as_clientid: a device logging in with its own password but the aggregator's
+    client id (or another device's) gets its own login as client id: the aggregator's queued
+    reports stay queued for it (session_present, every one delivered), and the device whose id
+    was used stays connected."""
+    connect, _, creds = secured
+    assert "\nuse_username_as_clientid true" in (secured[1] / "mosquitto.conf").read_text()
+    agg, _, _ = _persistent(connect.port, "agg", creds["agg"])
+    done = threading.Event()
+    agg.on_subscribe = lambda *a: done.set()
+    agg.subscribe("ldp/c1/r/+", qos=1)
+    assert done.wait(10)
+    agg.disconnect()
+    agg.loop_stop()
+    dev_a = connect("dev-a")
+    assert dev_a.wait_connected()
+    dev_a.publish("ldp/c1/r/dev-a", b"queued while the aggregator is away")
+    hijacker = connect("dev-b", client_id="ldpfleet-aggregator")  # clean session: would wipe it
+    assert hijacker.wait_connected()
+    hijacker.subscribe("ldp/c1/r/+")  # and would receive the queue if it had the session
+    kicker = connect("dev_c", client_id="dev-a")
+    assert kicker.wait_connected()
+    time.sleep(0.5)
+    dev_a.publish("ldp/c1/r/dev-a", b"sent after the impostors logged in")  # still connected
+    agg, (rc, session_present), got = _persistent(connect.port, "agg", creds["agg"])
+    try:
+        assert not rc.is_failure and session_present
+        assert [got.get(timeout=10) for _ in range(2)] == [
+            ("ldp/c1/r/dev-a", b"queued while the aggregator is away"),
+            ("ldp/c1/r/dev-a", b"sent after the impostors logged in")]
+    finally:
+        agg.disconnect()
+        agg.loop_stop()
+    assert hijacker.messages.empty() and kicker.messages.empty()
+
+
+def test_admin_login_runs_commands_beside_serve(secured):
+    """broker-config's admin login has the aggregator's rights (configs, key rotations, the
+    broker-check topics) under its own client id."""
+    connect, _, creds = secured
+    assert creds["agg-admin"] and creds["agg-admin"] != creds["agg"]
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.subscribe("ldp/#")
+    admin = connect("agg-admin")
+    assert admin.wait_connected()
+    admin.publish("ldp/c1/config", b"signed config", retain=True)
+    admin.publish("ldpfleet/keys", b"signed rotation", retain=True)
+    agg.wait_for("ldp/c1/config", b"signed config")
+    assert agg.wait_connected()
 
 
 def test_fleet_runs_as_the_load_generator_on_a_secured_broker(secured):
     """`ldpfleet fleet` with the load generator's login: it reads the signed config and
-    delivers every simulated and MicroPython device's report through the ACL."""
+    delivers every simulated device's report under its own prefix and the MicroPython device's
+    with that device's own login (--device-logins); without device logins it refuses."""
     from support.devices import SIGNING_KEY, config_doc
     from ldpfleet import config as campaign_config
     from ldpfleet.loadgen import FleetOptions, run_fleet
@@ -214,11 +284,17 @@ def test_fleet_runs_as_the_load_generator_on_a_secured_broker(secured):
     agg = connect("agg")
     assert agg.wait_connected()
     agg.publish("ldp/c1/config", campaign_config.sign(config_doc("c1"), SIGNING_KEY), retain=True)
-    agg.subscribe("ldp/c1/r/+")
-    result = run_fleet(BrokerSettings.from_url("mqtt://127.0.0.1:%d" % connect.port, username="loadgen",
-                                                password=creds["loadgen"]),
-                       "c1", SIGNING_KEY, FleetOptions(devices=40, micropython=1, seed=3))
+    agg.subscribe("ldp/c1/r/#")
+    login = BrokerSettings.from_url("mqtt://127.0.0.1:%d" % connect.port, username="loadgen",
+                                    password=creds["loadgen"])
+    with pytest.raises(ConfigError) as err:
+        run_fleet(login, "c1", SIGNING_KEY, FleetOptions(devices=40, micropython=1, seed=3))
+    assert err.value.field == "device_logins"
+    result = run_fleet(login, "c1", SIGNING_KEY, FleetOptions(
+        devices=40, micropython=1, seed=3, device_logins=[("dev-a", creds["dev-a"])]))
     assert result.sent == 41 and result.failed == 0
+    assert result.device_ids["micropython"] == ["dev-a"]
+    assert all(d.startswith("loadgen/sim3-") for d in result.device_ids["simulated"])
     topics = set()
     while len(topics) < 41:
         topic, _, _ = agg.messages.get(timeout=20)
@@ -375,3 +451,55 @@ def test_load_generator_name_must_be_distinct(tmp_path):
             broker.write_secured_config(str(tmp_path / name.replace("/", "_")), broker.SecuredBroker(
                 "agg", DEVICES, loadgen_user=name, run_as=getpass.getuser()))
         assert err.value.field == "loadgen_user"
+
+
+def test_pilot_on_the_secured_broker_end_to_end(secured, tmp_path):
+    """broker-config's broker as a pilot runs it: serve with its own login, campaign commands
+    with the admin login (serve's login is refused for them), the load generator under its
+    prefix with acknowledgements back on ldp/<c>/a/loadgen/<id>, a MicroPython device with its
+    own login: every report accepted once and acknowledged."""
+    import json
+    import sys
+    from support.devices import write_key_files
+    from support.service import ServeProcess
+
+    connect, out, creds = secured
+    url = "mqtt://127.0.0.1:%d" % connect.port
+    pw = {}
+    for user in ("agg", "agg-admin", "loadgen"):
+        pw[user] = tmp_path / (user + ".pw")
+        pw[user].write_text(creds[user] + "\n")
+        os.chmod(pw[user], 0o600)
+    key = tmp_path / "signing.key"
+    write_key_files(key)
+    state = "sqlite:///%s" % (tmp_path / "agg.db")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "ldpfleet.cli", *map(str, args)],
+                              capture_output=True, text=True, timeout=300)
+
+    serve = ServeProcess(url, state, batch_ms=50, extra_args=(
+        "--username", "agg", "--password-file", str(pw["agg"]))).start()
+    try:
+        create = ["campaign", "create", "--broker", url, "--state", state, "--signing-key", key,
+                  "--name", "c1", "--mechanism", "olh", "--epsilon", 2, "--domain", 64,
+                  "--retry-s", 2, "--retry-max-s", 4]
+        refused = run(*create, "--username", "agg", "--password-file", pw["agg"])
+        assert refused.returncode == 2 and "login `serve` uses" in refused.stderr, refused.stderr
+        made = run(*create, "--username", "agg-admin", "--password-file", pw["agg-admin"])
+        assert made.returncode == 0, made.stderr
+        logins = tmp_path / "devices.csv"
+        logins.write_text("role,username,password\ndevice,dev-a,%s\n" % creds["dev-a"])
+        fleet = run("fleet", "--broker", url, "--campaign", "c1", "--trusted-keys",
+                    str(key) + ".pub", "--devices", 300, "--micropython", 1, "--device-logins",
+                    logins, "--username", "loadgen", "--password-file", pw["loadgen"],
+                    "--seed", 4, "--ack-wait", 60, "--json")
+        assert fleet.returncode == 0, fleet.stdout + fleet.stderr
+        result = json.loads(fleet.stdout)
+        assert result["sent"] == 301 and result["acks"]["unacknowledged"] == 0, result["acks"]
+        counters = serve.wait_counts("c1", lambda c: c.get("accepted", 0) >= 301)
+        rejected = {k: v for k, v in counters.items() if k not in ("received", "accepted", "duplicate")}
+        assert counters.get("accepted") == 301 and rejected == {}, counters
+        assert "broker-check not run at start" in serve.log()
+    finally:
+        serve.stop()

@@ -239,12 +239,14 @@ def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
                                    log_path=str(tmp_path / "m.log")).start()
     try:
         url = "mqtt://127.0.0.1:%d" % port
-        result = check_broker(BrokerSettings.from_url(url, username="agg", password=creds["agg"]))
+        # one login, one client id: it runs under use_username_as_clientid, as the admin
+        result = check_broker(BrokerSettings.from_url(url, username="agg-admin",
+                                                      password=creds["agg-admin"]))
         assert result.passed, result.to_json()
-        pw = tmp_path / "agg.pw"
-        pw.write_text(creds["agg"] + "\n")
+        pw = tmp_path / "admin.pw"
+        pw.write_text(creds["agg-admin"] + "\n")
         os.chmod(pw, 0o600)
-        assert cli.main(["broker-check", "--broker", url, "--username", "agg",
+        assert cli.main(["broker-check", "--broker", url, "--username", "agg-admin",
                          "--password-file", str(pw)]) == 0
     finally:
         proc.stop()

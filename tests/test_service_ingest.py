@@ -205,3 +205,16 @@ def test_two_phase_config_spells_out_phase2_parameters_before_candidates_exist()
     phase2 = cfg["phases"][1]
     assert phase2["mechanism"] == "srappor"
     assert phase2["params"].get("l") == 1 and "candidates" not in phase2["params"]
+
+
+def test_report_topics_name_a_device_or_a_load_generators_device():
+    """Spec §4: `ldp/<c>/r/<id>` and a load generator's `ldp/<c>/r/<login>/<id>`; anything
+    deeper, empty or with a bad name is not a report topic. The ack goes back to the same path."""
+    from ldpfleet import protocol
+    from ldpfleet.service.ingest import parse_report_topic
+    assert parse_report_topic("ldp/c1/r/dev-a") == ("c1", "dev-a")
+    assert parse_report_topic("ldp/c1/r/loadgen/sim-7") == ("c1", "loadgen/sim-7")
+    assert protocol.ack_topic(*parse_report_topic("ldp/c1/r/loadgen/sim-7")) == "ldp/c1/a/loadgen/sim-7"
+    for bad in ["ldp/c1/r/a/b/c", "ldp/c1/r/loadgen/", "ldp/c1/r//x", "ldp/c1/r", "ldp/c1/x/dev",
+                "ldp/c1/r/dev.a", "ldp/c 1/r/dev", "ldp/c1/r/" + "x" * 65, None]:
+        assert parse_report_topic(bad) is None, bad

@@ -58,6 +58,7 @@ def bad_messages(rng, mech, closed_mech, wave1, good_msgs):
     for i in range(6000):
         add("closed_campaign", "ldp/shut/r/s%d" % i, closed_reports[i].tobytes(), key="shut")
     bad_topics = ["ldp/good/r/dev.%d", "ldp/good/r/" + "x" * 60 + "%05d", "ldp/go!od/r/d%d",
+                  "ldp/good/r/gen/sub/d%d", "ldp/good/r/gen//d%d",
                   "ldp/good/r/d%d é"]
     for i in range(6000):
         add("bad_topic", bad_topics[i % len(bad_topics)] % i, next(pool), key=GLOBAL)

@@ -179,15 +179,18 @@ CHECK_TOPIC_ROOT = "ldpfleet/check"
 """Topics `ldpfleet broker-check` publishes and reads (the aggregator's login only)."""
 
 
-def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None) -> str:
+def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None,
+             admin_user: str = None) -> str:
     """Mosquitto ACL: each device (username = device id) may publish only to its own report
     topic and read its campaigns' config/phase2/status, the key rotations and its own
     acknowledgement topic; only the aggregator user publishes configs, phase-2 messages, status,
     key rotations and acknowledgements, reads
     reports and the broker's drop counter, and uses the `broker-check` topics (spec §4). An
-    optional load generator user (`ldpfleet fleet` for pilots: one connection for many
-    simulated devices) may publish to every report topic of the campaigns and read their
-    campaign and acknowledgement topics, but neither publish configs nor read reports.
+    optional load generator user `L` (`ldpfleet fleet` for pilots: one connection for many
+    simulated devices) may publish only `ldp/<c>/r/L/+` (its own device-id prefix, spec §4) and
+    read the campaign topics and `ldp/<c>/a/L/+`, but neither publish configs nor read reports.
+    The admin user (campaign commands, broker-check, key rotation) has the aggregator's rights:
+    with client ids bound to logins, `serve` and the commands need one login each.
 
     `pattern` lines apply to every authenticated user, with %u replaced by the username
     (Mosquitto refuses the substitution for usernames holding `+`, `#` or `/`)."""
@@ -204,14 +207,16 @@ def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None) -> 
         lines += ["", "# the load generator (ldpfleet fleet): reports for simulated devices",
                   "user %s" % loadgen_user]
         for scope in scopes:
-            lines.append("topic write ldp/%s/r/+" % scope)
-            for leaf in ("config", "phase2", "status", "a/+"):
+            lines.append("topic write ldp/%s/r/%s/+" % (scope, loadgen_user))
+            for leaf in ("config", "phase2", "status", "a/%s/+" % loadgen_user):
                 lines.append("topic read ldp/%s/%s" % (scope, leaf))
-    lines += ["", "# the aggregator", "user %s" % aggregator_user, "topic readwrite ldp/#",
-              "topic readwrite ldpfleet/keys",
-              "topic readwrite %s/#" % CHECK_TOPIC_ROOT, "topic read $SYS/broker/publish/messages/dropped",
-              ""]
-    return "\n".join(lines)
+    for title, user in (("the aggregator (serve)", aggregator_user),
+                        ("the aggregator's commands (campaign, broker-check)", admin_user)):
+        if user:
+            lines += ["", "# " + title, "user %s" % user, "topic readwrite ldp/#",
+                      "topic readwrite ldpfleet/keys", "topic readwrite %s/#" % CHECK_TOPIC_ROOT,
+                      "topic read $SYS/broker/publish/messages/dropped"]
+    return "\n".join(lines + [""])
 
 
 def _read_credentials(path: str) -> dict:
@@ -222,6 +227,21 @@ def _read_credentials(path: str) -> dict:
             for row in csv.DictReader(f):
                 creds[row["username"]] = row["password"]
     return creds
+
+
+def read_device_logins(path: str) -> list:
+    """[(username, password)] of the `device` rows of a credentials.csv, in file order."""
+    try:
+        with open(path, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r.get("role") == "device"]
+    except OSError as exc:
+        raise ConfigError("device_logins", "cannot read %s: %s" % (path, exc.strerror)) from None
+    except csv.Error as exc:
+        raise ConfigError("device_logins", "%s: %s" % (path, exc)) from None
+    if not rows or not all(r.get("username") and r.get("password") for r in rows):
+        raise ConfigError("device_logins", "%s has no role,username,password rows of role device "
+                          "(broker-config's credentials.csv has)" % path)
+    return [(r["username"], r["password"]) for r in rows]
 
 
 def _write_private(path: str, text: str):
@@ -249,6 +269,8 @@ class SecuredBroker:
     device_ids: list
     campaigns: list = None
     loadgen_user: str = None
+    admin_user: str = None
+    """The login of every other aggregator-side command (None: `<aggregator_user>-admin`)."""
     port: int = None
     bind: str = None
     certfile: str = None
@@ -277,6 +299,11 @@ class SecuredBroker:
                                  or user in self.device_ids):
             raise ConfigError("loadgen_user", "must match [A-Za-z0-9_-]{1,64} and differ from "
                               "the aggregator and every device")
+        admin = self.admin
+        if (not NAME_RE.match(admin) or admin in (self.aggregator_user, self.loadgen_user)
+                or admin in self.device_ids):
+            raise ConfigError("admin_user", "%r must match [A-Za-z0-9_-]{1,64} and differ from "
+                              "every other login" % admin)
         for name in self.campaigns or []:
             if not NAME_RE.match(name):
                 raise ConfigError("campaign", "%r does not match [A-Za-z0-9_-]{1,64}" % name)
@@ -287,9 +314,14 @@ class SecuredBroker:
                               "(or --insecure-plaintext, which sends passwords and reports in the "
                               "clear)")
 
+    @property
+    def admin(self) -> str:
+        return self.admin_user or self.aggregator_user + "-admin"
+
     def logins(self) -> list:
         """(role, username) of every login."""
-        rows = [("aggregator", self.aggregator_user)] + [("device", d) for d in self.device_ids]
+        rows = [("aggregator", self.aggregator_user), ("admin", self.admin)]
+        rows += [("device", d) for d in self.device_ids]
         if self.loadgen_user:
             rows.append(("loadgen", self.loadgen_user))
         return rows
@@ -327,6 +359,9 @@ def write_secured_config(out_dir: str, plan: SecuredBroker) -> dict:
     lines += ["%s %s" % (name, path) for name, path in tls_files.items()]
     lines += ["allow_anonymous false", "password_file %s" % paths["passwd"],
               "acl_file %s" % paths["acl"],
+              "# a login's client id is its username: nobody can take over another's session",
+              "# (the aggregator's queue included) or kick another device off",
+              "use_username_as_clientid true",
               "# queues sized so a slow aggregator loses nothing (QoS 1 is dropped past the limit)"]
     lines += queue_lines(queued, queued_bytes, plan.max_inflight_messages)
     lines += ["# no packet larger than this from anyone (a 16 MB 'report' is refused at the door)",
@@ -368,7 +403,7 @@ def _write_logins(paths: dict, plan: SecuredBroker):
     _write_private(paths["passwd"], "".join("%s:%s\n" % (user, password_hash(pw))
                                             for _, user, pw in creds))
     with open(paths["acl"], "w") as f:
-        f.write(acl_text(plan.aggregator_user, plan.campaigns, plan.loadgen_user))
+        f.write(acl_text(plan.aggregator_user, plan.campaigns, plan.loadgen_user, plan.admin))
 
 
 def _copy_tls(tls_dir: str, plan: SecuredBroker) -> dict:

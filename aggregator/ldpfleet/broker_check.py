@@ -3,13 +3,14 @@
 Brokers acknowledge a QoS 1 publish to the device and may drop it later, when the subscriber's
 queue is full (Mosquitto: `max_queued_messages`, default 1000, and `max_queued_bytes`; mosquitto
 issue #3687). The check measures it the way the aggregator would suffer it: a persistent
-subscriber (clean session off, QoS 1) subscribes and goes away, `messages` QoS 1 messages are
+subscriber (clean session off, QoS 1) stops acknowledging, `messages` QoS 1 messages are
 published, the subscriber comes back and counts what the broker kept for it. Every message
 kept: pass. Fewer: the broker would have dropped that share of a burst of that size while
 `serve` was down or behind. The session is removed afterwards.
 
-It runs with the aggregator's login: `broker-config`'s ACL lets it use `ldpfleet/check/#`.
-`serve` runs it at start in the background (a warning only).
+It runs with one login and one client id: with broker-config's broker (client ids bound to
+logins) use the admin login, never serve's while serve runs. `serve` runs it at start in the
+background (a warning only) when it logs in without a username.
 """
 import threading
 import time
@@ -79,32 +80,47 @@ def _subscriber(settings, client_id, counter, clean: bool):
 
 def check_broker(broker, messages: int = DEFAULT_MESSAGES, payload_bytes: int = 64,
                  timeout: float = 60.0) -> CheckResult:
-    """Run the check (module docstring); ConnectionError when the broker refuses us."""
+    """Run the check (module docstring); ConnectionError when the broker refuses us.
+
+    One login, one client id (so it also runs where the broker binds client ids to logins,
+    broker-config's `use_username_as_clientid`): a persistent session subscribes to a fresh
+    check topic and, on the same connection, publishes `messages` QoS 1 messages to it without
+    ever acknowledging their delivery (manual acks), as a stalled aggregator would: the broker
+    holds its in-flight window and queues the rest up to its limits. The session then comes
+    back and counts what it is given."""
     settings = mqtt.as_settings(broker)
     if messages < 1:
         raise ValueError("messages must be >= 1, got %d" % messages)
     started = time.monotonic()
     tag = uuid.uuid4().hex[:12]
     client_id, topic = "ldpfleet-check-%s" % tag, "%s/%s" % (CHECK_TOPIC_ROOT, tag)
-    counter = _Counter()
-    sub = _subscriber(settings, client_id, counter, clean=False)
+    stalled = _Counter()
+    published = threading.Semaphore(0)
+    client = settings.make_client(client_id, persistent=True, manual_ack=True,
+                                  protocol=mqtt.mqtt.MQTTv311)
+    client.on_message = stalled.on_message  # counted, never acknowledged
+    client.on_subscribe = stalled.on_subscribe
+    client.on_publish = lambda *_: published.release()
+    client.max_queued_messages_set(0)
+    mqtt.start(client, settings, keepalive=30)
     try:
-        sub.subscribe(topic, qos=1)
-        if not counter.subscribed.wait(10) or counter.refused:
+        client.subscribe(topic, qos=1)
+        if not stalled.subscribed.wait(10) or stalled.refused:
             raise ConnectionError("broker-check: subscription to %s refused (%s): the login needs "
-                                  "read/write on %s/#" % (topic, counter.refused or "no SUBACK",
+                                  "read/write on %s/#" % (topic, stalled.refused or "no SUBACK",
                                                           CHECK_TOPIC_ROOT))
-    finally:
-        sub.disconnect()
-        sub.loop_stop()
-    publisher = mqtt.QosPublisher(settings, "ldpfleet-check-pub-%s" % tag, max_inflight=256)
-    try:
         payload = bytes(payload_bytes)
         for _ in range(messages):
-            publisher.publish(topic, payload)
-        publisher.wait_acked(timeout)
+            client.publish(topic, payload, qos=1)
+        deadline = time.monotonic() + timeout
+        for _ in range(messages):
+            if not published.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                raise ConnectionError("broker-check: the broker did not acknowledge all %d "
+                                      "publishes within %.0f s" % (messages, timeout))
+        time.sleep(0.5)  # the broker routes the last ones to the (stalled) session
     finally:
-        publisher.close()
+        client.disconnect()
+        client.loop_stop()
     counter = _Counter()
     back = _subscriber(settings, client_id, counter, clean=False)
     try:

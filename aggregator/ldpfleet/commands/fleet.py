@@ -40,15 +40,20 @@ def register(subparsers):
     p.add_argument("--phase", type=int, default=None, help="phase to report in (default: the "
                    "campaign's current phase from its status topic, else 1)")
     p.add_argument("--id-prefix", default=None, help="prefix of simulated device ids")
+    p.add_argument("--device-logins", default=None, metavar="CSV",
+                   help="broker logins of the real devices (--micropython, --c-clients): the "
+                        "device rows of broker-config's credentials.csv; needed with --username "
+                        "(each device logs in as itself)")
     p.add_argument("--max-inflight", type=int, default=128,
                    help="bound on un-acknowledged QoS 1 publishes (paho hangs past 65,535 and "
                         "slows down with thousands outstanding; 128 was fastest on loopback)")
     p.add_argument("--set-size", type=int, default=None,
                    help="items per device for set-valued mechanisms (default: the config's l)")
     p.add_argument("--username", default=None,
-                   help="broker login of the generator (all simulated devices share one "
-                        "connection: under a broker-config ACL use its --loadgen-user); the "
-                        "MicroPython and C devices get it too")
+                   help="broker login L of the generator (all simulated devices share one "
+                        "connection and publish as ldp/<campaign>/r/L/<id>: under a "
+                        "broker-config ACL use its --loadgen-user); real devices need "
+                        "--device-logins")
     add_password_args(p)
     p.add_argument("--json", action="store_true",
                    help="print a JSON summary (sent, per kind, the most common true items)")
@@ -88,7 +93,11 @@ def register(subparsers):
                     "are stored as PBKDF2-SHA512 hashes; plain ones go to credentials.csv (0600) for "
                     "provisioning and are kept on re-runs.")
     b.add_argument("--out", required=True, help="output directory")
-    b.add_argument("--aggregator-user", required=True)
+    b.add_argument("--aggregator-user", required=True, help="the login of `ldpfleet serve`")
+    b.add_argument("--admin-user", default=None,
+                   help="the login of every other aggregator command: campaign create/advance/"
+                        "close/rotate-keys, broker-check (default: <aggregator-user>-admin; client "
+                        "ids are bound to logins, so serve needs a login of its own)")
     b.add_argument("--devices-file", required=True, help="device ids, one per line")
     b.add_argument("--campaigns", nargs="*", default=None,
                    help="restrict devices to these campaigns (default: any campaign)")
@@ -101,8 +110,8 @@ def register(subparsers):
                    help="per-client queue in bytes (default: 2 KiB x --max-queued-messages; "
                         "0 = no byte limit)")
     b.add_argument("--loadgen-user", default=None,
-                   help="also a user for `ldpfleet fleet` (pilots): may publish every device's "
-                        "report topic and read campaign topics, nothing else")
+                   help="also a user L for `ldpfleet fleet` (pilots): may publish only under its "
+                        "own device-id prefix, ldp/<campaign>/r/L/<id>, and read campaign topics")
     b.add_argument("--max-packet-bytes", type=positive_int, default=1 << 20, metavar="N",
                    help="max_packet_size: larger packets are refused (default 1 MiB: above the "
                         "largest signed config or LDPLCM model)")
@@ -125,6 +134,7 @@ def _progress_wanted(args) -> bool:
 def run_fleet_command(args):
     from ..loadgen import FleetOptions, run_fleet
     from ..mqtt import BrokerSettings
+    from ..broker import read_device_logins
     from ..signing import read_public_keys
     trusted_keys = read_public_keys(args.trusted_keys)
     broker = BrokerSettings.from_url(args.broker, username=args.username,
@@ -133,7 +143,8 @@ def run_fleet_command(args):
         devices=args.devices, micropython=args.micropython, c_clients=args.c_clients,
         dist=args.dist, seed=args.seed, phase=args.phase, id_prefix=args.id_prefix,
         max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,
-        progress=_progress_wanted(args), c_client=args.c_client, ack_wait=args.ack_wait))
+        progress=_progress_wanted(args), c_client=args.c_client, ack_wait=args.ack_wait,
+        device_logins=read_device_logins(args.device_logins) if args.device_logins else None))
     if args.true_counts:
         with open(args.true_counts, "w") as f:
             json.dump(result.to_json(detail=True), f)
@@ -163,7 +174,7 @@ def run_broker_config_command(args):
     device_ids = broker.read_device_ids(args.devices_file)
     paths = broker.write_secured_config(args.out, broker.SecuredBroker(
         args.aggregator_user, device_ids, campaigns=args.campaigns,
-        loadgen_user=args.loadgen_user, port=args.port, bind=args.bind, certfile=args.certfile,
+        loadgen_user=args.loadgen_user, admin_user=args.admin_user, port=args.port, bind=args.bind, certfile=args.certfile,
         keyfile=args.keyfile, cafile=args.cafile, max_queued_messages=args.max_queued_messages,
         max_queued_bytes=args.max_queued_bytes, max_packet_bytes=args.max_packet_bytes,
         insecure_plaintext=args.insecure_plaintext, log_file=args.log_file, run_as=args.run_as))
@@ -176,6 +187,7 @@ def run_broker_config_command(args):
         "conf": paths["mosquitto.conf"], "creds": paths["credentials.csv"],
         "url": "%s://HOST:%d" % ("mqtts" if paths["tls"] else "mqtt", paths["port"]),
         "ca": " --cafile ca.pem" if paths["tls"] else "", "agg": args.aggregator_user,
+        "admin": args.admin_user or args.aggregator_user + "-admin",
         "devices": args.devices_file,
         "loadgen": ("\n     ldpfleet fleet --broker URL --username %s --password-file loadgen.pw ..."
                     % args.loadgen_user) if args.loadgen_user else ""})
@@ -186,12 +198,17 @@ BROKER_NEXT_STEPS = """
 next steps:
 1. start the broker (as root it drops to its own user; its files were handed to it):
      mosquitto -c %(conf)s
-2. every ldpfleet command that talks to it logs in as the aggregator user %(agg)s, with the
-   password from %(creds)s (role aggregator) put in a file only you can read:
+2. a login's client id is its username (use_username_as_clientid: nobody can take over
+   another's session), so each login runs one connection at a time: `serve` logs in as
+   %(agg)s, every other aggregator command (campaign ..., broker-check) as %(admin)s, with the
+   passwords from %(creds)s (roles aggregator and admin) in files only you can read:
      grep '^aggregator,' %(creds)s | cut -d, -f3 > agg.pw && chmod 600 agg.pw
+     grep '^admin,' %(creds)s | cut -d, -f3 > admin.pw && chmod 600 admin.pw
      ldpfleet serve --broker %(url)s%(ca)s --username %(agg)s --password-file agg.pw --state ...
-     ldpfleet campaign create --broker %(url)s%(ca)s --username %(agg)s --password-file agg.pw ...%(loadgen)s
-   (or set LDPFLEET_PASSWORD instead of --password-file). Without them serve logs
+     ldpfleet broker-check --broker %(url)s%(ca)s --username %(admin)s --password-file admin.pw
+     ldpfleet campaign create --broker %(url)s%(ca)s --username %(admin)s --password-file admin.pw ...%(loadgen)s
+   (or set LDPFLEET_PASSWORD instead of --password-file). Never run a command with serve's
+   login while serve runs: it would take over serve's connection. Without a login serve logs
    "Not authorized" and retries forever.
 3. %(devices)s lists the devices (one id per line): each may publish only its own report topic,
    logging in with its id and its password from %(creds)s (role device); `ldpfleet flash

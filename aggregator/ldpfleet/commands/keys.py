@@ -47,10 +47,11 @@ def run_rotate_keys(args):
     from ..service.keys import rotate_keys
     from ..service.store import Store
     from ..signing import read_public_keys
-    from .service import _broker
+    from .service import _command_broker
     also = [k for path in args.also_trust for k in read_public_keys(path)]
     with Store(args.state) as store:
-        out = rotate_keys(store, _broker(args), args.signing_key_file, args.new_key, also)
+        out = rotate_keys(store, _command_broker(args, store), args.signing_key_file, args.new_key,
+                          also)
     if args.json:
         print(json.dumps(out, sort_keys=True))
     else:

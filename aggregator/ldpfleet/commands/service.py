@@ -28,6 +28,19 @@ def _broker_args(p, required=True):
     p.add_argument("--cafile", default=None, help="CA certificate(s) to verify the broker")
 
 
+def _command_broker(args, store):
+    """The broker settings of a campaign command, refused when they log in as `serve` does: a
+    broker that binds client ids to logins (broker-config's) would hand serve's session, and
+    the reports queued in it, to this command's connection."""
+    broker = _broker(args)
+    serve_login = store.meta("serve.username")
+    if broker is not None and broker.username and broker.username == serve_login:
+        raise ConfigError("username", "%s is the login `serve` uses for this state; run campaign "
+                          "commands with another login (broker-config's admin login, e.g. %s-admin)"
+                          " so they never take over serve's session" % (broker.username, broker.username))
+    return broker
+
+
 def _state_arg(p):
     p.add_argument("--state", required=True,
                    help="state file: sqlite:///relative/path, sqlite:////absolute/path or a path")
@@ -240,9 +253,17 @@ def run_serve(args):
                               "uses the port? choose another --metrics-port)"
                               % (args.metrics_bind, args.metrics_port, exc.strerror or exc)) from None
     lock = _serve_lock(state_path(args.state))
-    ingestor = Ingestor(args.state, _broker(args), options, metrics=metrics)
-    if not args.no_broker_check:
-        _preflight(_broker(args))
+    broker = _broker(args)
+    ingestor = Ingestor(args.state, broker, options, metrics=metrics)
+    ingestor.store.set_meta("serve.username", broker.username or "")
+    if broker.username and not args.no_broker_check:
+        # its two connections would take over serve's own where client ids are bound to
+        # logins (broker-config's brokers): the check needs another login
+        logging.getLogger("ldpfleet.service").info(
+            "broker-check not run at start: it would log in as %s, serve's own login; run "
+            "`ldpfleet broker-check` with the admin login instead", broker.username)
+    elif not args.no_broker_check:
+        _preflight(broker)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ingestor.stop())
     logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
@@ -314,7 +335,7 @@ def _create_protocol(args):
                           "own options")
     with Store(args.state) as store:
         return create_protocol_campaign(
-            store, _broker(args), args.signing_key_file, args.name, args.protocol, args.epsilon,
+            store, _command_broker(args, store), args.signing_key_file, args.name, args.protocol, args.epsilon,
             args.domain, ProtocolOptions.from_args(args), _issuance(args))
 
 
@@ -353,7 +374,7 @@ def run_create(args):
         per_phase[phase - 1].append(pair)
     params = [parse_params(p) for p in per_phase]
     with Store(args.state) as store:
-        camp = create_campaign(store, _broker(args), args.signing_key_file, args.name, mechanisms,
+        camp = create_campaign(store, _command_broker(args, store), args.signing_key_file, args.name, mechanisms,
                                epsilons, args.domain, params=params, issue=_issuance(args))
     return _print_created(args, camp)
 
@@ -416,7 +437,7 @@ def run_close(args):
     from ..service.campaigns import close_campaign
     from ..service.store import Store
     with Store(args.state, create=False) as store:
-        broker = _broker(args)
+        broker = _command_broker(args, store)
         camp = close_campaign(store, args.name, broker=broker, signing_key_file=args.signing_key_file)
     if broker is None:
         print("campaign %s closed (devices were not told: give --broker to publish the signed "
@@ -480,7 +501,7 @@ def run_phase2(args):
             camp = store.require_campaign(args.name)
             candidates = [protocol.item_key(i)
                           for i in _items(args.candidates, camp.config["domain"]["type"])]
-        camp = publish_phase2(store, _broker(args), args.name, candidates=candidates, model=model,
+        camp = publish_phase2(store, _command_broker(args, store), args.name, candidates=candidates, model=model,
                               signing_key_file=args.signing_key_file)
     print("campaign %s is in phase %d; phase-2 message retained on ldp/%s/phase2"
           % (camp.name, camp.phase, camp.name))
@@ -491,7 +512,7 @@ def run_advance(args):
     from ..service.protocol_campaigns import advance_campaign
     from ..service.store import Store
     with Store(args.state, create=False) as store:
-        out = advance_campaign(store, _broker(args), args.name, signing_key_file=args.signing_key_file)
+        out = advance_campaign(store, _command_broker(args, store), args.name, signing_key_file=args.signing_key_file)
     if args.json:
         print(json.dumps(out, sort_keys=True))
     elif "candidates" in out:

@@ -15,7 +15,8 @@ from .. import protocol
 
 
 class AckTracker:
-    """Acknowledgements of the reports of simulated devices `<prefix>-<i>`, i < devices."""
+    """Acknowledgements of the reports of simulated devices `<prefix>-<i>`, i < devices (the
+    prefix is `<login>/<name>` for a load generator that logs in, spec §4)."""
 
     def __init__(self, campaign: str, prefix: str, devices: int, report_size: int,
                  delivery: dict, rng):
@@ -33,7 +34,8 @@ class AckTracker:
 
     @property
     def topic_filter(self) -> str:
-        return "ldp/%s/a/+" % self.campaign
+        login, _, _ = self.prefix.rpartition("/")
+        return "ldp/%s/a/%s+" % (self.campaign, login + "/" if login else "")
 
     def keep(self, device_indices, reports: np.ndarray):
         """Remember the reports about to be published for these devices (fleet indices)."""
@@ -43,7 +45,7 @@ class AckTracker:
 
     def on_message(self, _client, _userdata, msg):
         """paho callback: an ack on ldp/<campaign>/a/<prefix><i> for the report kept for i."""
-        device = msg.topic.rsplit("/", 1)[-1]
+        device = msg.topic[len("ldp/%s/a/" % self.campaign):]
         ack = protocol.parse_ack(msg.payload)
         i = -1
         if ack is not None and device.startswith(self.prefix):

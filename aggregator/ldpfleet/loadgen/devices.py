@@ -96,6 +96,10 @@ class RealDevices:
     trusted_keys: list
     """The public keys the devices trust (signing.PublicKey list)."""
     id_prefix: str
+    logins: list = None
+    """[(username, password)] of provisioned devices, one per real device: on a broker that
+    binds client ids to logins each device needs its own (its id is its login, spec §4).
+    None: every device gets the load generator's own credentials (open lab brokers)."""
     workdir: str = None
     wait: float = 60.0
     binary: str = None
@@ -129,11 +133,13 @@ class RealDevices:
                 "--once", "--timeout", str(int(timeout))]
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    def _login(self) -> dict:
-        """The `broker` entry of the devices' identity.json: our address and credentials."""
+    def _login(self, i: int) -> dict:
+        """The `broker` entry of device i's identity.json: our address and its credentials."""
         b = self.broker
         login = {"host": b.host, "port": b.port}
-        if b.username is not None:
+        if self.logins is not None:
+            login.update(user=self.logins[i][0], password=self.logins[i][1])
+        elif b.username is not None:
             login.update(user=b.username, password=b.password)
         if b.tls:
             login["tls"] = {"ca_file": os.path.abspath(b.cafile)}
@@ -141,7 +147,13 @@ class RealDevices:
 
     def _run_in(self, root, indices):
         doc, phase = self.view.config, self.view.phase
-        ids = ["%s-%s-%d" % (self.id_prefix, self.tag, i) for i in range(len(indices))]
+        if self.logins is not None:
+            if len(self.logins) < len(indices):
+                raise ConfigError("device_logins", "%d %s devices need %d device logins, got %d"
+                                  % (len(indices), self.tag, len(indices), len(self.logins)))
+            ids = [user for user, _ in self.logins[:len(indices)]]
+        else:
+            ids = ["%s-%s-%d" % (self.id_prefix, self.tag, i) for i in range(len(indices))]
         running = []
         try:
             for i, ok in enumerate(reports_in_phase(ids, doc, phase)):
@@ -150,7 +162,7 @@ class RealDevices:
                 value = self.dist.value(indices[i])
                 state = device_runner.prepare_device(os.path.join(root, ids[i]), ids[i],
                                                      self.trusted_keys, value=value,
-                                                     campaign=doc["campaign"], broker=self._login())
+                                                     campaign=doc["campaign"], broker=self._login(i))
                 running.append((i, _DeviceProcess(ids[i], self._launch(state, value), phase,
                                                   acknowledged(doc))))
             deadline = time.monotonic() + self.wait

@@ -44,10 +44,22 @@ class FleetOptions:
     ack_wait: float = 120.0
     """Seconds after the burst during which unacknowledged reports are re-sent (spec §6;
     campaigns with delivery.ack only)."""
+    device_logins: list = None
+    """[(username, password)] of provisioned devices for the real devices (MicroPython first,
+    then C): needed when the load generator logs in (a broker-config broker binds a client id
+    to its login, so the devices cannot share the load generator's)."""
 
     def check(self, broker: mqtt.BrokerSettings):
         if broker.tls and broker.cafile is None and (self.micropython or self.c_clients):
             raise ConfigError("cafile", "real devices on a TLS broker need the CA file (--cafile)")
+        real = self.micropython + self.c_clients
+        if broker.username and real and self.device_logins is None:
+            raise ConfigError("device_logins", "real devices log in as themselves on a broker with "
+                              "logins (broker-config binds each client id to its login): give "
+                              "--device-logins credentials.csv (%d device rows)" % real)
+        if self.device_logins is not None and len(self.device_logins) < real:
+            raise ConfigError("device_logins", "%d real devices need %d device logins, got %d"
+                              % (real, real, len(self.device_logins)))
         for name in ("devices", "micropython", "c_clients"):
             if getattr(self, name) < 0:
                 raise ValueError("%s must be >= 0, got %d" % (name, getattr(self, name)))
@@ -152,6 +164,8 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
         set_size = opts.set_size or int(first.get("params", {}).get("l", mech.params.get("l", 1)))
     rng = np.random.default_rng(opts.seed)
     id_prefix = opts.device_prefix()
+    # a load generator's login L publishes only under ldp/<c>/r/L/<id> (spec §4)
+    path_prefix = "%s/%s" % (broker.username, id_prefix) if broker.username else id_prefix
     result = FleetResult(campaign, view.phase, mech.name)
     t0 = time.monotonic()
     bar = progress_bar(opts.devices + opts.micropython + opts.c_clients, opts.progress,
@@ -159,10 +173,14 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
     tick = bar.update if bar else None
     real = []
     with ThreadPoolExecutor(2) as pool:
+        logins = list(opts.device_logins) if opts.device_logins is not None else None
         for kind, count in (("micropython", opts.micropython), ("c", opts.c_clients)):
             if count:
+                mine = None
+                if logins is not None:
+                    mine, logins = logins[:count], logins[count:]
                 devices = RealDevices(kind, broker, view, distribution, trusted_keys, id_prefix,
-                                      workdir=opts.workdir, binary=c_client)
+                                      logins=mine, workdir=opts.workdir, binary=c_client)
                 indices = draw_indices(count, distribution, rng, set_size)
                 real.append((kind, count, (devices, pool.submit(devices.run, indices))))
         publisher = mqtt.QosPublisher(broker, "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
@@ -170,11 +188,11 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
         tracker = None
         try:
             if campaign_config.acknowledged(view.config):
-                tracker = AckTracker(campaign, id_prefix, opts.devices, mech.report_size,
+                tracker = AckTracker(campaign, path_prefix, opts.devices, mech.report_size,
                                      view.config["delivery"], np.random.default_rng())
                 publisher.subscribe(tracker.topic_filter, tracker.on_message)
             ids, counts = run_simulated(publisher, view, mech, distribution,
-                                        simulated_device_ids(opts.devices, id_prefix), rng,
+                                        simulated_device_ids(opts.devices, path_prefix), rng,
                                         set_size, tick, keep=tracker.keep if tracker else None)
             publisher.wait_acked(ACK_TIMEOUT)
             if tracker is not None:

@@ -61,7 +61,8 @@ from .store import GLOBAL, Store
 
 log = logging.getLogger("ldpfleet.service")
 
-REPORT_TOPIC = "ldp/+/r/+"
+REPORT_TOPIC = "ldp/+/r/#"
+"""Devices' `ldp/<campaign>/r/<id>` and load generators' `ldp/<campaign>/r/<login>/<id>` (spec §4)."""
 RECEIVED = "received"
 ACCEPTED = "accepted"
 DUPLICATE = "duplicate"
@@ -157,14 +158,15 @@ class BoundedLog:
 
 
 def parse_report_topic(topic):
-    """(campaign, device id) of `ldp/<campaign>/r/<device-id>`, or None."""
+    """(campaign, device) of `ldp/<campaign>/r/<device-id>` or of a load generator's
+    `ldp/<campaign>/r/<login>/<id>` (device "<login>/<id>", spec §4), else None."""
     if topic is None:
         return None
     parts = topic.split("/")
-    if (len(parts) != 4 or parts[0] != "ldp" or parts[2] != "r"
-            or not NAME_RE.match(parts[1]) or not NAME_RE.match(parts[3])):
+    if (len(parts) not in (4, 5) or parts[0] != "ldp" or parts[2] != "r"
+            or not all(NAME_RE.match(p) for p in parts[1:2] + parts[3:])):
         return None
-    return parts[1], parts[3]
+    return parts[1], "/".join(parts[3:])
 
 
 class Ingestor:
