@@ -25,7 +25,7 @@ DEVICES = ["dev-a", "dev-b", "dev_c"]
 class Client:
     """A paho client that records every message it receives."""
 
-    def __init__(self, port, username, password, client_id=None):
+    def __init__(self, port, username, password, client_id=None, tls_ca=None):
         self.messages = queue.Queue()
         self.connected = threading.Event()
         self.reason = None
@@ -33,6 +33,8 @@ class Client:
                                   protocol=mqtt.MQTTv311)
         if username is not None:
             self.client.username_pw_set(username, password)
+        if tls_ca is not None:
+            self.client.tls_set(ca_certs=tls_ca)
         self.client.on_connect = self._on_connect
         self.client.on_message = lambda c, u, m: self.messages.put((m.topic, m.payload, m.retain))
         self.client.connect("127.0.0.1", port)

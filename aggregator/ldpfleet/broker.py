@@ -271,6 +271,11 @@ class SecuredBroker:
     loadgen_user: str = None
     admin_user: str = None
     """The login of every other aggregator-side command (None: `<aggregator_user>-admin`)."""
+    client_ca: str = None
+    """Fleet CA: a second TLS listener (`device_port`) requires a client certificate it signed
+    and takes the certificate's CN as the login (devices without passwords)."""
+    device_port: int = None
+    """Port of that listener (None: the TLS port + 1)."""
     port: int = None
     bind: str = None
     certfile: str = None
@@ -309,6 +314,9 @@ class SecuredBroker:
                 raise ConfigError("campaign", "%r does not match [A-Za-z0-9_-]{1,64}" % name)
         if (self.certfile is None) != (self.keyfile is None):
             raise ConfigError("tls", "give both --certfile and --keyfile, or neither")
+        if self.client_ca is not None and self.certfile is None:
+            raise ConfigError("client_ca", "client certificates need the TLS listener: give "
+                              "--certfile and --keyfile too")
         if self.certfile is None and not self.insecure_plaintext:
             raise ConfigError("tls", "a production broker speaks TLS: give --certfile and --keyfile "
                               "(or --insecure-plaintext, which sends passwords and reports in the "
@@ -356,7 +364,17 @@ def write_secured_config(out_dir: str, plan: SecuredBroker) -> dict:
              "per_listener_settings false", "user %s" % plan.run_as,
              "listener %d" % port + (" %s" % plan.bind if plan.bind else "")]
     tls_files = _copy_tls(os.path.join(out_dir, "tls"), plan) if plan.certfile else {}
+    client_ca = tls_files.pop("client_ca", None)
     lines += ["%s %s" % (name, path) for name, path in tls_files.items()]
+    device_port = None
+    if client_ca:
+        device_port = plan.device_port or port + 1
+        lines += ["# devices with a client certificate from the fleet CA: its CN is their login",
+                  "listener %d" % device_port + (" %s" % plan.bind if plan.bind else ""),
+                  "certfile %s" % tls_files["certfile"], "keyfile %s" % tls_files["keyfile"],
+                  "cafile %s" % client_ca, "require_certificate true",
+                  "use_identity_as_username true"]
+        tls_files["client_ca"] = client_ca
     lines += ["allow_anonymous false", "password_file %s" % paths["passwd"],
               "acl_file %s" % paths["acl"],
               "# a login's client id is its username: nobody can take over another's session",
@@ -378,6 +396,7 @@ def write_secured_config(out_dir: str, plan: SecuredBroker) -> dict:
                + ([os.path.dirname(tls[0])] if tls else []) + tls
                + ([log_file] if log_file else []))
     paths["port"] = port
+    paths["device_port"] = device_port
     paths["tls"] = bool(plan.certfile)
     return paths
 
@@ -411,7 +430,7 @@ def _copy_tls(tls_dir: str, plan: SecuredBroker) -> dict:
     os.makedirs(tls_dir, exist_ok=True)
     copies = {}
     for name, src in (("certfile", plan.certfile), ("keyfile", plan.keyfile),
-                      ("cafile", plan.cafile)):
+                      ("cafile", plan.cafile), ("client_ca", plan.client_ca)):
         if src is None:
             continue
         try:
@@ -419,7 +438,7 @@ def _copy_tls(tls_dir: str, plan: SecuredBroker) -> dict:
                 data = f.read()
         except OSError as exc:
             raise ConfigError(name, "cannot read %s: %s" % (src, exc.strerror)) from None
-        dst = os.path.join(tls_dir, os.path.basename(src))
+        dst = os.path.join(tls_dir, "fleet-ca.pem" if name == "client_ca" else os.path.basename(src))
         fd = os.open(dst + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
                      0o600 if name == "keyfile" else 0o644)
         with os.fdopen(fd, "wb") as f:

@@ -27,7 +27,8 @@ static int broker_string(const cJSON *broker, const char *name, char *out, int *
     return 0;
 }
 
-/* The identity's optional "broker": {host, port, user, password, tls: {ca_file}}, as
+/* The identity's optional "broker": {host, port, user, password, tls: {ca_file, cert_file,
+ * key_file}}, as
  * device/ldp/app.py reads it. */
 static int broker_load(const cJSON *doc, struct ldpc_broker *b, struct ldpc_reason *why)
 {
@@ -42,9 +43,13 @@ static int broker_load(const cJSON *doc, struct ldpc_broker *b, struct ldpc_reas
         || broker_string(broker, "user", b->user, &b->has_user) != 0
         || broker_string(broker, "password", b->password, &b->has_password) != 0
         || (tls != NULL && !cJSON_IsNull(tls)
-            && (!cJSON_IsObject(tls) || broker_string(tls, "ca_file", b->ca_file, &b->has_ca_file) != 0))
+            && (!cJSON_IsObject(tls) || broker_string(tls, "ca_file", b->ca_file, &b->has_ca_file) != 0
+                || broker_string(tls, "cert_file", b->cert_file, &b->has_cert_file) != 0
+                || broker_string(tls, "key_file", b->key_file, &b->has_key_file) != 0
+                || b->has_cert_file != b->has_key_file || (b->has_cert_file && !b->has_ca_file)))
         || (port != NULL && !cJSON_IsNull(port) && (!ldpc_json_int(port, &p) || p < 1 || p > 65535))) {
-        ldpc_reason_set(why, "broker", "broker must be {host, port, user, password, tls: {ca_file}}: "
+        ldpc_reason_set(why, "broker", "broker must be {host, port, user, password, tls: {ca_file, "
+                        "cert_file, key_file}} (a certificate needs its key and ca_file): "
                         "strings shorter than %d bytes and a port in 1..65535", LDPC_MAX_CREDENTIAL);
         return -1;
     }

@@ -27,14 +27,16 @@
 #define LDPC_SET_CAPACITY 64 /* spec §7.1: a set value is processed over this many slots */
 #define LDPC_MAX_CREDENTIAL 256 /* longest broker host, user or password, NUL included */
 
-/* The identity file's optional "broker": {host, port, user, password, tls: {ca_file}}
- * (device/README.md); an absent entry leaves its has_ flag 0. ca_file is a PEM file, relative
- * to the state directory unless absolute; with it the client speaks TLS. */
+/* The identity file's optional "broker": {host, port, user, password, tls: {ca_file,
+ * cert_file, key_file}} (device/README.md); an absent entry leaves its has_ flag 0. The files
+ * are PEM, relative to the state directory unless absolute; with ca_file the client speaks TLS,
+ * with cert_file and key_file it logs in with its client certificate (the broker takes the
+ * certificate's CN as the login: use_identity_as_username). */
 struct ldpc_broker {
     char host[LDPC_MAX_CREDENTIAL], user[LDPC_MAX_CREDENTIAL], password[LDPC_MAX_CREDENTIAL];
-    char ca_file[LDPC_MAX_CREDENTIAL];
+    char ca_file[LDPC_MAX_CREDENTIAL], cert_file[LDPC_MAX_CREDENTIAL], key_file[LDPC_MAX_CREDENTIAL];
     int port;
-    int has_host, has_port, has_user, has_password, has_ca_file;
+    int has_host, has_port, has_user, has_password, has_ca_file, has_cert_file, has_key_file;
 };
 
 struct ldpc_identity {

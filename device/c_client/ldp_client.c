@@ -5,7 +5,8 @@
  *              [--backoff-max S] [--username U] [--password P] [--cafile PEM]
  *              [--crash-point after-commit]
  *     (host, port, username, password and CA default to the identity file's optional
- *     "broker": {host, port, user, password, tls: {ca_file}}, as on the MicroPython client;
+ *     "broker": {host, port, user, password, tls: {ca_file, cert_file, key_file}}, as on the
+ *     MicroPython client;
  *     flags override. With a CA the client speaks TLS (default port 8883) and accepts only a
  *     broker certificate chaining to that CA and naming the host.)
  *   ldp_client provision --state-dir DIR               (ledger generation 0, spec §7.4)
@@ -123,8 +124,10 @@ static int run(int argc, char **argv)
     struct ldpc_device dev;
     struct ldpc_reason why;
     char path[4096], ca_path[4096 + LDPC_MAX_CREDENTIAL];
+    char cert_path[4096 + LDPC_MAX_CREDENTIAL], key_path[4096 + LDPC_MAX_CREDENTIAL];
     double port = -1, keepalive = 30, backoff_max = 30, timeout = -1;
     int code;
+    memset(&so, 0, sizeof so);
     if (!check_args(argc, argv, options, flags))
         return usage("unknown or incomplete argument");
     if (state_dir == NULL || opt(argc, argv, "--campaign") == NULL || opt(argc, argv, "--value") == NULL)
@@ -167,6 +170,20 @@ static int run(int argc, char **argv)
         else {
             snprintf(ca_path, sizeof ca_path, "%s/%s", state_dir, id.broker.ca_file);
             ca_file = ca_path;
+        }
+    }
+    if (id.broker.has_cert_file) { /* a client certificate from the fleet CA (spec §4) */
+        if (id.broker.cert_file[0] == '/')
+            so.cert_file = id.broker.cert_file;
+        else {
+            snprintf(cert_path, sizeof cert_path, "%s/%s", state_dir, id.broker.cert_file);
+            so.cert_file = cert_path;
+        }
+        if (id.broker.key_file[0] == '/')
+            so.key_file = id.broker.key_file;
+        else {
+            snprintf(key_path, sizeof key_path, "%s/%s", state_dir, id.broker.key_file);
+            so.key_file = key_path;
         }
     }
     if (port < 0)

@@ -190,7 +190,8 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
         return LDPC_EXIT_USAGE;
     }
     if (opts->ca_file != NULL
-        && ((code = mosquitto_tls_set(mosq, opts->ca_file, NULL, NULL, NULL, NULL)) != MOSQ_ERR_SUCCESS
+        && ((code = mosquitto_tls_set(mosq, opts->ca_file, NULL, opts->cert_file, opts->key_file, NULL))
+                != MOSQ_ERR_SUCCESS
             || (code = mosquitto_tls_opts_set(mosq, 1, NULL, NULL)) != MOSQ_ERR_SUCCESS)) {
         /* SSL_VERIFY_PEER; the host name is checked too (mosquitto_tls_insecure_set stays off) */
         fprintf(stderr, "ldp_client: ca_file %s: %s\n", opts->ca_file, mosquitto_strerror(code));

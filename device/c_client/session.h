@@ -13,6 +13,7 @@ struct ldpc_session_opts {
     const char *username; /* NULL: connect anonymously */
     const char *password; /* NULL: no password (only with a username) */
     const char *ca_file;  /* NULL: plain TCP; else TLS, broker certificate verified against it */
+    const char *cert_file, *key_file; /* NULL: no client certificate */
     int keepalive;      /* seconds */
     double backoff_max; /* seconds */
     double run_for;     /* seconds; < 0: no limit */

@@ -1,7 +1,8 @@
 """ldpfleet device entry point (device/main.py runs `main(sys.argv[1:])`).
 
 On a board (no arguments): reads identity.json {device_id, trusted_keys, eps_cap_milli,
-lifetime_budget_milli, broker: {host, port, user, password, tls: {ca_file}}, wifi: {ssid,
+lifetime_budget_milli, broker: {host, port, user, password, tls: {ca_file, cert_file,
+key_file}}, wifi: {ssid,
 password}} and value.json {campaign, value, high} from the filesystem root and runs forever.
 With `broker.tls` the device connects over TLS (port 8883 unless given) and accepts only a
 broker certificate signed by the CA in `ca_file` (PEM or DER, relative to the state
@@ -82,15 +83,26 @@ def wifi(identity):
             time.sleep_ms(100)
 
 
+def _read_bytes(state, path):
+    with open(path if path.startswith("/") else join(state, path), "rb") as f:
+        return f.read()
+
+
 def tls_settings(state, broker, opts):
     """The SSLContext for the broker, or None for plain TCP; raises OSError/ValueError when
-    the CA file cannot be read or parsed."""
-    ca_file = opts.get("ca_file", broker.get("tls", {}).get("ca_file"))
+    the CA file (or the client certificate and key: `tls.cert_file`, `tls.key_file`, DER, a
+    certificate from the fleet CA whose CN is the device id) cannot be read or parsed."""
+    tls = broker.get("tls", {})
+    ca_file = opts.get("ca_file", tls.get("ca_file"))
     if ca_file is None:
         return None
     from .mqtt import tls_context
-    with open(ca_file if ca_file.startswith("/") else join(state, ca_file), "rb") as f:
-        return tls_context(f.read())
+    ctx = tls_context(_read_bytes(state, ca_file))
+    if tls.get("cert_file") or tls.get("key_file"):
+        if not (tls.get("cert_file") and tls.get("key_file")):
+            raise ValueError("tls needs both cert_file and key_file")
+        ctx.load_cert_chain(_read_bytes(state, tls["cert_file"]), _read_bytes(state, tls["key_file"]))
+    return ctx
 
 
 def main(argv):

@@ -49,8 +49,10 @@ def client_cmd(binary, state_dir, port, campaign, value, once=False, timeout=Non
     """argv of a device run: `value` is passed as JSON (int, str or list), like the
     MicroPython device's --value."""
     import json
-    argv = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--campaign", campaign,
+    argv = [str(binary), "--host", "127.0.0.1", "--campaign", campaign,
             "--state-dir", str(state_dir), "--value", json.dumps(value)]
+    if port is not None:  # None: the identity's broker.port
+        argv += ["--port", str(port)]
     if once:
         argv.append("--once")
     if high:

