@@ -113,3 +113,32 @@ def test_devices_follow_a_rotation(mosquitto, tmp_path, client):
     finally:
         collector.close()
     assert sorted(t for t, _ in reports) == ["ldp/rot1/r/rot-" + client, "ldp/rot2/r/rot-" + client]
+
+
+def test_status_is_signed_and_a_forged_one_is_ignored(mosquitto, tmp_path):
+    """The retained status (spec §5.4) is a signed envelope of type status; the load generator
+    verifies it like the config and ignores one that does not verify (a forged "phase 2")."""
+    from ldpfleet.loadgen.campaign import fetch_campaign
+    key = tmp_path / "a.key"
+    write_key_files(key, SIGNING_KEY)
+    state = "sqlite:///%s" % (tmp_path / "agg.db")
+    made = cli("campaign", "create", "--broker", mosquitto.url, "--state", state, "--signing-key",
+               key, "--name", "st", "--protocol", "ldpminer-rappor", "--epsilon", 2,
+               "--domain", "0-31", "--set-size", 4, "--top", 2)
+    assert made.returncode == 0, made.stderr
+    collector = ReportCollector(mosquitto.port, topic="#")
+    try:
+        retained = dict(collector.barrier())
+        status = campaign_config.verify(retained["ldp/st/status"], SIGNING_KEY)
+        assert status["type"] == "status" and status["campaign"] == "st" and status["phase"] == 1
+        assert fetch_campaign(mosquitto.url, "st", SIGNING_KEY).phase == 1
+        collector.publish("ldp/st/status", json.dumps(dict(status, phase=2)).encode())
+        assert fetch_campaign(mosquitto.url, "st", SIGNING_KEY).phase == 1
+        collector.publish("ldp/st/status", campaign_config.sign(dict(status, phase=2), OTHER_KEY))
+        assert fetch_campaign(mosquitto.url, "st", SIGNING_KEY).phase == 1
+        collector.publish("ldp/st/status", campaign_config.sign(dict(status, phase=2), SIGNING_KEY))
+        with pytest.raises(Exception) as err:  # a genuine phase 2 without its message
+            fetch_campaign(mosquitto.url, "st", SIGNING_KEY)
+        assert getattr(err.value, "field", None) == "phase2"
+    finally:
+        collector.close()

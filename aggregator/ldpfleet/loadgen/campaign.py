@@ -1,6 +1,5 @@
 """The campaign as a device sees it: the retained, signed config (and status and phase-2
 message) read from the broker and verified with the trusted public keys (spec §5.1)."""
-import json
 import threading
 import uuid
 from dataclasses import dataclass
@@ -78,10 +77,10 @@ def fetch_campaign(broker, campaign: str, trusted_keys, phase: int = None,
         raise ConfigError("campaign", "config on ldp/%s/config names campaign %r"
                           % (campaign, doc["campaign"]))
     status = None
-    if retained["status"] is not None:
+    if retained["status"] is not None:  # signed like the config (spec §5.4); else ignored
         try:
-            status = json.loads(retained["status"])
-        except ValueError:
+            status = campaign_config.verify(retained["status"], trusted_keys)
+        except ConfigError:
             status = None
     if phase is None:
         phase = int(status.get("phase", 1)) if isinstance(status, dict) else 1

@@ -18,7 +18,6 @@ Two-phase protocols (LDPMiner, LDPLCM): `protocol_campaigns`.
 Signing key files: Ed25519, PKCS#8 PEM, written with `PATH.pub` by `signing.write_signing_key`
 (`ldpfleet campaign keygen`); devices and `ldpfleet fleet` hold only `PATH.pub`.
 """
-import json
 import math
 import os
 import time
@@ -175,7 +174,7 @@ def sign_store_publish(store: Store, broker, signing_key_file: str, key: bytes, 
     if broker is not None:
         try:
             mqtt.publish(broker, "ldp/%s/config" % name, payload, retain=True)
-            publish_status(store, broker, name)
+            publish_status(store, broker, name, key)
         except Exception:
             store.remove_campaign(name)
             raise
@@ -188,20 +187,22 @@ def fresh_campaign_id(store: Store) -> int:
 
 
 def status_document(store: Store, campaign: Campaign) -> dict:
-    """The JSON published retained on `ldp/<name>/status` (spec §4)."""
+    """The status body signed and published retained on `ldp/<name>/status` (spec §4, §5.4)."""
     counters = store.counters(campaign.name)
     rejected = sum(v for k, v in counters.items() if k not in ("received", "accepted"))
-    return {"campaign": campaign.name, "campaign_id": campaign.campaign_id, "state": campaign.state,
+    return {"type": "status", "protocol": protocol.PROTOCOL_VERSION,
+            "campaign": campaign.name, "campaign_id": campaign.campaign_id, "state": campaign.state,
             "phase": campaign.phase, "phases": campaign.phases,
             "counters": {"received": counters.get("received", 0),
                          "accepted": counters.get("accepted", 0), "rejected": rejected},
             "time": int(time.time())}
 
 
-def publish_status(store: Store, broker: mqtt.BrokerSettings, name: str):
+def publish_status(store: Store, broker: mqtt.BrokerSettings, name: str, key):
+    """Sign the status with the campaign's key and publish it retained (QoS 0)."""
     camp = store.require_campaign(name)
-    mqtt.publish(broker, "ldp/%s/status" % name,
-                      json.dumps(status_document(store, camp), sort_keys=True), qos=0)
+    mqtt.publish(broker, "ldp/%s/status" % name, cfgmod.sign(status_document(store, camp), key),
+                 qos=0)
 
 
 def create_campaign(store: Store, broker: mqtt.BrokerSettings, signing_key_file: str, name: str,
@@ -249,7 +250,7 @@ def close_campaign(store: Store, name: str, broker: mqtt.BrokerSettings = None,
         mqtt.publish(broker, "ldp/%s/config" % name, payload, retain=True)
         if camp.phases > 1:
             mqtt.publish(broker, "ldp/%s/phase2" % name, b"", retain=True)  # clears it
-        publish_status(store, broker, name)
+        publish_status(store, broker, name, key)
     return store.require_campaign(name)
 
 
@@ -291,7 +292,7 @@ def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candida
                               "devices may have reported against it" % name)
         if broker is not None:
             mqtt.publish(broker, "ldp/%s/phase2" % name, camp.phase2_payload, retain=True)
-            publish_status(store, broker, name)
+            publish_status(store, broker, name, key)
         return camp
     payload = cfgmod.sign(body, key)
     probe = Campaign(**{**camp.__dict__, "phase2": body, "phase": 2, "_mechanisms": {}})
@@ -304,7 +305,7 @@ def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candida
             if camp.phase == 1:
                 store.reopen_phase1(name, protocol=camp.protocol)
             raise
-        publish_status(store, broker, name)
+        publish_status(store, broker, name, key)
     return store.require_campaign(name)
 
 

@@ -51,8 +51,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import config as cfgmod
 from .. import protocol
 from ..config import NAME_RE, acknowledged
+from ..errors import ConfigError
+from ..signing import read_signing_key
 from ..mechanisms.base import ERROR_FIELDS, Sketch, first_faults
 from .. import mqtt
 from .broker_watch import SYS_DROPPED, BrokerDrops
@@ -191,6 +194,7 @@ class Ingestor:
         self._stop = threading.Event()
         self._status_due = 0.0
         self._status_sent = {}
+        self._status_keys = {}
         self._connected_at = 0.0
         self._quick_drops = []
         self._takeover_logged = -TAKEOVER_WINDOW
@@ -494,14 +498,27 @@ class Ingestor:
         if self.metrics is not None:
             self.metrics.observe_batch(counts, time.perf_counter() - started, 0, len(self.acks))
 
+    def _status_key(self, camp):
+        """The campaign's signing key (read once per path), or None: the status is a signed
+        message (spec §5.4) and is not published without one."""
+        ref = camp.signing_key_ref
+        if ref not in self._status_keys:
+            try:
+                self._status_keys[ref] = read_signing_key(ref)
+            except ConfigError as exc:
+                self._status_keys[ref] = None
+                log.warning("status of campaign %s not published: %s", camp.name, exc)
+        return self._status_keys[ref]
+
     def _publish_status(self, client):
         for camp in self._campaigns.values():
             if not camp.open:
                 continue
             doc = status_document(self.store, camp)
-            if self._status_sent.get(camp.name) != doc["counters"]:
-                client.publish("ldp/%s/status" % camp.name, json.dumps(doc, sort_keys=True),
-                               qos=0, retain=True)
+            key = self._status_key(camp)
+            if key is not None and self._status_sent.get(camp.name) != doc["counters"]:
+                client.publish("ldp/%s/status" % camp.name, cfgmod.sign(doc, key), qos=0,
+                               retain=True)
                 self._status_sent[camp.name] = doc["counters"]
 
     def _connect(self, client) -> bool:
