@@ -142,7 +142,7 @@ def test_signature_vectors():
         assert config.canonical(doc) == case["body"] and doc["type"] == case["kind"]
         assert config.sign(doc, key).decode() == case["payload"]  # Ed25519 is deterministic
         kinds.add(case["kind"])
-    assert kinds == {"config", "phase2", "close", "keys"}
+    assert kinds == {"config", "phase2", "close", "keys", "status"}
     assert {c["error"] for c in vec["verify"]} == {None, "envelope", "kid", "sig", "body"}
     for case in vec["verify"]:
         trusted = [signing.PublicKey.from_doc(d) for d in case["trusted"]]

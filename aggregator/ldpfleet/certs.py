@@ -17,26 +17,19 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from .config import NAME_RE
 from .errors import ConfigError
+from .signing import read_bytes
 
 DEFAULT_VALID_DAYS = 3650
-
-
-def _read(path: str, field: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise ConfigError(field, "cannot read %s: %s" % (path, exc.strerror)) from None
 
 
 def load_ca(cert_path: str, key_path: str):
     """(certificate, private key) of the fleet CA, PEM files; ConfigError names the bad one."""
     try:
-        cert = x509.load_pem_x509_certificate(_read(cert_path, "client_ca"))
+        cert = x509.load_pem_x509_certificate(read_bytes(cert_path, "client_ca"))
     except ValueError as exc:
         raise ConfigError("client_ca", "%s is not a PEM certificate: %s" % (cert_path, exc)) from None
     try:
-        key = serialization.load_pem_private_key(_read(key_path, "client_ca_key"), password=None)
+        key = serialization.load_pem_private_key(read_bytes(key_path, "client_ca_key"), password=None)
     except (ValueError, TypeError) as exc:
         raise ConfigError("client_ca_key", "%s: %s" % (key_path, exc)) from None
     if key.public_key().public_numbers() != cert.public_key().public_numbers():

@@ -131,7 +131,8 @@ def trusted_set(keys) -> dict:
     return out
 
 
-def _read(path: str, field: str) -> bytes:
+def read_bytes(path: str, field: str) -> bytes:
+    """The bytes of a key or certificate file; ConfigError(field) naming the path if unreadable."""
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -146,7 +147,7 @@ RETIRED_HMAC = ("%s holds a shared HMAC fleet key, which protocol v2 refuses (on
 
 def read_signing_key(path: str) -> SigningKey:
     """The private key in a PKCS#8 PEM file written by `campaign keygen`."""
-    data = _read(path, "signing_key")
+    data = read_bytes(path, "signing_key")
     if b"PRIVATE KEY" not in data:
         if data.strip() and all(c in b"0123456789abcdefABCDEF\r\n" for c in data.strip()):
             raise ConfigError("signing_key", RETIRED_HMAC % path)
@@ -165,7 +166,7 @@ def read_signing_key(path: str) -> SigningKey:
 def read_public_keys(path: str) -> list:
     """The public keys in a `.pub` file (one `{"kid", "pub"}` or a list of them). A private key
     file is also taken: its public half is used (nothing secret leaves this machine)."""
-    data = _read(path, "trusted_keys")
+    data = read_bytes(path, "trusted_keys")
     if b"PRIVATE KEY" in data:
         return [read_signing_key(path).public]
     try:

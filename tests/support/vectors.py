@@ -412,7 +412,11 @@ def signature_cases() -> dict:
     messages = [("config", cfg), ("phase2", config.make_phase2(miner, candidates=[3, 5, 700])),
                 ("close", config.make_close(cfg)),
                 ("keys", {"type": "keys", "protocol": protocol.PROTOCOL_VERSION, "serial": 1,
-                          "keys": [other.public.to_doc(), key.public.to_doc()]})]
+                          "keys": [other.public.to_doc(), key.public.to_doc()]}),
+                ("status", {"type": "status", "protocol": protocol.PROTOCOL_VERSION,
+                            "campaign": "cpu-load", "campaign_id": 0x12345678, "state": "open",
+                            "phase": 1, "phases": 1, "time": 1790000100,
+                            "counters": {"received": 10, "accepted": 9, "rejected": 1}})]
     signed = []
     for kind, doc in messages:
         payload = config.sign(doc, key)

@@ -1,0 +1,163 @@
+"""`ldpfleet serve` (the aggregator's ingest loop, service/ingest.py) and `ldpfleet broker-check`
+(broker_check.py)."""
+import json
+import logging
+import signal
+import sys
+
+from ..errors import ConfigError
+from . import duration, host_address, positive_int, tcp_port
+
+
+def register(subparsers, broker_args, state_arg):
+    s = subparsers.add_parser(
+        "serve", help="run the aggregator: ingest reports from MQTT into the state file",
+        description="Subscribe to ldp/+/r/+ (QoS 1, persistent session, manual acks), "
+                    "validate, dedupe and fold reports into per-campaign sketches; every batch is "
+                    "committed to the state file before the broker is acknowledged.")
+    broker_args(s)
+    state_arg(s)
+    s.add_argument("--client-id", default=None,
+                   help="MQTT client id of the persistent session (default: ldpfleet-agg- and 8 "
+                        "hex digits of the state file's path, so two serves with different state "
+                        "files never take each other's session, and a restart resumes its own)")
+    s.add_argument("--batch-size", type=positive_int, default=2000, help="messages per batch (upper bound)")
+    s.add_argument("--max-packet-bytes", type=positive_int, default=1 << 20, metavar="N",
+                   help="with --mqtt 5: the Maximum Packet Size announced to the broker, which "
+                        "then drops larger messages for us (default 1 MiB); either way payloads "
+                        "larger than every open campaign's report are dropped on arrival")
+    s.add_argument("--batch-ms", type=duration, default=200.0,
+                   help="a batch is committed at most this long after its first message")
+    s.add_argument("--session-expiry", type=int, default=7 * 86400,
+                   help="with --mqtt 5: Session Expiry Interval in seconds (how long the broker keeps "
+                        "our queue while we are away; 3.1.1 sessions never expire in Mosquitto "
+                        "unless persistent_client_expiration is set)")
+    s.add_argument("--mqtt", type=int, choices=(4, 5), default=4,
+                   help="4 = MQTT 3.1.1, clean_session=False (default, faster in paho) or 5 = "
+                        "MQTT 5, clean_start=False + --session-expiry")
+    s.add_argument("--status-interval", type=duration, default=30.0,
+                   help="seconds between retained status publications (0: never)")
+    s.add_argument("--metrics-port", type=tcp_port, default=None, help="serve Prometheus metrics here")
+    s.add_argument("--metrics-bind", type=host_address, default="127.0.0.1", metavar="ADDR",
+                   help="address the metrics listen on (default 127.0.0.1; 0.0.0.0 for every "
+                        "interface, e.g. for a Prometheus on another machine)")
+    s.add_argument("--log-level", default="INFO")
+    s.add_argument("--no-broker-check", action="store_true",
+                   help="skip the start-up preflight (`ldpfleet broker-check` with %d messages, "
+                        "in the background: a warning when the broker would drop reports)"
+                   % 2000)
+    s.set_defaults(func=run_serve)
+
+    bc = subparsers.add_parser(
+        "broker-check", help="measure whether the broker would drop reports for a slow aggregator",
+        description="A persistent QoS 1 session stops acknowledging, --messages QoS 1 messages "
+                    "are published to it, the session returns and counts what the broker kept. "
+                    "Exit 0 when every message was kept, 4 when the broker dropped some (it then "
+                    "prints the settings to change), 3 when it cannot be reached. One login, one "
+                    "client id: on broker-config's broker use the admin login (never serve's "
+                    "while serve runs); its ACL allows ldpfleet/check/#.")
+    broker_args(bc)
+    bc.add_argument("--messages", type=positive_int, default=2000,
+                    help="burst size to check (default 2000, twice Mosquitto's default queue; "
+                         "give your largest burst: devices x phases)")
+    bc.add_argument("--payload-bytes", type=positive_int, default=64,
+                    help="message size (default 64; use your campaigns' report size)")
+    bc.add_argument("--json", action="store_true")
+    bc.set_defaults(func=run_broker_check)
+
+
+def _broker_of(args):
+    from .service import _broker
+    return _broker(args)
+
+
+def run_serve(args):
+    from ..service.ingest import IngestOptions, Ingestor
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    from ..service.ingest import default_client_id
+    from ..service.store import state_path
+    client_id = args.client_id or default_client_id(state_path(args.state))
+    options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
+                            batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
+                            status_interval=args.status_interval, protocol=args.mqtt,
+                            max_packet_bytes=args.max_packet_bytes)
+    metrics = None
+    if args.metrics_port is not None:
+        from ..service.http_metrics import ServiceMetrics
+        metrics = ServiceMetrics()
+        try:
+            metrics.serve(args.metrics_port, addr=args.metrics_bind)
+        except OSError as exc:
+            raise ConfigError("metrics_port", "cannot serve metrics on %s:%d: %s (another process "
+                              "uses the port? choose another --metrics-port)"
+                              % (args.metrics_bind, args.metrics_port, exc.strerror or exc)) from None
+    lock = _serve_lock(state_path(args.state))
+    broker = _broker_of(args)
+    ingestor = Ingestor(args.state, broker, options, metrics=metrics)
+    ingestor.store.set_meta("serve.username", broker.username or "")
+    if broker.username and not args.no_broker_check:
+        # its two connections would take over serve's own where client ids are bound to
+        # logins (broker-config's brokers): the check needs another login
+        logging.getLogger("ldpfleet.service").info(
+            "broker-check not run at start: it would log in as %s, serve's own login; run "
+            "`ldpfleet broker-check` with the admin login instead", broker.username)
+    elif not args.no_broker_check:
+        _preflight(broker)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: ingestor.stop())
+    logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
+    ingestor.run()
+    lock.close()
+    return 0
+
+
+def _preflight(broker):
+    """`broker-check` in a daemon thread: a warning naming the settings, never a stop."""
+    import threading
+    log = logging.getLogger("ldpfleet.service")
+
+    def check():
+        from ..broker_check import check_broker
+        try:
+            result = check_broker(broker)
+        except Exception as exc:  # the check is advice; ingest matters more
+            log.warning("broker-check could not run: %s", exc)
+            return
+        (log.info if result.passed else log.warning)("broker-check: %s", result.summary())
+
+    threading.Thread(target=check, name="broker-check", daemon=True).start()
+
+
+def run_broker_check(args):
+    from ..broker_check import check_broker
+    result = check_broker(_broker_of(args), messages=args.messages, payload_bytes=args.payload_bytes)
+    if args.json:
+        print(json.dumps(result.to_json(), sort_keys=True))
+    else:
+        print(result.summary())
+    return 0 if result.passed else 4
+
+
+def _serve_lock(path: str):
+    """An exclusive lock on `<state>.serve.lock` for the life of this serve: one writer per
+    state file (two would interleave batches and acks). The OS drops it when the process dies,
+    kill -9 included. Exit 2 naming the holder when another serve has it."""
+    import fcntl
+    import os
+    lock_path = os.path.abspath(path) + ".serve.lock"
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    f = open(lock_path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise ConfigError("state", "%s is already served by %s (one serve per state file; a "
+                          "second machine or worker needs its own state)" % (path, holder)) from None
+    f.seek(0)
+    f.truncate()
+    f.write("ldpfleet serve pid %d" % os.getpid())
+    f.flush()
+    return f
