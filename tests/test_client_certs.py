@@ -145,11 +145,11 @@ def test_devices_without_a_fleet_certificate_are_refused(fleet, tmp_path, client
             tmp_path / ("%s-%s" % (client, name)), name, SIGNING_KEY, value=3, campaign="certs",
             broker={"host": "127.0.0.1", "port": fleet["device_port"], "tls": tls})
         if client == "c":
-            proc = run_client(build_client(), state, None, "certs", 3, wait=12)
+            proc = run_client(build_client(), state, None, "certs", 3, wait=8)
             out = proc.stdout + proc.stderr
         else:
             proc = device_runner.run_device(state, "127.0.0.1", fleet["device_port"], "certs",
-                                            wait=12, value=3)
+                                            wait=8, value=3)
             out = proc.stdout
         assert proc.returncode != 0 and "published" not in out, (name, out)
     assert reports(fleet["agg"], timeout=2) == []

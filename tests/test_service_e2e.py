@@ -194,10 +194,10 @@ def test_bench_ingest_smoke():
     import subprocess
     import sys
     tool = os.path.join(os.path.dirname(__file__), "..", "tools", "bench_ingest.py")
-    proc = subprocess.run([sys.executable, tool, "--reports", "20000", "--batch-size", "500",
+    proc = subprocess.run([sys.executable, tool, "--reports", "5000", "--batch-size", "500",
                            "--domain", "16"], capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
-    assert out["aggregator_accepted"] == 20000 and out["aggregator_rejected"] == 0
+    assert out["aggregator_accepted"] == 5000 and out["aggregator_rejected"] == 0
     for key in ("aggregator_rate", "broker_ceiling_rate", "broker_ceiling_raw_rate", "ratio"):
         assert out[key] > 0
