@@ -2,7 +2,6 @@
 `register(subparsers)`; a module that fails to import is reported, not hidden."""
 import argparse
 import importlib
-import sqlite3
 import sys
 
 COMMAND_MODULES = [
@@ -60,9 +59,10 @@ def exit_codes():
     too little memory for the run). Anything else is a bug and keeps its traceback."""
     from .broker import BrokerUnavailable
     from .errors import LdpError
+    from .service.store_sql import database_errors
     return [
         ((ConnectionError, BrokerUnavailable), 3, "broker"),
-        ((LdpError, ValueError, OverflowError, OSError, sqlite3.Error), 2, "error"),
+        ((LdpError, ValueError, OverflowError, OSError) + database_errors(), 2, "error"),
         ((MemoryError,), 2, "error"),
     ]
 
@@ -70,8 +70,9 @@ def exit_codes():
 def _describe(exc) -> str:
     if isinstance(exc, MemoryError):
         return "not enough memory for this run (smaller --users/--domain?)"
-    if isinstance(exc, sqlite3.DatabaseError):
-        return "state file: %s" % exc
+    from .service.store_sql import database_errors
+    if isinstance(exc, database_errors()):
+        return "state: %s" % exc
     if isinstance(exc, OSError) and exc.filename is not None:
         return "%s: %s" % (exc.filename, exc.strerror or exc)
     return str(exc) or type(exc).__name__

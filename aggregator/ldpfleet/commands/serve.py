@@ -5,6 +5,7 @@ import logging
 import signal
 import sys
 
+from ..config import NAME_RE
 from ..errors import ConfigError
 from . import duration, host_address, positive_int, tcp_port
 
@@ -21,6 +22,12 @@ def register(subparsers, broker_args, state_arg):
                    help="MQTT client id of the persistent session (default: ldpfleet-agg- and 8 "
                         "hex digits of the state file's path, so two serves with different state "
                         "files never take each other's session, and a restart resumes its own)")
+    s.add_argument("--group", default=None, metavar="NAME",
+                   help="run as one worker of a group: subscribe through the MQTT shared "
+                        "subscription $share/NAME/ldp/+/r/# (the broker gives each report to one "
+                        "worker), PostgreSQL state only. Each worker keeps its own persistent "
+                        "session; default client id ldpfleet-NAME-<hostname> (a second worker "
+                        "on one machine needs --client-id). README: Several workers")
     s.add_argument("--batch-size", type=positive_int, default=2000, help="messages per batch (upper bound)")
     s.add_argument("--max-packet-bytes", type=positive_int, default=1 << 20, metavar="N",
                    help="with --mqtt 5: the Maximum Packet Size announced to the broker, which "
@@ -76,12 +83,19 @@ def run_serve(args):
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     from ..service.ingest import default_client_id
-    from ..service.store import state_path
-    client_id = args.client_id or default_client_id(state_path(args.state))
+    from ..service.store import is_postgres, state_path
+    postgres = is_postgres(args.state)
+    if args.group and not postgres:
+        raise ConfigError("group", "--group needs PostgreSQL state (--state postgresql://...): "
+                          "a SQLite file has one writer")
+    if args.group is not None and not NAME_RE.match(args.group):
+        raise ConfigError("group", "group name %r: letters, digits, '-' and '_' only" % args.group)
+    client_id = args.client_id or default_client_id(
+        args.state if postgres else state_path(args.state), args.group)
     options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
-                            max_packet_bytes=args.max_packet_bytes)
+                            max_packet_bytes=args.max_packet_bytes, group=args.group)
     metrics = None
     if args.metrics_port is not None:
         from ..service.http_metrics import ServiceMetrics
@@ -92,7 +106,7 @@ def run_serve(args):
             raise ConfigError("metrics_port", "cannot serve metrics on %s:%d: %s (another process "
                               "uses the port? choose another --metrics-port)"
                               % (args.metrics_bind, args.metrics_port, exc.strerror or exc)) from None
-    lock = _serve_lock(state_path(args.state))
+    lock = _worker_lock(args.state, client_id) if postgres else _serve_lock(state_path(args.state))
     broker = _broker_of(args)
     ingestor = Ingestor(args.state, broker, options, metrics=metrics)
     ingestor.store.set_meta("serve.username", broker.username or "")
@@ -137,6 +151,21 @@ def run_broker_check(args):
     else:
         print(result.summary())
     return 0 if result.passed else 4
+
+
+def _worker_lock(url: str, client_id: str):
+    """PostgreSQL: a session advisory lock on the worker's client id, held by its own
+    connection for the life of this serve (the server drops it when the process dies): two
+    workers with one client id would take each other's MQTT session. Exit 2 when it is held."""
+    from ..service.store_sql import PostgresConnection
+    conn = PostgresConnection(url, 10.0)
+    held = conn.execute("SELECT pg_try_advisory_lock(hashtext(?))",
+                        ("ldpfleet-worker:" + client_id,)).fetchone()[0]
+    if not held:
+        conn.close()
+        raise ConfigError("client_id", "another serve runs with client id %s on %s (each worker "
+                          "of a group needs its own --client-id)" % (client_id, conn.where))
+    return conn
 
 
 def _serve_lock(path: str):

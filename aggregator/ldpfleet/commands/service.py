@@ -41,7 +41,9 @@ def _command_broker(args, store):
 
 def _state_arg(p):
     p.add_argument("--state", required=True,
-                   help="state file: sqlite:///relative/path, sqlite:////absolute/path or a path")
+                   help="state: a SQLite file (sqlite:///relative/path, sqlite:////absolute/path or a "
+                        "path) or a PostgreSQL database (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB; "
+                        "the password better in PGPASSWORD or ~/.pgpass)")
 
 
 def _broker(args):

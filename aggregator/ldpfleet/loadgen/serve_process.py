@@ -1,12 +1,13 @@
 """`ldpfleet serve` as a subprocess: what the demo runs (and the tests and benchmarks, whose
 support adds waiting on counters)."""
 import json
+import os
 import subprocess
 import sys
 import time
 
 from ..child import ChildProcess
-from ..service.store import Store, state_path
+from ..service.store import Store, is_postgres, state_path
 
 
 class ServeProcess(ChildProcess):
@@ -26,6 +27,11 @@ class ServeProcess(ChildProcess):
             if value is not None:
                 self.args += [flag, str(value)]
         self.args += list(extra_args)
+        self.client_id = client_id
+        if log_path is None and is_postgres(state_url):
+            import tempfile
+            fd, log_path = tempfile.mkstemp(prefix="ldpfleet-serve-", suffix=".log")
+            os.close(fd)
         self.log_path = log_path or state_path(state_url) + ".serve.log"
         self.env = env
         self.proc = None
@@ -42,7 +48,8 @@ class ServeProcess(ChildProcess):
         deadline = time.monotonic() + timeout
         with Store(self.state_url) as store:
             while True:
-                ready = store.meta("ingest.ready")
+                ready = store.meta("ingest.ready:" + self.client_id if self.client_id
+                                   else "ingest.ready")
                 if ready and json.loads(ready).get("pid") == self.proc.pid:
                     return self
                 if self.proc.poll() is not None:

@@ -102,13 +102,21 @@ def _report_size(camp, phase: int) -> int:
         return 0
 
 
-def default_client_id(state_file: str) -> str:
-    """`ldpfleet-agg-` + 8 hex digits of SHA-256 of the state file's absolute path: stable
-    across restarts (the persistent session is resumed), different for every state file (two
-    serves on one broker never take each other's session)."""
+def default_client_id(state: str, group: str = None) -> str:
+    """The persistent session's client id when `--client-id` is not given. Alone: `ldpfleet-agg-`
+    + 8 hex digits of SHA-256 of the state file's absolute path (or of the PostgreSQL URL
+    without its password): stable across restarts (the session is resumed), different for every
+    state (two serves on one broker never take each other's session). In a worker group:
+    `ldpfleet-<group>-<hostname>` (one worker per machine; more on one machine need their own
+    `--client-id`)."""
     import hashlib
-    digest = hashlib.sha256(os.path.abspath(state_file).encode("utf-8")).hexdigest()
-    return "ldpfleet-agg-" + digest[:8]
+    import socket
+    from .store_sql import is_postgres, redact
+    if group:
+        host = "".join(c if c.isalnum() or c in "-_" else "-" for c in socket.gethostname())
+        return "ldpfleet-%s-%s" % (group, host or "host")
+    where = redact(state) if is_postgres(state) else os.path.abspath(state)
+    return "ldpfleet-agg-" + hashlib.sha256(where.encode("utf-8")).hexdigest()[:8]
 
 
 TAKEOVER_WINDOW = 60.0
@@ -131,6 +139,9 @@ class IngestOptions:
     defaults in our runs; `max_inflight_messages 0` makes sure)."""
     log_burst: int = 5
     log_period: float = 10.0
+    group: str = None
+    """`serve --group NAME`: subscribe through the MQTT shared subscription
+    `$share/NAME/ldp/+/r/#` (one of the group's workers gets each report; PostgreSQL state)."""
     max_packet_bytes: int = 1 << 20
     """MQTT 5: the Maximum Packet Size announced at CONNECT (the broker drops larger messages
     for us instead of sending them). Both versions drop payloads larger than every open
@@ -178,9 +189,9 @@ class Ingestor:
 
     def __init__(self, state_url: str, broker: mqtt.BrokerSettings = None,
                  options: IngestOptions = None, metrics=None):
-        self.store = Store(state_url)
-        self.broker = broker
         self.options = options or IngestOptions()
+        self.store = Store(state_url, worker=self.options.client_id)
+        self.broker = broker
         self.metrics = metrics
         self.bounded_log = BoundedLog(log, self.options.log_burst, self.options.log_period)
         self._campaigns = {}
@@ -225,7 +236,7 @@ class Ingestor:
     def _sketch(self, campaign, phase):
         key = (campaign.name, phase)
         if key not in self._sketches:
-            stored = self.store.sketch_blob(campaign.name, phase)
+            stored = self.store.worker_sketch_blob(campaign.name, phase)
             if stored is None:
                 self._sketches[key] = campaign.mechanism(phase).new_sketch()
             else:
@@ -277,11 +288,14 @@ class Ingestor:
                 groups = {}
                 for name, indices in routed.items():
                     groups.update(self._check_headers(name, indices, messages, counts))
-                seen_rows, touched = [], []
+                touched = []
                 for (name, phase), indices in groups.items():
+                    self.store.conn.execute("SAVEPOINT fold_group")
                     try:
                         outcome, seen = self._fold_group(name, phase, indices, messages)
+                        self.store.conn.execute("RELEASE SAVEPOINT fold_group")
                     except Exception as exc:  # a bug must not wedge the queue on one report
+                        self.store.conn.execute("ROLLBACK TO SAVEPOINT fold_group")
                         for index in indices:
                             self._status.pop(index, None)
                         self._sketches.pop((name, phase), None)
@@ -290,13 +304,11 @@ class Ingestor:
                         continue
                     for reason, n in outcome.items():
                         counts[(name, reason)] += n
-                    seen_rows += seen
                     if seen:
                         touched.append((name, phase))
                 for name, phase in touched:
                     sketch = self._sketches[(name, phase)]
                     self.store.put_sketch(name, phase, sketch.n, sketch.serialize())
-                self.store.add_seen(seen_rows)
                 self.store.add_counts(counts)
         except BaseException:
             self._sketches.clear()
@@ -366,26 +378,42 @@ class Ingestor:
         seqs = arr[valid, 8:12].copy().view("<u4").ravel()
         devices = [parse_report_topic(messages[indices[r]][0])[1] for r in valid]
         known = self.store.seen_seqs(name, phase, set(devices))
-        keep, seen = [], []
+        fresh = []
         for row, device, seq in zip(valid.tolist(), devices, seqs.tolist()):
             prior = known.get(device)
             if prior is None:
                 known[device] = seq
+                fresh.append((row, device, seq))
+            else:
+                self._classify_seen(name, phase, indices[row], device, seq, prior, outcome)
+        claimed = self.store.claim_seen([(name, phase, d, q) for _r, d, q in fresh])
+        keep, seen = [], []
+        lost = [(r, d, q) for r, d, q in fresh if d not in claimed]
+        winners = self.store.seen_seqs(name, phase, {d for _r, d, _q in lost}) if lost else {}
+        for row, device, seq in fresh:
+            if device in claimed:
                 seen.append((name, phase, device, seq))
                 keep.append(row)
                 self._status[indices[row]] = protocol.ACK_ACCEPTED
-            elif prior == seq:
-                outcome[DUPLICATE] += 1
-                self._status[indices[row]] = protocol.ACK_DUPLICATE
-            else:
-                outcome[SECOND_REPORT] += 1
-                self._status[indices[row]] = protocol.ACK_REJECTED
-                self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s seq %d after %d",
-                                 name, phase, device, seq, prior)
+            else:  # another worker committed this device's report first (PostgreSQL)
+                self._classify_seen(name, phase, indices[row], device, seq, winners.get(device),
+                                    outcome)
         if keep:
             self._sketch(camp, phase).update(np.ascontiguousarray(arr[keep]))
             outcome[ACCEPTED] += len(keep)
         return outcome, seen
+
+    def _classify_seen(self, name, phase, index, device, seq, prior, outcome):
+        """A report from a device whose report for this phase is already claimed: the same
+        nonce again is a `duplicate` (a redelivery), another one a `second_report`."""
+        if prior == seq:
+            outcome[DUPLICATE] += 1
+            self._status[index] = protocol.ACK_DUPLICATE
+        else:
+            outcome[SECOND_REPORT] += 1
+            self._status[index] = protocol.ACK_REJECTED
+            self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s nonce %s after %s",
+                             name, phase, device, seq, prior)
 
     def _sampled_devices(self, camp, phase, indices, messages, outcome):
         """The indices whose device the public sampling rule puts in `phase`
@@ -405,6 +433,12 @@ class Ingestor:
                              "the sampling rule puts in the other phase", camp.name, phase, wrong)
         return [i for i, ok in zip(indices, in_phase.tolist()) if ok]
 
+    @property
+    def report_subscription(self) -> str:
+        """REPORT_TOPIC, or its shared subscription `$share/<group>/...` for a worker group."""
+        group = self.options.group
+        return "$share/%s/%s" % (group, REPORT_TOPIC) if group else REPORT_TOPIC
+
     # --- MQTT loop ---------------------------------------------------------------------
     def stop(self):
         self._stop.set()
@@ -421,7 +455,7 @@ class Ingestor:
         if self._ready and present is False:
             log.error("the broker did not keep our session (persistence off, or the session "
                       "expired): reports it held for us are gone")
-        _rc, self._report_mid = client.subscribe(REPORT_TOPIC, qos=1)
+        _rc, self._report_mid = client.subscribe(self.report_subscription, qos=1)
         client.subscribe(SYS_DROPPED, qos=0)
 
     def _on_subscribe(self, _client, _userdata, mid, reasons, _props):
@@ -432,13 +466,15 @@ class Ingestor:
                             SYS_DROPPED, reasons)
             return
         if any(r.is_failure for r in reasons):
-            log.error("subscription to %s refused: %s", REPORT_TOPIC, reasons)
+            log.error("subscription to %s refused: %s", self.report_subscription, reasons)
             return
         self._ready = True
-        log.info("subscribed to %s", REPORT_TOPIC)
+        log.info("subscribed to %s", self.report_subscription)
         try:
-            self.store.set_meta("ingest.ready", json.dumps(
-                {"pid": os.getpid(), "client_id": self.options.client_id, "time": time.time()}))
+            ready = json.dumps({"pid": os.getpid(), "client_id": self.options.client_id,
+                                "time": time.time()})
+            self.store.set_metas({"ingest.ready": ready,
+                                  "ingest.ready:" + self.options.client_id: ready})
         except Exception as exc:  # readiness is informative; ingesting matters more
             log.error("could not record readiness in the state file: %r", exc)
 

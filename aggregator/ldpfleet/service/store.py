@@ -1,29 +1,31 @@
-"""The aggregator's state: one SQLite file in WAL mode.
+"""The aggregator's state: a SQLite file in WAL mode (the embedded default) or a PostgreSQL
+database shared by several `serve` workers (store_sql has the two connections and the schema).
 
 Tables
 - `campaigns`: name, campaign_id, the signed config payload as published and its body,
   the signing-key reference (path of the private key file, never the key), state `open`/`closed`,
   current phase, the signed phase-2 payload if any.
-- `sketches`: serialized sketch (`Sketch.serialize()`) and its report count per campaign+phase.
-- `seen`: dedupe keys, one row per (campaign, phase, device id) holding the seq accepted from
-  that device (devices send one report per phase, spec §6).
-- `counters`: (campaign, reason) -> count. Reasons of messages that name no known campaign are
-  kept under campaign "" so attacker-chosen names cannot grow the table.
-- `meta`: schema version and the ingest process's readiness (pid, time).
+- `sketches`: one partial per (campaign, phase, worker): a serialized sketch
+  (`Sketch.serialize()`) and its report count. Readers merge the partials (linear sketches);
+  a worker only ever writes its own row, so workers never contend on one.
+- `seen`: dedupe keys, one row per (campaign, phase, device id) holding the nonce accepted from
+  that device (devices send one report per phase, spec §6); the primary key dedupes across
+  workers.
+- `counters`: (campaign, reason, worker) -> count, summed by readers. Reasons of messages that
+  name no known campaign are kept under campaign "" so attacker-chosen names cannot grow it.
+- `meta`: schema version, readiness of the ingest, key set, broker drops.
 - `protocols`: the service-side state of a two-phase protocol campaign (LDPMiner's k and
   k_max, LDPLCM's theta, ...: what the aggregator needs but devices never see), one JSON
-  document per campaign. Created on first use in state files made before it existed.
+  document per campaign.
 
-The ingest writes a whole batch (sketches + dedupe keys + counters) in ONE transaction
-(`batch()`); readers (CLI `status`, `estimate`) see the last committed batch and never block
-the writer (WAL). `synchronous=FULL` makes a commit durable before the broker is acked.
+The ingest writes a whole batch (its sketch partials + dedupe keys + counters) in ONE
+transaction (`batch()`) and acknowledges the broker after COMMIT; readers (CLI `status`,
+`estimate`) see the last committed batches and never block the writers.
 
-URLs: `sqlite:///relative/path`, `sqlite:////absolute/path` (SQLAlchemy's convention) or a
-bare filesystem path.
+URLs: `sqlite:///relative/path`, `sqlite:////absolute/path` (SQLAlchemy's convention), a bare
+filesystem path, or `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB`.
 """
 import json
-import os
-import sqlite3
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,57 +33,18 @@ from dataclasses import dataclass, field
 from .. import config as cfgmod
 from .. import protocol
 from ..errors import ConfigError
+from . import store_sql
+from .store_sql import SCHEMA_VERSION, is_postgres, redact  # noqa: F401 (re-exported)
 
-SCHEMA_VERSION = 2
-"""2: protocol v2 (Ed25519-signed configs; `signing_key_ref` is the signing key's path). A schema-1
-state holds HMAC-signed campaigns that v2 devices refuse: it is refused, not migrated."""
-PROTOCOLS_TABLE = ("CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY,"
-                   " body TEXT NOT NULL)")
 GLOBAL = ""
 """Counter key of messages that belong to no known campaign (bad topic, unknown campaign)."""
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS campaigns (
-    name TEXT PRIMARY KEY,
-    campaign_id INTEGER NOT NULL UNIQUE,
-    config_payload BLOB NOT NULL,
-    config_body TEXT NOT NULL,
-    signing_key_ref TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('open', 'closed')),
-    phase INTEGER NOT NULL,
-    phase2_payload BLOB,
-    phase2_body TEXT,
-    created_at REAL NOT NULL,
-    closed_at REAL
-);
-CREATE TABLE IF NOT EXISTS sketches (
-    campaign TEXT NOT NULL, phase INTEGER NOT NULL, n INTEGER NOT NULL, blob BLOB NOT NULL,
-    updated_at REAL NOT NULL, PRIMARY KEY (campaign, phase)
-);
-CREATE TABLE IF NOT EXISTS seen (
-    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device TEXT NOT NULL, seq INTEGER NOT NULL,
-    PRIMARY KEY (campaign, phase, device)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY, body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS counters (
-    campaign TEXT NOT NULL, reason TEXT NOT NULL, count INTEGER NOT NULL,
-    PRIMARY KEY (campaign, reason)
-) WITHOUT ROWID;
-"""
-
 
 def state_path(url: str) -> str:
-    """Filesystem path of a `sqlite:///...` URL (or of a bare path)."""
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-    elif "://" in url:
-        raise ConfigError("state", "only sqlite:/// state URLs are supported, got %r" % url)
-    else:
-        path = url
-    if not path:
-        raise ConfigError("state", "empty state path")
-    return path
+    """Filesystem path of a `sqlite:///...` URL (or of a bare path); PostgreSQL URLs have none."""
+    if is_postgres(url):
+        raise ConfigError("state", "%s is a PostgreSQL state, not a file" % redact(url))
+    return store_sql.sqlite_path(url)
 
 
 @dataclass
@@ -154,40 +117,55 @@ class Campaign:
 
 
 class Store:
-    """A connection to the state file (created unless `create=False`). One per thread or
-    process; cheap to open."""
+    """A connection to the state (created unless `create=False`): a SQLite file or a
+    PostgreSQL database (store_sql). One per thread or process; cheap to open. `worker` names
+    the sketch and counter partials this connection writes (serve: its client id); readers
+    merge every worker's partial."""
 
-    def __init__(self, url: str, timeout: float = 60.0, create: bool = True):
-        self.path = state_path(url)
-        if not create and not os.path.exists(self.path):
-            raise ConfigError("state", "no state file at %s" % self.path)
-        parent = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(parent, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                  check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute("PRAGMA busy_timeout=%d" % int(timeout * 1000))
-        if self._schema_version() is None:  # new file: create (readers never take this path)
-            with self.batch():
-                for stmt in SCHEMA.split(";"):
-                    if stmt.strip():
-                        self.db.execute(stmt)
-                if self._schema_version() is None:
-                    self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        if self._schema_version() != SCHEMA_VERSION:
-            raise ConfigError("state", "state file %s has schema %s, this ldpfleet reads %d"
-                              % (self.path, self._schema_version(), SCHEMA_VERSION))
+    def __init__(self, url: str, timeout: float = 60.0, create: bool = True, worker: str = ""):
+        import os
+        self.worker = worker
+        if not is_postgres(url):
+            path = store_sql.sqlite_path(url)
+            if not create and not os.path.exists(path):
+                raise ConfigError("state", "no state file at %s" % path)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.conn = store_sql.connect(url, timeout)
+        self.path = self.conn.where
+        if not create and self._schema_version() is None:
+            raise ConfigError("state", "no ldpfleet state in %s" % self.path)
+        if self._schema_version() != SCHEMA_VERSION:  # readers never write unless it must
+            store_sql.create_or_migrate(self.conn, self._schema_batch, self._schema_version,
+                                        self._set_schema)
+
+    @property
+    def db(self):
+        """The connection (SQL with `?` placeholders runs on both databases)."""
+        return self.conn
+
+    @property
+    def kind(self) -> str:
+        return self.conn.kind
 
     def _schema_version(self):
-        try:
-            row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        except sqlite3.OperationalError:  # no meta table yet
+        if not self.conn.has_table("meta"):
             return None
+        row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         return int(row[0]) if row else None
 
+    def _set_schema(self, version: int):
+        self.conn.execute("INSERT INTO meta VALUES ('schema', ?) ON CONFLICT (key) DO UPDATE"
+                          " SET value=excluded.value", (str(version),))
+
+    @contextmanager
+    def _schema_batch(self):
+        with self.batch():
+            if self.kind == "postgresql":  # workers starting together create the schema once
+                self.conn.execute("SELECT pg_advisory_xact_lock(7402318)")
+            yield
+
     def close(self):
-        self.db.close()
+        self.conn.close()
 
     def __enter__(self):
         return self
@@ -198,18 +176,22 @@ class Store:
     # --- transactions ------------------------------------------------------------------
     @contextmanager
     def batch(self):
-        """One write transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any exception)."""
-        self.db.execute("BEGIN IMMEDIATE")
+        """One write transaction (BEGIN [IMMEDIATE] ... COMMIT; ROLLBACK on any exception)."""
+        self.conn.ensure_alive()
+        self.conn.execute(self.conn.BEGIN_WRITE)
         try:
             yield self
         except BaseException:
-            self.db.execute("ROLLBACK")
+            try:
+                self.conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 (a dead connection rolled back by itself)
+                pass
             raise
-        self.db.execute("COMMIT")
+        self.conn.execute("COMMIT")
 
-    def data_version(self) -> int:
-        """Changes whenever ANOTHER connection commits (PRAGMA data_version)."""
-        return self.db.execute("PRAGMA data_version").fetchone()[0]
+    def data_version(self):
+        """Changes whenever another connection changed the campaigns."""
+        return self.conn.campaigns_version()
 
     # --- campaigns ---------------------------------------------------------------------
     _CAMPAIGN_COLS = ("name, campaign_id, config_body, config_payload, signing_key_ref, state, "
@@ -223,30 +205,24 @@ class Store:
                         created_at=row[9], closed_at=row[10], protocol=self.protocol(row[0]))
 
     def campaigns(self) -> list:
-        rows = self.db.execute("SELECT %s FROM campaigns ORDER BY created_at, name"
+        rows = self.conn.execute("SELECT %s FROM campaigns ORDER BY created_at, name"
                                % self._CAMPAIGN_COLS).fetchall()
         return [self._campaign(r) for r in rows]
 
     def campaign(self, name: str) -> Campaign:
-        row = self.db.execute("SELECT %s FROM campaigns WHERE name=?" % self._CAMPAIGN_COLS,
+        row = self.conn.execute("SELECT %s FROM campaigns WHERE name=?" % self._CAMPAIGN_COLS,
                               (name,)).fetchone()
         return self._campaign(row) if row else None
 
     # --- two-phase protocol state ------------------------------------------------------
     def protocol(self, name: str):
         """The protocol document of a campaign (None: a plain mechanism campaign)."""
-        try:
-            row = self.db.execute("SELECT body FROM protocols WHERE campaign=?", (name,)).fetchone()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):  # a state file from before the table existed
-                return None
-            raise
+        row = self.conn.execute("SELECT body FROM protocols WHERE campaign=?", (name,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def _put_protocol(self, name: str, doc: dict):
         """Inside `batch()`."""
-        self.db.execute(PROTOCOLS_TABLE)
-        self.db.execute("INSERT INTO protocols VALUES (?, ?) ON CONFLICT (campaign) DO UPDATE"
+        self.conn.execute("INSERT INTO protocols VALUES (?, ?) ON CONFLICT (campaign) DO UPDATE"
                         " SET body=excluded.body", (name, cfgmod.canonical(doc)))
 
     def require_campaign(self, name: str) -> Campaign:
@@ -262,12 +238,12 @@ class Store:
         with self.batch():
             if self.campaign(name) is not None:
                 raise ConfigError("campaign", "campaign %r already exists" % name)
-            clash = self.db.execute("SELECT name FROM campaigns WHERE campaign_id=?",
+            clash = self.conn.execute("SELECT name FROM campaigns WHERE campaign_id=?",
                                     (config["campaign_id"],)).fetchone()
             if clash:
                 raise ConfigError("campaign_id", "campaign id %d already used by %r"
                                   % (config["campaign_id"], clash[0]))
-            self.db.execute(
+            self.conn.execute(
                 "INSERT INTO campaigns (name, campaign_id, config_payload, config_body, signing_key_ref,"
                 " state, phase, created_at) VALUES (?, ?, ?, ?, ?, 'open', 1, ?)",
                 (name, config["campaign_id"], payload, cfgmod.canonical(config), signing_key_ref,
@@ -279,16 +255,15 @@ class Store:
     def remove_campaign(self, name: str):
         """Undo `add_campaign` (only used when publishing the config failed)."""
         with self.batch():
-            self.db.execute(PROTOCOLS_TABLE)
             for table, col in (("campaigns", "name"), ("sketches", "campaign"),
                                ("seen", "campaign"), ("counters", "campaign"),
                                ("protocols", "campaign")):
-                self.db.execute("DELETE FROM %s WHERE %s=?" % (table, col), (name,))
+                self.conn.execute("DELETE FROM %s WHERE %s=?" % (table, col), (name,))
 
     def set_state(self, name: str, state: str):
         with self.batch():
             self.require_campaign(name)
-            self.db.execute("UPDATE campaigns SET state=?, closed_at=? WHERE name=?",
+            self.conn.execute("UPDATE campaigns SET state=?, closed_at=? WHERE name=?",
                             (state, time.time() if state == "closed" else None, name))
 
     def set_phase2(self, name: str, body: dict, payload: bytes, protocol: dict = None):
@@ -296,7 +271,7 @@ class Store:
         new state, e.g. LDPLCM's measured theta) in one transaction."""
         with self.batch():
             self.require_campaign(name)
-            self.db.execute("UPDATE campaigns SET phase=2, phase2_body=?, phase2_payload=? WHERE name=?",
+            self.conn.execute("UPDATE campaigns SET phase=2, phase2_body=?, phase2_payload=? WHERE name=?",
                             (cfgmod.canonical(body), payload, name))
             if protocol is not None:
                 self._put_protocol(name, protocol)
@@ -305,31 +280,46 @@ class Store:
         """The same messages signed again with another key (after a key rotation, spec §5.3)."""
         with self.batch():
             self.require_campaign(name)
-            self.db.execute("UPDATE campaigns SET config_payload=?, phase2_payload=?, signing_key_ref=?"
+            self.conn.execute("UPDATE campaigns SET config_payload=?, phase2_payload=?, signing_key_ref=?"
                             " WHERE name=?", (config_payload, phase2_payload, signing_key_ref, name))
 
     def reopen_phase1(self, name: str, protocol: dict = None):
         """Undo `set_phase2` (only used when publishing the phase-2 message failed)."""
         with self.batch():
             self.require_campaign(name)
-            self.db.execute("UPDATE campaigns SET phase=1, phase2_body=NULL, phase2_payload=NULL"
+            self.conn.execute("UPDATE campaigns SET phase=1, phase2_body=NULL, phase2_payload=NULL"
                             " WHERE name=?", (name,))
             if protocol is not None:
                 self._put_protocol(name, protocol)
 
     # --- sketches ----------------------------------------------------------------------
     def sketch_blob(self, name: str, phase: int):
-        """(n, serialized sketch bytes) or None if no report was accepted yet."""
-        row = self.db.execute("SELECT n, blob FROM sketches WHERE campaign=? AND phase=?",
-                              (name, phase)).fetchone()
+        """(n, serialized sketch bytes) of every worker's partial merged, or None if no report
+        was accepted yet."""
+        rows = self.conn.execute("SELECT n, blob FROM sketches WHERE campaign=? AND phase=?"
+                                 " ORDER BY worker", (name, phase)).fetchall()
+        if not rows:
+            return None
+        if len(rows) == 1:
+            return rows[0][0], bytes(rows[0][1])
+        from ..mechanisms.base import Sketch
+        merged = Sketch.deserialize(bytes(rows[0][1]))
+        for _n, blob in rows[1:]:
+            merged.merge(Sketch.deserialize(bytes(blob)))
+        return merged.n, merged.serialize()
+
+    def worker_sketch_blob(self, name: str, phase: int):
+        """(n, bytes) of this connection's own partial, or None."""
+        row = self.conn.execute("SELECT n, blob FROM sketches WHERE campaign=? AND phase=? AND"
+                                " worker=?", (name, phase, self.worker)).fetchone()
         return (row[0], bytes(row[1])) if row else None
 
     def put_sketch(self, name: str, phase: int, n: int, blob: bytes):
-        """Inside `batch()`."""
-        self.db.execute(
-            "INSERT INTO sketches VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign, phase) DO UPDATE"
-            " SET n=excluded.n, blob=excluded.blob, updated_at=excluded.updated_at",
-            (name, phase, n, blob, time.time()))
+        """This worker's partial; inside `batch()`."""
+        self.conn.execute(
+            "INSERT INTO sketches VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (campaign, phase, worker)"
+            " DO UPDATE SET n=excluded.n, blob=excluded.blob, updated_at=excluded.updated_at",
+            (name, phase, self.worker, n, blob, time.time()))
 
     # --- dedupe keys -------------------------------------------------------------------
     def seen_seqs(self, name: str, phase: int, devices) -> dict:
@@ -338,44 +328,49 @@ class Store:
         devices = list(devices)
         for start in range(0, len(devices), 500):
             chunk = devices[start:start + 500]
-            rows = self.db.execute(
+            rows = self.conn.execute(
                 "SELECT device, seq FROM seen WHERE campaign=? AND phase=? AND device IN (%s)"
                 % ",".join("?" * len(chunk)), [name, phase] + chunk)
-            out.update(rows)
+            out.update(rows.fetchall())
         return out
 
-    def add_seen(self, rows):
-        """rows of (campaign, phase, device, seq); inside `batch()`."""
-        self.db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)", rows)
+    def claim_seen(self, rows) -> set:
+        """rows of (campaign, phase, device, seq) not seen before this transaction; inside
+        `batch()`. Returns the devices claimed: on PostgreSQL another worker may have claimed
+        some meanwhile (store_sql.PostgresConnection.claim_seen)."""
+        return self.conn.claim_seen(rows)
 
     def seen_count(self, name: str, phase: int = None) -> int:
         if phase is None:
-            q = self.db.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,))
+            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,))
         else:
-            q = self.db.execute("SELECT count(*) FROM seen WHERE campaign=? AND phase=?", (name, phase))
+            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=? AND phase=?",
+                                  (name, phase))
         return q.fetchone()[0]
 
     # --- counters ----------------------------------------------------------------------
     def add_counts(self, counts: dict):
-        """{(campaign, reason): increment}; inside `batch()`."""
-        self.db.executemany(
-            "INSERT INTO counters VALUES (?, ?, ?) ON CONFLICT (campaign, reason) DO UPDATE"
-            " SET count = count + excluded.count",
-            [(c, r, int(v)) for (c, r), v in counts.items() if v])
+        """{(campaign, reason): increment} into this worker's counters; inside `batch()`."""
+        self.conn.executemany(
+            "INSERT INTO counters VALUES (?, ?, ?, ?) ON CONFLICT (campaign, reason, worker)"
+            " DO UPDATE SET count = counters.count + excluded.count",
+            [(c, r, self.worker, int(v)) for (c, r), v in sorted(counts.items()) if v])
 
     def counters(self, name: str = None) -> dict:
         """reason -> count for one campaign (GLOBAL = "" for unattributed messages), or summed
-        over everything when name is None."""
+        over everything when name is None; every worker's counts summed."""
         if name is None:
-            rows = self.db.execute("SELECT reason, sum(count) FROM counters GROUP BY reason")
+            rows = self.conn.execute("SELECT reason, sum(count) FROM counters GROUP BY reason")
         else:
-            rows = self.db.execute("SELECT reason, count FROM counters WHERE campaign=?", (name,))
-        return {r: int(c) for r, c in rows}
+            rows = self.conn.execute("SELECT reason, sum(count) FROM counters WHERE campaign=?"
+                                     " GROUP BY reason", (name,))
+        return {r: int(c) for r, c in rows.fetchall()}
 
     def all_counters(self) -> dict:
         """campaign -> {reason: count}."""
         out = {}
-        for c, r, n in self.db.execute("SELECT campaign, reason, count FROM counters"):
+        for c, r, n in self.conn.execute("SELECT campaign, reason, sum(count) FROM counters"
+                                         " GROUP BY campaign, reason").fetchall():
             out.setdefault(c, {})[r] = int(n)
         return out
 
@@ -387,9 +382,9 @@ class Store:
         """Several meta keys in one transaction."""
         with self.batch():
             for key, value in values.items():
-                self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
+                self.conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
                                 " SET value=excluded.value", (key, value))
 
     def meta(self, key: str):
-        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return row[0] if row else None

@@ -1,0 +1,257 @@
+"""The two databases the aggregator's state lives in, behind one small connection interface.
+
+- SQLite (the embedded default): one file in WAL mode, `synchronous=FULL`, one writer
+  (`BEGIN IMMEDIATE`); `sqlite:///relative/path`, `sqlite:////absolute/path` or a bare path.
+- PostgreSQL (`postgresql://USER@HOST[:PORT]/DB`, psycopg 3, the `postgres` extra): several
+  `serve` workers on one or many machines write the same database; `synchronous_commit` (on by
+  default) makes a commit durable before the broker is acknowledged.
+
+Both run the same SQL (`?` placeholders; PostgreSQL gets `%s`) over the same schema; the few
+differences live here: column types, how a write transaction starts, how a reader notices that
+campaigns changed, and how a batch's dedupe keys are claimed (`claim_seen`).
+
+Schema versions (`meta.schema`) and their migrations (`migrate`), applied in one transaction:
+2 -> 3: sketches and counters get a `worker` column (a per-(campaign, phase, worker) partial, so
+workers never contend on one row; readers merge the partials: sketches are linear).
+"""
+import sqlite3
+
+from ..errors import ConfigError
+
+SCHEMA_VERSION = 3
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS campaigns (
+    name TEXT PRIMARY KEY,
+    campaign_id BIGINT NOT NULL UNIQUE,
+    config_payload {blob} NOT NULL,
+    config_body TEXT NOT NULL,
+    signing_key_ref TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('open', 'closed')),
+    phase INTEGER NOT NULL,
+    phase2_payload {blob},
+    phase2_body TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    closed_at DOUBLE PRECISION
+);
+CREATE TABLE IF NOT EXISTS sketches (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, worker TEXT NOT NULL, n BIGINT NOT NULL,
+    blob {blob} NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (campaign, phase, worker)
+);
+CREATE TABLE IF NOT EXISTS seen (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device TEXT NOT NULL, seq BIGINT NOT NULL,
+    PRIMARY KEY (campaign, phase, device)
+){without_rowid};
+CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (
+    campaign TEXT NOT NULL, reason TEXT NOT NULL, worker TEXT NOT NULL, count BIGINT NOT NULL,
+    PRIMARY KEY (campaign, reason, worker)
+){without_rowid}
+"""
+
+_MIGRATIONS = {
+    # 2 -> 3: per-worker partials. Rows written before belong to worker "" (still merged in).
+    2: """
+ALTER TABLE sketches RENAME TO sketches_v2;
+CREATE TABLE sketches (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, worker TEXT NOT NULL, n BIGINT NOT NULL,
+    blob {blob} NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (campaign, phase, worker)
+);
+INSERT INTO sketches SELECT campaign, phase, '', n, blob, updated_at FROM sketches_v2;
+DROP TABLE sketches_v2;
+ALTER TABLE counters RENAME TO counters_v2;
+CREATE TABLE counters (
+    campaign TEXT NOT NULL, reason TEXT NOT NULL, worker TEXT NOT NULL, count BIGINT NOT NULL,
+    PRIMARY KEY (campaign, reason, worker)
+){without_rowid};
+INSERT INTO counters SELECT campaign, reason, '', count FROM counters_v2;
+DROP TABLE counters_v2;
+CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY, body TEXT NOT NULL)
+""",
+}
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def sqlite_path(url: str) -> str:
+    """Filesystem path of a `sqlite:///...` URL (or of a bare path)."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+    elif "://" in url:
+        raise ConfigError("state", "state URLs are sqlite:///PATH, a path, or "
+                          "postgresql://USER@HOST/DB; got %r" % redact(url))
+    else:
+        path = url
+    if not path:
+        raise ConfigError("state", "empty state path")
+    return path
+
+
+def redact(url: str) -> str:
+    """The URL without a password (for logs and errors)."""
+    if "://" not in url or "@" not in url.split("://", 1)[1].split("/", 1)[0]:
+        return url
+    scheme, rest = url.split("://", 1)
+    auth, host = rest.split("@", 1)
+    return "%s://%s@%s" % (scheme, auth.split(":", 1)[0] + (":***" if ":" in auth else ""), host)
+
+
+def database_errors() -> tuple:
+    """Exception classes of the state databases (the CLI maps them to exit 2)."""
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
+
+
+class SQLiteConnection:
+    """One SQLite connection (autocommit; transactions are explicit)."""
+
+    kind = "sqlite"
+    BEGIN_WRITE = "BEGIN IMMEDIATE"
+
+    def __init__(self, path: str, timeout: float):
+        self.where = path
+        self.db = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                  check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA busy_timeout=%d" % int(timeout * 1000))
+
+    def ddl(self, text: str):
+        return text.format(blob="BLOB", without_rowid=" WITHOUT ROWID")
+
+    def execute(self, sql, params=()):
+        return self.db.execute(sql, params)
+
+    def executemany(self, sql, rows):
+        self.db.executemany(sql, rows)
+
+    def has_table(self, name: str) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                               (name,)).fetchone() is not None
+
+    def campaigns_version(self):
+        """Changes whenever ANOTHER connection commits (PRAGMA data_version)."""
+        return self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def claim_seen(self, rows) -> set:
+        """Insert dedupe keys (campaign, phase, device, seq) known to be new (one writer per
+        file: the caller looked them up in this transaction). Returns the devices claimed."""
+        self.db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)", rows)
+        return {r[2] for r in rows}
+
+    def ensure_alive(self):
+        pass
+
+    def close(self):
+        self.db.close()
+
+
+class PostgresConnection:
+    """One psycopg 3 connection (autocommit; transactions are explicit), re-opened by
+    `ensure_alive` after the server or the network dropped it."""
+
+    kind = "postgresql"
+    BEGIN_WRITE = "BEGIN"
+
+    def __init__(self, url: str, timeout: float):
+        try:
+            import psycopg
+        except ImportError:
+            raise ConfigError("state", "PostgreSQL state needs psycopg 3: pip install "
+                              "'ldpfleet[postgres]'") from None
+        self._psycopg = psycopg
+        self.url, self.timeout = url, timeout
+        self.where = redact(url)
+        self.db = None
+        self._open()
+
+    def _open(self):
+        try:
+            self.db = self._psycopg.connect(self.url, autocommit=True,
+                                            connect_timeout=max(1, int(self.timeout)))
+        except self._psycopg.OperationalError as exc:
+            raise ConfigError("state", "cannot connect to PostgreSQL at %s: %s"
+                              % (self.where, str(exc).strip().splitlines()[0])) from None
+
+    def ddl(self, text: str):
+        return text.format(blob="BYTEA", without_rowid="")
+
+    def execute(self, sql, params=()):
+        return self.db.execute(sql.replace("?", "%s"), params)
+
+    def executemany(self, sql, rows):
+        with self.db.cursor() as cur:
+            cur.executemany(sql.replace("?", "%s"), rows)
+
+    def has_table(self, name: str) -> bool:
+        return self.db.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]
+
+    def campaigns_version(self):
+        """A digest of every campaign row's mutable parts (cheap: campaigns are few)."""
+        return self.db.execute(
+            "SELECT count(*), md5(string_agg(name || state || phase::text || md5(config_payload)"
+            " || coalesce(md5(phase2_payload), ''), ',' ORDER BY name)) FROM campaigns").fetchone()
+
+    def claim_seen(self, rows) -> set:
+        """Insert dedupe keys; returns the devices whose key this transaction inserted. A key
+        another worker inserted meanwhile (committed, or committing: PostgreSQL waits for it)
+        is not claimed, and the caller counts that report as a duplicate or second report.
+        Keys are inserted in sorted order so two workers never wait on each other in a cycle."""
+        if not rows:
+            return set()
+        rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+        cols = list(zip(*rows))
+        cur = self.db.execute(
+            "INSERT INTO seen SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], %s::bigint[])"
+            " ON CONFLICT DO NOTHING RETURNING device",
+            (list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3])))
+        return {r[0] for r in cur.fetchall()}
+
+    def ensure_alive(self):
+        if self.db is None or self.db.closed or self.db.broken:
+            try:
+                if self.db is not None:
+                    self.db.close()
+            finally:
+                self._open()
+
+    def close(self):
+        self.db.close()
+
+
+def connect(url: str, timeout: float):
+    if is_postgres(url):
+        return PostgresConnection(url, timeout)
+    return SQLiteConnection(sqlite_path(url), timeout)
+
+
+def create_or_migrate(conn, begin, schema_version, set_version):
+    """Create the tables of a new state, or migrate an older schema, inside `begin()` (one
+    transaction). Refuses a schema newer than this code or older than 2."""
+    with begin():
+        version = schema_version()
+        if version is None:
+            for stmt in conn.ddl(_TABLES).split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            set_version(SCHEMA_VERSION)
+            return
+        if version < 2 or version > SCHEMA_VERSION:
+            raise ConfigError("state", "state %s has schema %s, this ldpfleet reads %d (and "
+                              "migrates from 2)" % (conn.where, version, SCHEMA_VERSION))
+        while version < SCHEMA_VERSION:
+            if version == 2 and not conn.has_table("protocols"):
+                conn.execute("CREATE TABLE protocols (campaign TEXT PRIMARY KEY, body TEXT NOT NULL)")
+            for stmt in conn.ddl(_MIGRATIONS[version]).split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            version += 1
+            set_version(version)
