@@ -14,8 +14,12 @@ Because paho's per-message cost can exceed the aggregator's own (which batches a
 broker's true ceiling is also measured with a minimal MQTT 3.1.1 socket subscriber (QoS 1,
 PUBACKs written once per received chunk).
 The aggregator is `ldpfleet serve` (subprocess): validation, dedupe, the mechanism's C decode,
-SQLite commit, then PUBACKs; its committed counters are polled every 20 ms, and its clock runs
-from the first poll that shows a committed batch to the one that shows all N accepted.
+commit, then PUBACKs; its committed counters are polled every 20 ms, and its clock runs from the
+first poll that shows a committed batch to the one that shows all N accepted. It runs on SQLite,
+on PostgreSQL (a throw-away database on the machine's server; `--no-postgres` skips it), and as
+2 workers of one group (`serve --group`, MQTT 5 shared subscription) on PostgreSQL. Each rate is
+also given as a ratio to the raw-socket rate of the same run; `loadgen_rate` is the fleet
+generator's publishing rate over all the runs.
 
 Prints one JSON object. Not a test: no assertion on timing.
 """
@@ -31,6 +35,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "aggregator"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from ldpfleet.loadgen import FleetOptions, run_fleet  # noqa: E402
 from ldpfleet.broker import EmbeddedBroker  # noqa: E402
@@ -205,18 +210,19 @@ def publish(url, campaign, key, n, seed):
     return result
 
 
-def aggregator_drain(serve, state, n, timeout):
-    """Start `serve` (in a thread: start() blocks until it is ready) and poll its committed
-    counters; returns (reports/s between the first committed batch and the last, counters,
-    reports accepted at the first poll that showed any)."""
-    starter = threading.Thread(target=serve.start)
-    starter.start()
+def aggregator_drain(serves, state, campaign, n, timeout):
+    """Start the `serve` processes (in threads: start() blocks until each is ready) and poll
+    their committed counters; returns (reports/s between the first committed batch and the
+    last, counters, reports accepted at the first poll that showed any)."""
+    starters = [threading.Thread(target=serve.start) for serve in serves]
+    for starter in starters:
+        starter.start()
     deadline = time.perf_counter() + timeout
     first = first_at = None
     try:
         with Store(state) as store:
             while True:
-                counters = store.counters("bench")
+                counters = store.counters(campaign)
                 now = time.perf_counter()
                 accepted = counters.get("accepted", 0)
                 if first is None and accepted:
@@ -227,11 +233,49 @@ def aggregator_drain(serve, state, n, timeout):
                     raise TimeoutError("aggregator accepted %d of %d" % (accepted, n))
                 time.sleep(0.02)
     finally:
-        starter.join()
-        serve.stop()
+        for starter in starters:
+            starter.join()
+        for serve in serves:
+            serve.stop()
     if first >= n:
         raise RuntimeError("the first committed poll already held all %d reports; use more" % n)
     return (n - first) / (now - first_at), counters, first
+
+
+def serve_run(broker, state, key_file, key, campaign, args, tmp, workers=0):
+    """One aggregator measurement: make the campaign, let serve (or `workers` serves of one
+    group) subscribe and leave, pre-queue N reports, drain them. Returns (rate, counters,
+    accepted before the clock, the publisher's result)."""
+    settings = BrokerSettings.from_url(broker.url)
+    with Store(state) as store:
+        if store.campaign(campaign) is None:
+            delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
+            create_campaign(store, settings, key_file, campaign, args.mechanism, args.epsilon,
+                            str(args.domain), issue=Issuance(delivery=delivery))
+    extra = ["--mqtt", str(args.mqtt), "--status-interval", "0", "--no-broker-check"]
+
+    def make(i):
+        name = "%s-%d" % (campaign, i)
+        group = ["--group", campaign] if workers else []
+        return ServeProcess(broker.url, state, client_id=name, batch_size=args.batch_size,
+                            log_path=os.path.join(tmp, name + ".log"), extra_args=extra + group)
+    count = max(1, workers)
+    for serve in [make(i).start() for i in range(count)]:
+        serve.stop()
+    pub = publish(broker.url, campaign, key, args.reports, seed=len(campaign) + 10 * count)
+    rate, counters, first = aggregator_drain([make(i) for i in range(count)], state, campaign,
+                                             args.reports, args.timeout)
+    for i in range(count):  # so later runs' reports are not queued for these sessions
+        forget_session(settings, "%s-%d" % (campaign, i))
+    return rate, counters, first, pub
+
+
+def forget_session(settings, client_id):
+    """End a persistent session: a clean connect with the same client id discards it."""
+    client = settings.make_client(client_id, persistent=False, protocol=brokermod.PROTOCOLS[4])
+    brokermod.start(client, settings)
+    client.disconnect()
+    client.loop_stop()
 
 
 def main(argv=None):
@@ -244,6 +288,10 @@ def main(argv=None):
                     help="MQTT version of both subscribers (serve's --mqtt)")
     ap.add_argument("--batch-size", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--no-postgres", dest="postgres", action="store_false",
+                    help="skip the PostgreSQL runs (serve on PostgreSQL, 2 workers of a group); "
+                         "they use a throw-away database on the machine's PostgreSQL "
+                         "(LDPFLEET_TEST_POSTGRES_ADMIN, default postgres@127.0.0.1)")
     ap.add_argument("--no-ack", action="store_true",
                     help="a campaign without end-to-end acknowledgements (spec §6): serve then "
                          "publishes no ack per report; compare the two runs for the acks' cost")
@@ -270,31 +318,38 @@ def main(argv=None):
         bare.subscribe_and_leave()
         pub_bare = publish(broker.url, "bench", key, args.reports, seed=1)
         bare_rate = bare.drain(args.reports, args.timeout)
+        forget_session(settings, bare.client_id)
 
-        serve_args = dict(batch_size=args.batch_size, log_path=os.path.join(tmp, "serve.log"),
-                          extra_args=["--mqtt", str(args.mqtt), "--status-interval", "0"])
-        serve = ServeProcess(broker.url, state, **serve_args).start()
-        serve.stop()
-        pub_agg = publish(broker.url, "bench", key, args.reports, seed=2)
-        agg_rate, counters, first = aggregator_drain(ServeProcess(broker.url, state, **serve_args),
-                                                     state, args.reports, args.timeout)
+        runs = {"serve_sqlite": serve_run(broker, state, key_file, key, "bench", args, tmp)}
+        if args.postgres:
+            from support.postgres import ThrowawayDatabase, server_or_skip  # tests/support
+            server_or_skip()
+            with ThrowawayDatabase() as url:
+                runs["serve_postgresql"] = serve_run(broker, url, key_file, key, "benchpg", args, tmp)
+                runs["workers2_postgresql"] = serve_run(broker, url, key_file, key, "benchw2",
+                                                        args, tmp, workers=2)
 
-    pubs = (pub_raw, pub_bare, pub_agg)
-    print(json.dumps({
+    pubs = [pub_raw, pub_bare] + [run[3] for run in runs.values()]
+    publish_rate = sum(p.sent for p in pubs) / sum(p.seconds for p in pubs)
+    out = {
         "reports": args.reports, "mechanism": args.mechanism, "epsilon": args.epsilon,
         "domain": args.domain, "mqtt": args.mqtt, "qos": 1, "acks": not args.no_ack,
         "batch_size": args.batch_size,
-        "publish_rate": round(sum(p.sent for p in pubs) / sum(p.seconds for p in pubs), 1),
-        "broker_ceiling_rate": round(bare_rate, 1),
-        "broker_ceiling_raw_rate": round(raw_rate, 1),
-        "aggregator_rate": round(agg_rate, 1),
-        "ratio": round(agg_rate / bare_rate, 3),
-        "ratio_raw": round(agg_rate / raw_rate, 3),
-        "aggregator_accepted": counters.get("accepted", 0),
-        "aggregator_rejected": sum(v for k, v in counters.items() if k not in ("received", "accepted")),
-        "aggregator_accepted_before_clock": first,
+        "raw_socket_rate": round(raw_rate, 1),
+        "bare_subscriber_rate": round(bare_rate, 1),
+        "bare_subscriber_ratio_raw": round(bare_rate / raw_rate, 3),
+        "loadgen_rate": round(publish_rate, 1),
+        "loadgen_ratio_raw": round(publish_rate / raw_rate, 3),
         "method": "pre-queued backlog drained by a returning persistent session (see docstring)",
-    }, sort_keys=True))
+    }
+    for name, (rate, counters, first, _pub) in runs.items():
+        out[name + "_rate"] = round(rate, 1)
+        out[name + "_ratio_raw"] = round(rate / raw_rate, 3)
+        out[name + "_accepted"] = counters.get("accepted", 0)
+        out[name + "_rejected"] = sum(v for k, v in counters.items()
+                                      if k not in ("received", "accepted"))
+        out[name + "_accepted_before_clock"] = first
+    print(json.dumps(out, sort_keys=True))
     return 0
 
 

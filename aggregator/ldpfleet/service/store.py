@@ -324,15 +324,7 @@ class Store:
     # --- dedupe keys -------------------------------------------------------------------
     def seen_seqs(self, name: str, phase: int, devices) -> dict:
         """device -> seq already accepted, for the given devices."""
-        out = {}
-        devices = list(devices)
-        for start in range(0, len(devices), 500):
-            chunk = devices[start:start + 500]
-            rows = self.conn.execute(
-                "SELECT device, seq FROM seen WHERE campaign=? AND phase=? AND device IN (%s)"
-                % ",".join("?" * len(chunk)), [name, phase] + chunk)
-            out.update(rows.fetchall())
-        return out
+        return self.conn.seen_seqs(name, phase, list(devices))
 
     def claim_seen(self, rows) -> set:
         """rows of (campaign, phase, device, seq) not seen before this transaction; inside
