@@ -106,6 +106,59 @@ class BareSubscriber:
             client.loop_stop()
 
 
+class GmqttSubscriber:
+    """The asyncio candidate: gmqtt (maintained, MQTT 5) with acknowledgement after processing
+    (`optimistic_acknowledgement=False`: the PUBACK goes out when the async on_message returns),
+    counting messages and nothing else."""
+
+    def __init__(self, settings, protocol: int, client_id: str = "bench-gmqtt"):
+        self.settings, self.protocol, self.client_id = settings, protocol, client_id
+
+    def _client(self, on_message):
+        import gmqtt
+        from gmqtt.mqtt.constants import MQTTv311, MQTTv50
+        client = gmqtt.Client(self.client_id, clean_session=False, optimistic_acknowledgement=False,
+                              session_expiry_interval=3600)
+        client.on_message = on_message
+        return client, (MQTTv50 if self.protocol == 5 else MQTTv311)
+
+    def subscribe_and_leave(self):
+        import asyncio
+
+        async def run():
+            async def on_message(*_a):
+                return 0
+            client, version = self._client(on_message)
+            await client.connect(self.settings.host, self.settings.port, version=version)
+            client.subscribe("ldp/+/r/+", qos=1)
+            await asyncio.sleep(0.5)
+            await client.disconnect()
+        asyncio.run(run())
+
+    def drain(self, n: int, timeout: float) -> float:
+        import asyncio
+        state = {"count": 0, "first": None, "last": None}
+
+        async def run():
+            done = asyncio.Event()
+
+            async def on_message(*_a):
+                state["count"] += 1
+                if state["count"] == 1:
+                    state["first"] = time.perf_counter()
+                if state["count"] >= n:
+                    state["last"] = time.perf_counter()
+                    done.set()
+                return 0
+            client, version = self._client(on_message)
+            await client.connect(self.settings.host, self.settings.port, version=version)
+            await asyncio.wait_for(done.wait(), timeout)
+            await asyncio.sleep(0.2)  # the last PUBACKs
+            await client.disconnect()
+        asyncio.run(run())
+        return (n - 1) / (state["last"] - state["first"])
+
+
 class RawSubscriber:
     """A minimal MQTT 3.1.1 QoS 1 subscriber on a raw socket: counts PUBLISH packets and
     acknowledges each received chunk's packets with one write (persistent session)."""
@@ -319,6 +372,15 @@ def main(argv=None):
         pub_bare = publish(broker.url, "bench", key, args.reports, seed=1)
         bare_rate = bare.drain(args.reports, args.timeout)
         forget_session(settings, bare.client_id)
+        import importlib.util
+        if importlib.util.find_spec("gmqtt") is None:  # an optional candidate: pip install gmqtt
+            gmqtt_rate, pub_gmqtt = None, None
+        else:
+            candidate = GmqttSubscriber(settings, args.mqtt)
+            candidate.subscribe_and_leave()
+            pub_gmqtt = publish(broker.url, "bench", key, args.reports, seed=4)
+            gmqtt_rate = candidate.drain(args.reports, args.timeout)
+            forget_session(settings, candidate.client_id)
 
         runs = {"serve_sqlite": serve_run(broker, state, key_file, key, "bench", args, tmp)}
         if args.postgres:
@@ -329,7 +391,8 @@ def main(argv=None):
                 runs["workers2_postgresql"] = serve_run(broker, url, key_file, key, "benchw2",
                                                         args, tmp, workers=2)
 
-    pubs = [pub_raw, pub_bare] + [run[3] for run in runs.values()]
+    pubs = [pub_raw, pub_bare] + [run[3] for run in runs.values()] + (
+        [pub_gmqtt] if pub_gmqtt else [])
     publish_rate = sum(p.sent for p in pubs) / sum(p.seconds for p in pubs)
     out = {
         "reports": args.reports, "mechanism": args.mechanism, "epsilon": args.epsilon,
@@ -338,6 +401,8 @@ def main(argv=None):
         "raw_socket_rate": round(raw_rate, 1),
         "bare_subscriber_rate": round(bare_rate, 1),
         "bare_subscriber_ratio_raw": round(bare_rate / raw_rate, 3),
+        "gmqtt_subscriber_rate": round(gmqtt_rate, 1) if gmqtt_rate else None,
+        "gmqtt_subscriber_ratio_raw": round(gmqtt_rate / raw_rate, 3) if gmqtt_rate else None,
         "loadgen_rate": round(publish_rate, 1),
         "loadgen_ratio_raw": round(publish_rate / raw_rate, 3),
         "method": "pre-queued backlog drained by a returning persistent session (see docstring)",

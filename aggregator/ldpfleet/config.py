@@ -12,7 +12,7 @@ import time
 from . import protocol, signing
 from .errors import ConfigError
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: "$" would also match before a final newline
 SET_VALUED = {"sh", "srappor"}
 PPM = 1000000
 RETRY_S_MAX = 86400

@@ -319,6 +319,12 @@ def header_faults(reports, rule: HeaderRule):
         lengths = np.fromiter(map(len, reports), np.int64, len(reports))
         hdr = np.frombuffer(b"".join(bytes(r[:HEADER_SIZE]).ljust(HEADER_SIZE, b"\0")
                                      for r in reports), np.uint8).reshape(-1, HEADER_SIZE)
+    return header_checks(hdr, lengths, rule)
+
+
+def header_checks(hdr: np.ndarray, lengths: np.ndarray, rule: HeaderRule):
+    """`header_faults` of (n, 12) header bytes (zero-padded when a report is shorter) and the
+    reports' lengths."""
     n = lengths.shape[0]
     phases = hdr[:, 2].astype(np.int64)
     last = len(rule.mechanism_ids)

@@ -5,7 +5,7 @@ Modules
 - `ingest`: `Ingestor` — the `ldpfleet serve` loop (persistent MQTT session, manual acks
   after commit; see its docstring for the no-loss/no-double-count argument) and
   `Ingestor.process_batch` (validate/dedupe/fold/commit without MQTT). Rejection reasons:
-  `ingest.REASONS`.
+  `fold.REASONS`.
 - `campaigns`: `create_campaign` (`Issuance`: validity, salt, id), `close_campaign`,
   `publish_phase2`, `campaign_status`, signing key files.
 - `protocol_campaigns`: two-phase protocols (LDPMiner, LDPLCM): `create_protocol_campaign`
@@ -35,7 +35,8 @@ from ..mqtt import BrokerSettings
 from .campaigns import (Issuance, campaign_status, close_campaign, create_campaign,
                         publish_phase2)
 from .estimates import EstimateQuery, compute_answer, compute_estimates
-from .ingest import REASONS, IngestOptions, Ingestor
+from .fold import REASONS
+from .ingest import IngestOptions, Ingestor
 from .protocol_campaigns import advance_campaign, create_protocol_campaign
 from .store import Store
 

@@ -2,7 +2,7 @@
 
 - `ldpfleet_reports_received_total`
 - `ldpfleet_reports_accepted_total{campaign}`
-- `ldpfleet_reports_rejected_total{reason}` (reasons: `ingest.REJECTIONS`)
+- `ldpfleet_reports_rejected_total{reason}` (reasons: `fold.REJECTIONS`)
 - `ldpfleet_batch_seconds` histogram (validate + fold + commit of one batch)
 - `ldpfleet_batch_reports` histogram (messages per batch)
 - `ldpfleet_backlog_reports` gauge (messages received from the broker, not yet committed/acked)
@@ -15,7 +15,7 @@ Each `ServiceMetrics` has its own registry, so several can live in one process (
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import start_http_server
 
-from .ingest import ACCEPTED, RECEIVED
+from .fold import ACCEPTED, RECEIVED
 
 
 class ServiceMetrics:
