@@ -85,6 +85,9 @@ def default_client_id(state: str, group: str = None) -> str:
 
 
 SYS_DROPPED_BYTES = SYS_DROPPED.encode()
+IDLE_FLUSH_S = 0.02
+"""A pending batch is committed once a read waited this long for more (the broker's backlog is
+drained); under a steady trickle batches still close at batch_ms or batch_size."""
 TAKEOVER_WINDOW = 60.0
 """Seconds in which repeated drops right after connecting mean another client uses our id."""
 
@@ -356,17 +359,19 @@ class Ingestor:
         self.store.close()
 
     def _serve_once(self, client):
-        """One read (up to batch_ms), a flush when the batch is full or old enough, the drop
-        counter, the status."""
+        """One read, a flush when the batch is full, old enough (batch_ms) or the broker has
+        had nothing more for IDLE_FLUSH_S (a backlog's last batch does not wait batch_ms);
+        then the drop counter, the status."""
         opts = self.options
         timeout = 0.2
         if self._pending:
             left = opts.batch_ms / 1000.0 - (time.monotonic() - self._first_pending)
-            timeout = max(0.0, min(timeout, left))
-        self._receive(client.poll(timeout))
+            timeout = max(0.0, min(IDLE_FLUSH_S, left))
+        got = client.poll(timeout)
+        self._receive(got)
         if self.metrics is not None:
             self.metrics.backlog(self._pending_count)
-        if self._pending and (self._pending_count >= opts.batch_size or
+        if self._pending and (self._pending_count >= opts.batch_size or not len(got) or
                               time.monotonic() - self._first_pending >= opts.batch_ms / 1000.0):
             self._flush(client)
         try:
