@@ -1,30 +1,28 @@
 """The ingest loop of `ldpfleet serve`: MQTT reports -> validated, deduplicated, folded into
-per-campaign sketches, committed, acknowledged (protocol_spec/v2 §3, §4).
+per-campaign sketches, committed, acknowledged (protocol_spec/v2 §3, §4, §6).
 
-Subscription: `ldp/+/r/+` at QoS 1 with a persistent session and a fixed client id, paho-mqtt
-2.x with `manual_ack=True`. MQTT 3.1.1 with clean_session=False by default (paho decodes the
-MQTT 5 properties of every PUBLISH, which made ingest ~1.6x slower here); `protocol=5` uses
-clean_start=False plus a non-zero Session Expiry Interval.
+Subscription: `ldp/+/r/#` (or `$share/<group>/ldp/+/r/#` for a worker of a group) at QoS 1
+with a persistent session and a fixed client id: MQTT 3.1.1 with clean_session=False by
+default, MQTT 5 with clean_start=False plus a non-zero Session Expiry Interval and a Maximum
+Packet Size. The client is `leanmqtt.LeanClient`: whole socket reads scanned in one C call,
+one write of PUBACKs per committed batch (README "Why hand-written parts exist": paho-mqtt and
+gmqtt spend their per-message Python on every report, measured in tools/bench_ingest.py).
 
-Batch cycle (`Ingestor.process_batch` + `Ingestor._flush`), at `batch_size` messages or
-`batch_ms` after the first pending one, whichever comes first:
-1. one SQLite write transaction: reload campaigns if another process changed them;
-2. route every message by topic to its campaign, check headers and sizes with the one
-   header rule (`protocol.header_faults`), then the body fields of the phase's mechanism;
-3. dedupe valid reports per (campaign, phase, device id): the same seq again is a
-   `duplicate`, another seq from a device that already reported in this phase is a
-   `second_report` (devices send one report per phase, spec §6);
-4. fold the accepted reports of each campaign+phase into its sketch in ONE `sketch.update`
-   (one C-kernel call);
-5. write sketches, dedupe keys and counters, COMMIT;
-6. only then PUBACK every message of the batch.
+Batch cycle (`Ingestor._serve_once` + `_flush`, the batch itself in fold.py), at `batch_size`
+messages, `batch_ms` after the first pending one, or when the broker has had nothing more for
+IDLE_FLUSH_S, whichever comes first:
+1. one write transaction: validate, dedupe and fold every message of the batch, write this
+   worker's sketch partials, the dedupe keys and the counters, COMMIT (fold.BatchFolder);
+2. only then PUBACK every message of the batch (one write);
+3. then publish the spec §6 acknowledgements (QoS 0, built in C, one write).
 
 Why this loses nothing and counts nothing twice across `kill -9` (or a crash anywhere):
 the broker keeps every QoS 1 message of our persistent session until we PUBACK it, and we
 PUBACK only after the transaction holding that message's effect (sketch increment, dedupe
-key, counter) is durably committed (`synchronous=FULL`). Killed before COMMIT: SQLite rolls
-the half-written transaction back, nothing of the batch is in the state, and the broker
-redelivers all of its messages after we reconnect with the same client id. Killed after
+key, counter) is durably committed (SQLite `synchronous=FULL`, PostgreSQL
+`synchronous_commit`). Killed before COMMIT: the database rolls the half-written transaction
+back, nothing of the batch is in the state, and the broker redelivers all of its messages
+after we reconnect with the same client id. Killed after
 COMMIT but before (some of) the PUBACKs: the broker redelivers those messages, but their
 dedupe keys were committed atomically with their sketch increments, so each one is now a
 `duplicate` and is not folded again. The sketch is therefore always exactly the fold of
@@ -36,9 +34,9 @@ persistence keeps the session across a restart).
 Rejections are counted by reason (see `REASONS`) and logged at a bounded rate; nothing a
 device sends can stop the loop. A lost connection is retried with capped backoff.
 
-Why one module of ~500 lines: the no-loss argument (commit before acknowledge, dedupe in the
-same transaction, every message counted once under one reason) is read top to bottom here; the
-header rule, the bodies and the store live in `protocol`, the mechanisms and `store`.
+The no-loss argument (commit before acknowledge, dedupe in the same transaction, every message
+counted once under one reason) is read here and in fold.py; the header rule, the bodies and the
+store live in `protocol`, the mechanisms and `store`.
 """
 import json
 import logging
@@ -286,9 +284,17 @@ class Ingestor:
             self._pending_count += len(batch)
 
     def _flush(self, client):
-        """Commit the pending batch, then PUBACK it, then the spec §6 acknowledgements."""
+        """Commit the pending batch (its first batch_size messages; the rest stays pending),
+        then PUBACK it, then the spec §6 acknowledgements."""
         batch = ReportBatch.concat(self._pending)
-        self._pending, self._pending_count = [], 0
+        limit = self.options.batch_size
+        if len(batch) > limit:
+            rest = batch.take(np.arange(limit, len(batch)))
+            batch = batch.take(np.arange(limit))
+            self._pending, self._pending_count = [rest], len(rest)
+            self._first_pending = time.monotonic()
+        else:
+            self._pending, self._pending_count = [], 0
         started = time.perf_counter()
         try:
             counts = self.process_batch(batch)
@@ -371,7 +377,9 @@ class Ingestor:
         self._receive(got)
         if self.metrics is not None:
             self.metrics.backlog(self._pending_count)
-        if self._pending and (self._pending_count >= opts.batch_size or not len(got) or
+        while self._pending_count >= opts.batch_size:
+            self._flush(client)
+        if self._pending and (not len(got) or
                               time.monotonic() - self._first_pending >= opts.batch_ms / 1000.0):
             self._flush(client)
         try:

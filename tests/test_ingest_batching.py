@@ -1,0 +1,63 @@
+"""When `serve` commits: a drained backlog's last batch does not wait for `--batch-ms` (the
+broker had nothing more for IDLE_FLUSH_S), and a batch never holds more than `--batch-size`
+messages (the counters move in steps of at most that)."""
+import time
+
+import numpy as np
+
+from support.service import ServeProcess, new_campaign, publisher, report_messages
+
+
+def test_last_batch_commits_when_the_broker_is_idle(tmp_path, mosquitto):
+    state, camp = new_campaign(tmp_path, mosquitto.url, "idle", "grr", 1.0, "0-15")
+    rng = np.random.default_rng(5)
+    reports = camp.mechanism(1).perturb_batch(rng.integers(0, 16, 300), rng)
+    # batch_ms of 60 s: only the idle rule can commit these 300 reports quickly
+    serve = ServeProcess(mosquitto.url, state, batch_size=100000, batch_ms=60000).start()
+    try:
+        pub = publisher(mosquitto.url, "pub-idle")
+        started = time.monotonic()
+        pub.publish_all(report_messages("idle", reports))
+        pub.wait_acked()
+        pub.close()
+        serve.wait_counts("idle", lambda c: c.get("accepted", 0) >= 300, timeout=20)
+        assert time.monotonic() - started < 20
+    finally:
+        serve.stop()
+
+
+def test_batches_are_bounded_by_batch_size(tmp_path, mosquitto):
+    """One socket read brings thousands of queued reports; they are committed in batches of at
+    most --batch-size (the exporter's batch-size histogram: every batch <= 1000)."""
+    import re
+    import urllib.request
+    from support.brokers import free_port
+    state, camp = new_campaign(tmp_path, mosquitto.url, "bound", "grr", 1.0, "0-15")
+    rng = np.random.default_rng(6)
+    n = 6000
+    reports = camp.mechanism(1).perturb_batch(rng.integers(0, 16, n), rng)
+    port = free_port()
+    serve = ServeProcess(mosquitto.url, state, client_id="bound-serve", batch_size=700,
+                         batch_ms=50, metrics_port=port).start()
+    serve.stop()  # the session exists; the reports queue up for it
+    pub = publisher(mosquitto.url, "pub-bound")
+    pub.publish_all(report_messages("bound", reports))
+    pub.wait_acked()
+    pub.close()
+    serve.start()
+    try:
+        serve.wait_counts("bound", lambda c: c.get("accepted", 0) >= n, timeout=60)
+        deadline = time.monotonic() + 20
+        while True:
+            text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port).read().decode()
+            total = float(re.search(r"^ldpfleet_batch_reports_sum (\S+)", text, re.M).group(1))
+            if total >= n or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    finally:
+        serve.stop()
+    count = float(re.search(r"^ldpfleet_batch_reports_count (\S+)", text, re.M).group(1))
+    small = float(re.search(r'^ldpfleet_batch_reports_bucket\{le="1000.0"\} (\S+)', text,
+                            re.M).group(1))
+    assert total == n and count >= n / 700
+    assert small == count, text  # no batch above 1000 messages
