@@ -70,9 +70,12 @@ def exit_codes():
 def _describe(exc) -> str:
     if isinstance(exc, MemoryError):
         return "not enough memory for this run (smaller --users/--domain?)"
+    import sqlite3
     from .service.store_sql import database_errors
+    if isinstance(exc, sqlite3.Error):
+        return "state file: %s" % exc
     if isinstance(exc, database_errors()):
-        return "state: %s" % exc
+        return "state database: %s" % str(exc).strip()
     if isinstance(exc, OSError) and exc.filename is not None:
         return "%s: %s" % (exc.filename, exc.strerror or exc)
     return str(exc) or type(exc).__name__
