@@ -170,3 +170,35 @@ def test_oversized_flood_keeps_serve_memory_bounded(tmp_path, mosquitto, mqtt_ve
             assert counts.get("received") == 1 and "too_large" not in counts, counts
     finally:
         serve.stop()
+
+
+def test_one_huge_publish_is_skipped_as_it_streams(tmp_path, mosquitto):
+    """MQTT 3.1.1 cannot announce a Maximum Packet Size and a stock broker forwards a 48 MiB
+    publish: serve skips it as it streams in (never holding it), counts it `too_large`,
+    acknowledges it (it is not redelivered), and accepts the report after it."""
+    import time
+    state, camp = new_campaign(tmp_path, mosquitto.url, "huge", "grr", 1.0, "0-7")
+    serve = ServeProcess(mosquitto.url, state, batch_size=100, batch_ms=50,
+                         extra_args=["--mqtt", "4", "--max-packet-bytes", "65536",
+                                     "--no-broker-check"]).start()
+    try:
+        before = _peak_rss_kib(serve.pid)
+        pub = publisher(mosquitto.url, "huge-pub", max_inflight=5)
+        try:
+            pub.publish("ldp/huge/r/dev-big", bytes(48 << 20))
+            pub.publish("ldp/huge/r/honest", camp.mechanism(1).perturb(3))
+            pub.wait_acked(60)
+        finally:
+            pub.close()
+        counts = serve.wait_counts("huge", lambda c: c.get("accepted", 0) == 1, timeout=60)
+        time.sleep(0.5)
+        grown = _peak_rss_kib(serve.pid) - before
+        assert counts.get("too_large") == 1 and counts.get("received") == 2, counts
+        assert grown < 24 * 1024, "serve's peak RSS grew by %d KiB" % grown
+        serve.stop()
+        serve.start()  # it was acknowledged: nothing comes back after a restart
+        time.sleep(1.0)
+        counts = serve.wait_counts("huge", lambda c: True)
+        assert counts.get("received") == 2, counts
+    finally:
+        serve.stop()

@@ -124,7 +124,7 @@ class PublishBatch:
     `topic_off`, `topic_len`, `payload_off`, `payload_len` (uint32, offsets into `data`)."""
 
     __slots__ = ("data", "qos", "retain", "dup", "packet_id", "topic_off", "topic_len",
-                 "payload_off", "payload_len")
+                 "payload_off", "payload_len", "oversized")
 
     def __init__(self, data, first_byte, packet_id, topic_off, topic_len, payload_off,
                  payload_len):
@@ -135,6 +135,9 @@ class PublishBatch:
         self.packet_id = packet_id
         self.topic_off, self.topic_len = topic_off, topic_len
         self.payload_off, self.payload_len = payload_off, payload_len
+        self.oversized = np.zeros(len(packet_id), bool)
+        """PUBLISH packets longer than the client's `max_receive`: their payload was skipped as
+        it streamed in (payload_len 0); the owner acknowledges them like the others."""
 
     @classmethod
     def empty(cls) -> "PublishBatch":
@@ -199,7 +202,7 @@ class LeanClient:
 
     def __init__(self, settings, client_id: str, protocol: int = 4, persistent: bool = True,
                  session_expiry: int = 0, keepalive: int = 30, max_packet: int = None,
-                 read_budget: int = 4 << 20, recv_size: int = 1 << 20):
+                 read_budget: int = 4 << 20, recv_size: int = 1 << 20, max_receive: int = None):
         protocol = 4 if protocol == 311 else protocol
         if protocol not in (4, 5):
             raise ValueError("protocol must be 4 (MQTT 3.1.1) or 5, got %r" % protocol)
@@ -219,6 +222,8 @@ class LeanClient:
         self.max_packet = max_packet
         self.read_budget = read_budget
         self.recv_size = recv_size
+        self.max_receive = max_receive or max_packet
+        self._skip = 0
         self.session_present = None
         self.connack_properties = {}
         self.sock = None
@@ -233,6 +238,7 @@ class LeanClient:
 
     def _reset(self):
         self._tail = b""
+        self._skip = 0
         self._pending = []  # PublishBatches read while waiting for CONNACK/SUBACK
         self._subacks = {}
         self._connack = None
@@ -467,6 +473,9 @@ class LeanClient:
             if total >= self.read_budget or not self._recv_ready(0):
                 break
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if self._skip and data:  # the rest of an oversized PUBLISH, never kept
+            dropped = min(self._skip, len(data))
+            data, self._skip = data[dropped:], self._skip - dropped
         if not data:
             return PublishBatch.empty()
         n_max = len(data) // 2 + 1  # every packet is at least 2 bytes
@@ -481,6 +490,8 @@ class LeanClient:
                                   % (self.settings.url, consumed[0],
                                      ffi.string(lib.ldp_mqtt_strerror(n)).decode()))
         self._tail = data[consumed[0]:]
+        if self.max_receive and len(self._tail) > self.max_receive:
+            self._skip_oversized()
         fb = self._fb[:n]
         body, end, topic_off, topic_len, payload_off, payload_len = self._u32[:, :n]
         pid = self._pid[:n]
@@ -500,6 +511,39 @@ class LeanClient:
         return PublishBatch(arr, first, pid[which].copy(), topic_off[which].copy(),
                             topic_len[which].copy(), payload_off[which].copy(),
                             payload_len[which].copy())
+
+    def _skip_oversized(self):
+        """The tail is the start of a packet longer than `max_receive` (memory stays bounded
+        by it whatever a publisher sends, also in MQTT 3.1.1, which cannot announce a limit):
+        keep its topic and packet id as an `oversized` message for the owner to count and
+        acknowledge, and skip its remaining bytes as they arrive."""
+        tail = self._tail
+        length, mult, i = 0, 1, 1
+        while True:  # the remaining-length varint is complete: the scan stopped past it
+            length += (tail[i] & 0x7F) * mult
+            mult <<= 7
+            i += 1
+            if not tail[i - 1] & 0x80:
+                break
+        first = tail[0]
+        if first >> 4 != 3:
+            self.close()
+            raise ConnectionError("a %d-byte MQTT packet of type %d from %s"
+                                  % (i + length, first >> 4, self.settings.url))
+        tlen = struct.unpack_from("!H", tail, i)[0]
+        qos = (first >> 1) & 3
+        if len(tail) < i + 4 + tlen:  # its topic and packet id are not all here yet
+            return
+        pid = struct.unpack_from("!H", tail, i + 2 + tlen)[0] if qos else 0
+        topic = bytes(tail[i + 2:i + 2 + tlen])
+        self._skip = i + length - len(tail)
+        self._tail = b""
+        big = PublishBatch(np.frombuffer(topic, np.uint8), np.array([first & 0xF7], np.uint8),
+                           np.array([pid], np.uint16), np.zeros(1, np.uint32),
+                           np.array([tlen], np.uint32), np.zeros(1, np.uint32),
+                           np.zeros(1, np.uint32))
+        big.oversized[:] = True
+        self._pending.append(big)
 
     def _control(self, data, types, body, end, pid, is_pub):
         acks = types == 4

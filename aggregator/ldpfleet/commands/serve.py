@@ -30,9 +30,10 @@ def register(subparsers, broker_args, state_arg):
                         "on one machine needs --client-id). README: Several workers")
     s.add_argument("--batch-size", type=positive_int, default=2000, help="messages per batch (upper bound)")
     s.add_argument("--max-packet-bytes", type=positive_int, default=1 << 20, metavar="N",
-                   help="with --mqtt 5: the Maximum Packet Size announced to the broker, which "
-                        "then drops larger messages for us (default 1 MiB); either way payloads "
-                        "larger than every open campaign's report are dropped on arrival")
+                   help="the largest packet serve takes (default 1 MiB): with --mqtt 5 announced "
+                        "to the broker as Maximum Packet Size, which then drops larger messages for "
+                        "us; with 3.1.1 a larger one is skipped as it streams in (too_large). Either "
+                        "way payloads larger than every open campaign's report are dropped on arrival")
     s.add_argument("--batch-ms", type=duration, default=200.0,
                    help="a batch is committed at most this long after its first message")
     s.add_argument("--session-expiry", type=int, default=7 * 86400,

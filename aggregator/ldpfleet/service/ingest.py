@@ -111,8 +111,9 @@ class IngestOptions:
     `$share/NAME/ldp/+/r/#` (one of the group's workers gets each report; PostgreSQL state)."""
     max_packet_bytes: int = 1 << 20
     """MQTT 5: the Maximum Packet Size announced at CONNECT (the broker drops larger messages
-    for us instead of sending them). Both versions drop payloads larger than every open
-    campaign's report on arrival (`too_large`)."""
+    for us instead of sending them). Both versions: a longer packet is skipped as it streams in
+    (leanmqtt `max_receive`: memory stays bounded also in 3.1.1, which cannot announce it), and
+    payloads larger than every open campaign's report are dropped on arrival (`too_large`)."""
 
 
 class BoundedLog:
@@ -203,7 +204,8 @@ class Ingestor:
         opts = self.options
         client = LeanClient(self.broker, opts.client_id, protocol=opts.protocol, persistent=True,
                             session_expiry=opts.session_expiry, keepalive=opts.keepalive,
-                            max_packet=opts.max_packet_bytes if opts.protocol == 5 else None)
+                            max_packet=opts.max_packet_bytes if opts.protocol == 5 else None,
+                            max_receive=opts.max_packet_bytes)
         try:
             present = client.connect(timeout=10.0)
             self._connected_at = time.monotonic()
@@ -262,7 +264,7 @@ class Ingestor:
         if not len(got):
             return
         batch = ReportBatch(got.data, got.topic_off, got.topic_len, got.payload_off,
-                            got.payload_len, got.packet_id, got.qos)
+                            np.where(got.oversized, -1, got.payload_len), got.packet_id, got.qos)
         sys_topic = (got.topic_len == len(SYS_DROPPED_BYTES)) & (got.qos == 0)
         for i in np.flatnonzero(sys_topic).tolist():
             if got.topic_bytes(i) == SYS_DROPPED_BYTES:
