@@ -12,7 +12,8 @@ from support.brokers import PrivateMosquitto
 
 from ldpfleet.broker import password_hash
 from ldpfleet.kernels import ffi, lib, ptr
-from ldpfleet.leanmqtt import ConnectionRefused, LeanClient, LeanPublisher, PublishBatch, varint
+from ldpfleet.leanmqtt import ConnectionRefused, LeanClient, PublishBatch, varint
+from ldpfleet.loadgen.bulk import BulkPublisher
 from ldpfleet.mqtt import BrokerSettings, QosPublisher
 from ldpfleet.service.ingest import parse_report_topic
 
@@ -333,17 +334,18 @@ def test_publish_and_publish_many_loop_back(mosquitto, protocol):
 
 
 @pytest.mark.parametrize("protocol", [4, 5])
-def test_lean_publisher_bulk_qos1(mosquitto, protocol):
+def test_bulk_publisher_qos1(mosquitto, protocol):
     sub = lean(mosquitto, protocol, client_id="bulk-sub")
     sub.connect()
     sub.subscribe([("ldp/+/r/+/+", 1)])
     n = 5000
     payloads = np.random.default_rng(1).integers(0, 256, (n, 40), dtype=np.uint8)
     topics = ["ldp/c/r/gen/%d" % i for i in range(n)]
-    pub = LeanPublisher(settings(mosquitto), protocol=protocol)
-    stats = pub.publish_all(topics, payloads, max_inflight=300, chunk=128)
+    pub = BulkPublisher(settings(mosquitto), max_inflight=300, protocol=protocol)
+    pub.publish_rows(topics, payloads)
+    pub.wait_acked()
     pub.close()
-    assert stats["messages"] == n and pub.client.inflight == 0
+    assert pub.published == n and pub.acked == n and pub.client.inflight == 0
     seen = {}
     deadline = time.monotonic() + 20
     while len(seen) < n and time.monotonic() < deadline:

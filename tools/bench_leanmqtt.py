@@ -1,7 +1,7 @@
 """Drain rate of a pre-queued QoS 1 backlog: ldpfleet.leanmqtt.LeanClient vs a paho subscriber.
 
 For each client, on one private EmbeddedBroker: subscribe with a persistent session, leave,
-publish N 40-byte QoS 1 messages (LeanPublisher), reconnect and time the first to the last
+publish N 40-byte QoS 1 messages (ldpfleet.loadgen.bulk.BulkPublisher), reconnect and time the first to the last
 message received (LeanClient: poll + one puback write per poll; paho: counting in on_message,
 paho acknowledging each message itself). Prints JSON.
 
@@ -19,7 +19,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aggregator"))
 
 from ldpfleet.broker import EmbeddedBroker  # noqa: E402
-from ldpfleet.leanmqtt import LeanClient, LeanPublisher  # noqa: E402
+from ldpfleet.leanmqtt import LeanClient  # noqa: E402
+from ldpfleet.loadgen.bulk import BulkPublisher  # noqa: E402
 from ldpfleet.mqtt import PROTOCOLS, BrokerSettings, connect  # noqa: E402
 
 FILTER = "ldp/+/r/+"
@@ -29,9 +30,13 @@ EXPIRY = 3600
 def backlog(settings, n, payload, protocol):
     topics = ["ldp/bench/r/dev%d" % (i % 10000) for i in range(n)]
     payloads = np.random.default_rng(0).integers(0, 256, (n, payload), dtype=np.uint8)
-    pub = LeanPublisher(settings, protocol=protocol)
+    pub = BulkPublisher(settings, max_inflight=5000, protocol=protocol)
     try:
-        return pub.publish_all(topics, payloads, max_inflight=4000)
+        t0 = time.perf_counter()
+        pub.publish_rows(topics, payloads)
+        pub.wait_acked()
+        seconds = time.perf_counter() - t0
+        return {"messages": n, "seconds": seconds, "rate": n / seconds}
     finally:
         pub.close()
 

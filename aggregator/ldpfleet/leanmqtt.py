@@ -11,8 +11,7 @@ Mosquitto an order of magnitude faster. This module is that reader, kept small:
   `poll` (and `subscribe`), so the owner must call `poll` at least every keepalive/2 seconds.
 - `PublishBatch`: numpy arrays (qos, packet_id, retain, topic/payload offsets and lengths)
   into `data`, the bytes of one read.
-- `LeanPublisher`: a QoS 1 load generator (PUBLISH packets built in bulk in C, a bounded
-  number in flight).
+The load generator's bulk QoS 1 publisher on this client is `ldpfleet.loadgen.bulk`.
 
 Subscriptions are QoS 0 or 1 (no QoS 2 exchange); the broker is not asked for topic aliases,
 so every PUBLISH carries its topic. MQTT 3.1.1 (protocol 4) and MQTT 5 (protocol 5).
@@ -22,7 +21,6 @@ import socket
 import ssl
 import struct
 import time
-import uuid
 from collections import namedtuple
 
 import numpy as np
@@ -53,6 +51,9 @@ _PROPS = {**{i: "B" for i in (0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A)},
           0x0B: "varint",
           **{i: "str" for i in (0x03, 0x08, 0x12, 0x15, 0x1A, 0x1C, 0x1F, 0x09, 0x16)},
           0x26: "pair"}
+
+
+QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
 class ConnectionRefused(ConnectionRefusedError):
@@ -394,20 +395,23 @@ class LeanClient:
 
     # --- receiving ------------------------------------------------------------------------
 
-    def poll(self, timeout: float) -> PublishBatch:
+    def poll(self, timeout: float, until_acked: bool = False) -> PublishBatch:
         """Wait up to `timeout` s for PUBLISH packets and return those of one read (possibly
-        an empty batch). Handles PINGRESP/PUBACK/SUBACK, sends PINGREQ when due; raises
-        ConnectionError on the broker's DISCONNECT, end of stream or a malformed packet."""
+        an empty batch); with `until_acked` also return once a read settled PUBACKs (a
+        publisher waiting for room in its window). Handles PINGRESP/PUBACK/SUBACK, sends
+        PINGREQ when due; raises ConnectionError on the broker's DISCONNECT, end of stream or
+        a malformed packet."""
         if self._pending:
             return self._pending.pop(0)
         deadline = time.monotonic() + timeout
+        inflight = self.inflight
         while True:
             if self._eof:
                 raise ConnectionError("broker %s closed the connection" % self.settings.url)
             self._keepalive()
             now = time.monotonic()
             batch = self._read(max(0.0, min(deadline - now, self._until_ping())))
-            if batch is not None and len(batch):
+            if batch is not None and (len(batch) or until_acked and self.inflight < inflight):
                 return batch
             if time.monotonic() >= deadline:
                 return batch if batch is not None else PublishBatch.empty()
@@ -436,6 +440,16 @@ class LeanClient:
             self._send(PINGREQ)
             self._ping_sent = now
             self.pings += 1
+
+    def _quickack(self):
+        """Acknowledge at TCP level at once (Linux TCP_QUICKACK, which the kernel resets): a
+        broker without TCP_NODELAY (Mosquitto's default) holds each small packet it writes
+        (PUBACKs, acks) under Nagle's algorithm until our delayed ACK, up to 40 ms each time."""
+        if QUICKACK is not None:
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
+            except OSError:
+                pass
 
     def _recv_ready(self, timeout: float) -> bool:
         sock = self.sock
@@ -470,6 +484,7 @@ class LeanClient:
                 break
             chunks.append(chunk)
             total += len(chunk)
+            self._quickack()
             if total >= self.read_budget or not self._recv_ready(0):
                 break
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -638,80 +653,3 @@ class LeanClient:
         if parts:
             self._send(b"".join(parts))
 
-
-class LeanPublisher:
-    """A load generator's QoS 1 publisher: one (clean) connection, PUBLISH packets built in
-    bulk in C (`ldp_mqtt_build_publishes`), at most `max_inflight` awaiting PUBACK."""
-
-    def __init__(self, settings, client_id: str = None, protocol: int = 4, keepalive: int = 30,
-                 timeout: float = 10.0):
-        client_id = client_id or "ldpfleet-leanpub-%s" % uuid.uuid4().hex[:12]
-        self.client = LeanClient(settings, client_id, protocol=protocol, persistent=False,
-                                 keepalive=keepalive)
-        self.client.connect(timeout)
-
-    def publish_all(self, topics, payloads, max_inflight: int = 2000, chunk: int = 1000,
-                    timeout: float = 60.0) -> dict:
-        """Publish payload i (rows of a (n, size) uint8 array, or n equal-size bytes) to
-        topics[i] (a list, or one topic for all) at QoS 1 and wait for every PUBACK.
-        TimeoutError when no PUBACK arrives for `timeout` s. Returns {messages, seconds, rate}."""
-        if not 1 <= max_inflight <= 65535:
-            raise ValueError("max_inflight must be in [1, 65535]")
-        if isinstance(payloads, np.ndarray):
-            matrix = np.ascontiguousarray(payloads, dtype=np.uint8)
-        else:
-            payloads = [bytes(p) for p in payloads]
-            size = len(payloads[0]) if payloads else 0
-            if any(len(p) != size for p in payloads):
-                raise ValueError("payloads must all have the same size")
-            matrix = np.frombuffer(b"".join(payloads), np.uint8).reshape(len(payloads), size)
-        n, size = matrix.shape if matrix.ndim == 2 else (len(matrix), 0)
-        if isinstance(topics, (str, bytes)):
-            encoded = [_as_bytes(topics)]
-            topic_of = np.zeros(n, np.intp)
-        else:
-            encoded = [_as_bytes(t) for t in topics]
-            if len(encoded) != n:
-                raise ValueError("%d topics for %d payloads" % (len(encoded), n))
-            topic_of = np.arange(n)
-        lengths = np.fromiter(map(len, encoded), np.uint32, len(encoded))
-        starts = (np.cumsum(lengths, dtype=np.uint64) - lengths).astype(np.uint32)
-        topic_off = np.ascontiguousarray(starts[topic_of])
-        topic_len = np.ascontiguousarray(lengths[topic_of])
-        topic_buf = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
-        client = self.client
-        sent = 0
-        t0 = last_progress = time.perf_counter()
-        while sent < n or client.inflight:
-            room = max_inflight - client.inflight
-            wait = 0.0
-            if sent < n and room > 0:
-                k = min(room, chunk, n - sent)
-                ids = client._take_ids(k)
-                cap = int(topic_len[sent:sent + k].sum()) + k * (size + 12)
-                out = np.empty(cap, np.uint8)
-                written = lib.ldp_mqtt_build_publishes(
-                    ptr(topic_buf), ptr(topic_off, 4 * sent), ptr(topic_len, 4 * sent),
-                    ptr(matrix, sent * size) if size else ffi.NULL, size, k, 1, client.protocol,
-                    ptr(ids), ptr(out), cap)
-                if written < 0:
-                    raise ValueError(ffi.string(lib.ldp_mqtt_strerror(written)).decode())
-                client._send(memoryview(out)[:written])
-                sent += k
-            else:
-                wait = max(0.0, last_progress + timeout - time.perf_counter())
-                if wait == 0.0:
-                    raise TimeoutError("%d publishes not acknowledged within %.0f s"
-                                       % (client.inflight, timeout))
-            before = client.inflight
-            client._keepalive()
-            client._read(min(wait, client._until_ping()))
-            if client._eof:
-                raise ConnectionError("broker closed the connection")
-            if client.inflight < before:
-                last_progress = time.perf_counter()
-        seconds = time.perf_counter() - t0
-        return {"messages": n, "seconds": seconds, "rate": n / seconds if seconds else 0.0}
-
-    def close(self):
-        self.client.disconnect()

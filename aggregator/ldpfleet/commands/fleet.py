@@ -44,9 +44,9 @@ def register(subparsers):
                    help="broker logins of the real devices (--micropython, --c-clients): the "
                         "device rows of broker-config's credentials.csv; needed with --username "
                         "(each device logs in as itself)")
-    p.add_argument("--max-inflight", type=int, default=128,
-                   help="bound on un-acknowledged QoS 1 publishes (paho hangs past 65,535 and "
-                        "slows down with thousands outstanding; 128 was fastest on loopback)")
+    p.add_argument("--max-inflight", type=int, default=2000,
+                   help="bound on the simulated devices' un-acknowledged QoS 1 publishes (default "
+                        "2000; at most 65000: MQTT packet ids are 16-bit)")
     p.add_argument("--set-size", type=int, default=None,
                    help="items per device for set-valued mechanisms (default: the config's l)")
     p.add_argument("--username", default=None,

@@ -43,10 +43,11 @@ class AckTracker:
             self.reports[device_indices] = reports
             self.sent[device_indices] = True
 
-    def on_message(self, _client, _userdata, msg):
-        """paho callback: an ack on ldp/<campaign>/a/<prefix><i> for the report kept for i."""
-        device = msg.topic[len("ldp/%s/a/" % self.campaign):]
-        ack = protocol.parse_ack(msg.payload)
+    def on_message(self, topic: str, payload: bytes):
+        """An ack on ldp/<campaign>/a/<prefix><i> for the report kept for i (the publisher's
+        callback)."""
+        device = topic[len("ldp/%s/a/" % self.campaign):]
+        ack = protocol.parse_ack(payload)
         i = -1
         if ack is not None and device.startswith(self.prefix):
             try:
@@ -55,7 +56,7 @@ class AckTracker:
                 i = -1
         with self._lock:
             if not 0 <= i < self.sent.size or not self.sent[i] or \
-                    not protocol.ack_matches(msg.payload, self.reports[i].tobytes()):
+                    not protocol.ack_matches(payload, self.reports[i].tobytes()):
                 self.ignored += 1
                 return
             if not self.acked[i]:
@@ -81,10 +82,9 @@ class AckTracker:
             if left.size == 0 or now >= deadline:
                 return int(left.size)
             if now < due:
-                time.sleep(min(0.05, due - now))
+                publisher.pump(min(0.05, due - now))  # the acks arrive while it reads
                 continue
-            for i in left.tolist():
-                publisher.publish(topic + str(i), self.reports[i].tobytes())
+            publisher.publish_rows([topic + str(i) for i in left.tolist()], self.reports[left])
             self.resent += int(left.size)
             wait = min(wait * 2, float(self.delivery["retry_max_s"]))
             due = time.monotonic() + self._wait(wait)

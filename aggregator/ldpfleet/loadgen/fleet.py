@@ -11,6 +11,7 @@ from .. import config as campaign_config
 from .. import mqtt
 from ..errors import ConfigError
 from .acks import AckTracker
+from .bulk import BulkPublisher
 from .campaign import fetch_campaign, phase_mechanism
 from .devices import RealDevices, c_client_binary
 from .items import draw_indices, item_distribution
@@ -35,7 +36,7 @@ class FleetOptions:
     seed: int = None
     phase: int = None
     id_prefix: str = None
-    max_inflight: int = 128
+    max_inflight: int = 5000
     rate: float = None
     set_size: int = None
     progress: bool = False
@@ -183,8 +184,8 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
                                       logins=mine, workdir=opts.workdir, binary=c_client)
                 indices = draw_indices(count, distribution, rng, set_size)
                 real.append((kind, count, (devices, pool.submit(devices.run, indices))))
-        publisher = mqtt.QosPublisher(broker, "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
-                                      opts.max_inflight, opts.rate)
+        publisher = BulkPublisher(broker, "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
+                                  opts.max_inflight, opts.rate)
         tracker = None
         try:
             if campaign_config.acknowledged(view.config):

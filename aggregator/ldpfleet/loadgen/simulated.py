@@ -54,8 +54,7 @@ def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, d
         dist.add_counts(counts, indices)
         if keep is not None:
             keep(chosen[start:start + BATCH_DEVICES], reports)
-        for device_id, row in zip(chunk, reports):
-            publisher.publish(prefix + device_id, row.tobytes())
+        publisher.publish_rows([prefix + device_id for device_id in chunk], reports)
         if tick:
             tick(len(chunk))
     return ids, counts
