@@ -90,6 +90,8 @@ class FleetResult:
     device_ids: dict = field(default_factory=dict)
     seconds: float = 0.0
     failed: int = 0
+    reconnects: int = 0
+    """Times the simulated devices' publisher connected again (a broker restart or drop)."""
     acks: dict = None
     """With delivery.ack: acknowledged / unacknowledged / resent, by kind of device."""
 
@@ -101,6 +103,7 @@ class FleetResult:
         that is megabytes, which a terminal should not get by default."""
         out = {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
                "sent": self.sent, "sent_by_kind": self.sent_by_kind, "failed": self.failed,
+               "reconnects": self.reconnects,
                "skipped_by_sampling": self.skipped_by_sampling,
                "distinct_true_items": len(self.true_counts),
                "top_true_counts": {str(k): int(v) for k, v in sorted(
@@ -204,6 +207,7 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
             publisher.close()
         result.add("simulated", ids, counts, len(ids) if tracker else publisher.acked)
         result.failed = publisher.failed
+        result.reconnects = publisher.reconnects
         result.skipped_by_sampling = opts.devices - len(ids)
         for kind, count, future in real:
             devices, outcome = future
