@@ -224,6 +224,7 @@ class LeanClient:
         self.read_budget = read_budget
         self.recv_size = recv_size
         self.max_receive = max_receive or max_packet
+        self.quickack = False  # a publisher waiting for PUBACKs sets it (`_quickack`)
         self._skip = 0
         self.session_present = None
         self.connack_properties = {}
@@ -444,8 +445,10 @@ class LeanClient:
     def _quickack(self):
         """Acknowledge at TCP level at once (Linux TCP_QUICKACK, which the kernel resets): a
         broker without TCP_NODELAY (Mosquitto's default) holds each small packet it writes
-        (PUBACKs, acks) under Nagle's algorithm until our delayed ACK, up to 40 ms each time."""
-        if QUICKACK is not None:
+        (PUBACKs, acks) under Nagle's algorithm until our delayed ACK, up to 40 ms each time.
+        Only for a publisher (`quickack`): a subscriber reading a stream gains nothing and the
+        extra ACKs cost the broker."""
+        if self.quickack and QUICKACK is not None:
             try:
                 self.sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
             except OSError:

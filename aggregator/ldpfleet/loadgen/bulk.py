@@ -32,6 +32,7 @@ class BulkPublisher:
             raise ValueError("max_inflight must be in [1, 65000], got %d" % max_inflight)
         self.client = LeanClient(settings, client_id or "ldpfleet-pub-%s" % uuid.uuid4().hex[:12],
                                  protocol=protocol, persistent=False)
+        self.client.quickack = True  # PUBACKs at once from a broker without TCP_NODELAY
         self.max_inflight = max_inflight
         self.rate = rate
         self.published = 0
