@@ -129,6 +129,7 @@ def test_schema2_sqlite_state_is_migrated(tmp_path, mosquitto):
                                1.0, "0-7")
     reports = camp.mechanism(1).perturb_batch(np.arange(200) % 8, np.random.default_rng(3))
     fold(state, "", report_messages("cpu", reports))
+    as_schema3_seen(str(tmp_path / "old.db"), "cpu", report_messages("cpu", reports))
     db = sqlite3.connect(str(tmp_path / "old.db"))  # rewrite it as schema 2 had it
     db.executescript("""
         CREATE TABLE s2 (campaign TEXT NOT NULL, phase INTEGER NOT NULL, n INTEGER NOT NULL,
@@ -142,11 +143,59 @@ def test_schema2_sqlite_state_is_migrated(tmp_path, mosquitto):
         UPDATE meta SET value='2' WHERE key='schema';""")
     db.close()
     with Store(state) as store:
-        assert store.meta("schema") == "3"
+        assert store.meta("schema") == "4"
         assert store.counters("cpu") == {"received": 200, "accepted": 200}
         blob = store.sketch_blob("cpu", 1)[1]
     assert blob == direct_sketch(camp.mechanism(1), reports).serialize()
     assert Sketch.deserialize(blob).n == 200
+
+
+def as_schema3_seen(path, campaign, messages):
+    """Rewrite a state's dedupe keys as schema 3 had them: device ids in clear, no key."""
+    with Store("sqlite:///" + path) as store:
+        keys = {store.device_keys.of(topic.split("/")[-1]): topic.split("/")[-1]
+                for topic, _payload in messages}
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT campaign, phase, device, seq FROM seen").fetchall()
+    db.executescript("""
+        DROP TABLE seen; DROP TABLE purges; DELETE FROM meta WHERE key='dedupe_key';
+        CREATE TABLE seen (campaign TEXT NOT NULL, phase INTEGER NOT NULL, device TEXT NOT NULL,
+            seq BIGINT NOT NULL, PRIMARY KEY (campaign, phase, device)) WITHOUT ROWID;
+        UPDATE meta SET value='3' WHERE key='schema';""")
+    db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)",
+                   [(c, p, keys[bytes(k)], q) for c, p, k, q in rows])
+    db.commit()
+    db.close()
+
+
+def test_schema3_dedupe_keys_become_keyed_hashes(tmp_path, mosquitto):
+    """3 -> 4: the device ids in `seen` are replaced by keyed hashes under a new key, and a
+    replay of an old report is still a duplicate, another nonce still a second report."""
+    path = str(tmp_path / "v3.db")
+    state = "sqlite:///" + path
+    key = str(tmp_path / "k.key")
+    write_signing_key(key)
+    with Store(state) as store:
+        camp = create_campaign(store, BrokerSettings.from_url(mosquitto.url), key, "cpu", "grr",
+                               1.0, "0-7")
+    reports = camp.mechanism(1).perturb_batch(np.arange(50) % 8, np.random.default_rng(4))
+    msgs = report_messages("cpu", reports, prefix="unit-")
+    fold(state, "", msgs)
+    as_schema3_seen(path, "cpu", msgs)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM seen WHERE device='unit-7'").fetchone()[0] == 1
+    db.close()
+    second = bytearray(msgs[3][1])
+    second[8] ^= 1
+    counts = fold(state, "", msgs[:10] + [(msgs[3][0], bytes(second))])
+    assert counts[("cpu", "duplicate")] == 10 and counts[("cpu", "second_report")] == 1
+    with Store(state) as store:
+        assert store.meta("schema") == "4"
+        assert store.counters("cpu")["accepted"] == 50
+        assert store.seen_count("cpu") == 50
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert b"unit-" not in raw.replace(b"ldp/cpu/r/unit-", b"")
 
 
 def test_newer_schema_is_refused(tmp_path):

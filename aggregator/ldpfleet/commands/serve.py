@@ -49,6 +49,9 @@ def register(subparsers, broker_args, state_arg):
     s.add_argument("--metrics-bind", type=host_address, default="127.0.0.1", metavar="ADDR",
                    help="address the metrics listen on (default 127.0.0.1; 0.0.0.0 for every "
                         "interface, e.g. for a Prometheus on another machine)")
+    s.add_argument("--purge-after-days", type=float, default=None, metavar="DAYS",
+                   help="retention: drop the dedupe keys of campaigns closed more than DAYS "
+                        "days ago (at start, then hourly; `campaign purge` does it by hand)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--no-broker-check", action="store_true",
                    help="skip the start-up preflight (`ldpfleet broker-check` with %d messages, "
@@ -96,7 +99,8 @@ def run_serve(args):
     options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
-                            max_packet_bytes=args.max_packet_bytes, group=args.group)
+                            max_packet_bytes=args.max_packet_bytes, group=args.group,
+                            purge_after_days=args.purge_after_days)
     metrics = None
     if args.metrics_port is not None:
         from ..service.http_metrics import ServiceMetrics

@@ -11,6 +11,7 @@ unreachable.
 """
 import json
 import sys
+import time
 
 from ..errors import ConfigError
 from ..protocols.options import ProtocolOptions, add_protocol_arguments
@@ -119,6 +120,18 @@ def register(subparsers):
     cl.add_argument("--signing-key", dest="signing_key_file", default=None, metavar="FILE",
                     help="key that signs the close (default: the one the campaign was made with)")
     cl.set_defaults(func=run_close)
+
+    pu = csub.add_parser(
+        "purge", help="drop the dedupe keys of closed campaigns (retention; sketches stay)",
+        description="A closed campaign rejects every report, so its dedupe keys (keyed hashes "
+                    "of device ids) protect nothing any more: purge drops them; estimates and "
+                    "counters are unchanged and `campaign status` shows when it happened.")
+    pu.add_argument("name", nargs="?", default=None, help="a closed campaign")
+    _state_arg(pu)
+    pu.add_argument("--closed-before", type=float, default=None, metavar="DAYS",
+                    help="instead of NAME: every campaign closed more than DAYS days ago")
+    pu.add_argument("--json", action="store_true")
+    pu.set_defaults(func=run_purge)
 
     ls = csub.add_parser("list", help="campaigns in the state file")
     _state_arg(ls)
@@ -275,6 +288,10 @@ def run_status(args):
               % (drops["seen_by_serve"], drops["broker_dropped"],
                  "; devices re-send unacknowledged reports" if (status.get("delivery") or {}).get("ack")
                  else "; this campaign has no acknowledgements: those reports are LOST"))
+    if status.get("dedupe_purged"):
+        purged = status["dedupe_purged"]
+        print("dedupe keys purged at %s (%d keys)" % (
+            time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(purged["purged_at"])), purged["keys"]))
     for ph in status["phases"]:
         line = "phase %d %s eps %g: %d reports" % (ph["phase"], ph["mechanism"], ph["epsilon"],
                                                    ph["reports"])
@@ -286,6 +303,27 @@ def run_status(args):
                 err["stddev_fraction"], err["stddev_count"], 100 * err["confidence"],
                 err["ci_halfwidth_count"])
         print(line)
+    return 0
+
+
+def run_purge(args):
+    from ..service import retention
+    from ..service.store import Store
+    if (args.name is None) == (args.closed_before is None):
+        raise ConfigError("name", "give a campaign NAME or --closed-before DAYS (not both)")
+    if args.closed_before is not None and args.closed_before < 0:
+        raise ConfigError("closed_before", "--closed-before must be >= 0 days")
+    with Store(args.state, create=False) as store:
+        if args.name is not None:
+            purged = {args.name: retention.purge(store, args.name)}
+        else:
+            purged = retention.purge_closed_before(store, args.closed_before)
+    if args.json:
+        print(json.dumps({"purged": purged}, sort_keys=True))
+    elif not purged:
+        print("nothing to purge")
+    for name, count in ({} if args.json else purged).items():
+        print("campaign %s: dropped %d dedupe keys (sketches and counters kept)" % (name, count))
     return 0
 
 

@@ -325,6 +325,7 @@ def expected_error(campaign: Campaign, phase: int, n: int, confidence: float = 0
 
 def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
     """Everything `ldpfleet campaign status` prints."""
+    from .retention import purge_record
     camp = store.require_campaign(name)
     counters = store.counters(name)
     phases = []
@@ -351,4 +352,4 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
             "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),
             "rejected": rejected, "rejected_total": sum(rejected.values()), "phases": phases,
             "protocol": camp.protocol, "delivery": camp.config.get("delivery"),
-            "broker_drops": drops_in_state(store)}
+            "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name)}

@@ -235,13 +235,7 @@ class BatchFolder:
                          what=" for campaign %s phase %d" % (name, phase))
         valid = np.flatnonzero(codes < 0)
         seqs = np.ascontiguousarray(arr[valid, 8:12]).view("<u4").ravel()
-        fresh = self._dedupe(name, phase, idx[valid], devices[valid], seqs)
-        claimed = self.store.claim_seen([(name, phase, d, q) for _r, d, q in fresh])
-        lost = [(r, d, q) for r, d, q in fresh if d not in claimed]
-        winners = self.store.seen_seqs(name, phase, {d for _r, d, _q in lost}) if lost else {}
-        for row, device, seq in lost:  # another worker committed this device's report first
-            self._seen_before(name, phase, row, device, seq, winners.get(device))
-        keep = np.array([r for r, d, _q in fresh if d in claimed], np.int64)
+        keep = self._dedupe(name, phase, idx[valid], devices[valid], seqs)
         if keep.size == 0:
             return False
         self.reason[keep] = CODE[ACCEPTED]
@@ -249,26 +243,24 @@ class BatchFolder:
         self._sketch(camp, phase).update(np.ascontiguousarray(batch.rows(keep, mech.report_size)))
         return True
 
-    def _dedupe(self, name, phase, rows, devices, seqs) -> list:
-        """(row, device, nonce) of the reports whose device has no report in this phase yet:
-        the first of the batch per device (np.unique) whose device the store has not seen.
-        The others are `_seen_before` (the store's nonce, or the batch's first one)."""
+    def _dedupe(self, name, phase, rows, devices, seqs) -> np.ndarray:
+        """The rows whose report is the first of its device in this phase: the first of the
+        batch per device (np.unique) whose key this transaction claimed (`Store.claim_devices`).
+        The others are `_seen_before` (the stored nonce, or the batch's first one)."""
         if rows.size == 0:
-            return []
+            return rows[:0]
         uniq, first, inverse = np.unique(devices, return_index=True, return_inverse=True)
         inverse = inverse.ravel()
-        known = self.store.seen_seqs(name, phase, uniq.tolist())
-        stored = np.isin(uniq, np.array(list(known), dtype=uniq.dtype)) if known else np.zeros(
-            uniq.shape[0], bool)
-        is_first = np.zeros(rows.size, bool)
-        is_first[first] = True
-        new = is_first & ~stored[inverse]
-        for i in np.flatnonzero(~new).tolist():  # repeats: redeliveries or second reports
+        claimed, prior = self.store.claim_devices(name, phase, uniq.tolist(),
+                                                  seqs[first].tolist())
+        claimed = np.asarray(claimed, bool)
+        new = np.zeros(rows.size, bool)
+        new[first[claimed]] = True
+        for i in np.flatnonzero(~new).tolist():  # redeliveries, second reports, lost races
             device = str(devices[i])
-            prior = known.get(device, int(seqs[first[inverse[i]]]))
-            self._seen_before(name, phase, int(rows[i]), device, int(seqs[i]), prior)
-        pick = np.flatnonzero(new)
-        return list(zip(rows[pick].tolist(), devices[pick].tolist(), seqs[pick].tolist()))
+            self._seen_before(name, phase, int(rows[i]), device, int(seqs[i]),
+                              prior.get(device, int(seqs[first[inverse[i]]])))
+        return rows[new]
 
     def _seen_before(self, name, phase, row, device, seq, prior):
         """A report from a device whose report for this phase is already claimed: the same

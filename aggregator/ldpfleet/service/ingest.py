@@ -56,6 +56,7 @@ from ..leanmqtt import LeanClient, PublishBatch
 from .broker_watch import SYS_DROPPED, BrokerDrops
 from .campaigns import status_document
 from .batch import ReportBatch
+from .retention import RetentionTimer
 from .fold import TOO_LARGE, BatchFolder
 from .store import Store
 
@@ -114,6 +115,9 @@ class IngestOptions:
     for us instead of sending them). Both versions: a longer packet is skipped as it streams in
     (leanmqtt `max_receive`: memory stays bounded also in 3.1.1, which cannot announce it), and
     payloads larger than every open campaign's report are dropped on arrival (`too_large`)."""
+    purge_after_days: float = None
+    """Retention (retention.RetentionTimer): drop the dedupe keys of campaigns closed more than
+    this many days ago, at start and then hourly; None: never."""
 
 
 class BoundedLog:
@@ -163,6 +167,7 @@ class Ingestor:
         self.metrics = metrics
         self.bounded_log = BoundedLog(log, self.options.log_burst, self.options.log_period)
         self.folder = BatchFolder(self.store, self.bounded_log)
+        self.retention = RetentionTimer(self.store, self.options.purge_after_days, log)
         self._pending = []
         self._first_pending = None
         self._pending_count = 0
@@ -388,6 +393,10 @@ class Ingestor:
             self.broker_drops.flush()
         except Exception as exc:  # watching the broker must never stop ingest
             self.bounded_log("broker_watch", "broker drop counter not recorded: %r", exc)
+        try:
+            self.retention.tick()
+        except Exception as exc:  # retention must never stop ingest
+            self.bounded_log("retention", "dedupe keys not purged: %r", exc)
         if opts.status_interval and time.monotonic() >= self._status_due:
             self._status_due = time.monotonic() + opts.status_interval
             try:

@@ -8,9 +8,9 @@ Tables
 - `sketches`: one partial per (campaign, phase, worker): a serialized sketch
   (`Sketch.serialize()`) and its report count. Readers merge the partials (linear sketches);
   a worker only ever writes its own row, so workers never contend on one.
-- `seen`: dedupe keys, one row per (campaign, phase, device id) holding the nonce accepted from
-  that device (devices send one report per phase, spec §6); the primary key dedupes across
-  workers.
+- `seen`: dedupe keys, one row per (campaign, phase, keyed hash of the device id: dedupe.py)
+  holding the nonce accepted from that device (devices send one report per phase, spec §6);
+  the primary key dedupes across workers. `purges`: when a closed campaign's keys were dropped.
 - `counters`: (campaign, reason, worker) -> count, summed by readers. Reasons of messages that
   name no known campaign are kept under campaign "" so attacker-chosen names cannot grow it.
 - `meta`: schema version, readiness of the ingest, key set, broker drops.
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from .. import config as cfgmod
 from .. import protocol
 from ..errors import ConfigError
-from . import store_sql
+from . import dedupe, store_sql
 from .store_sql import SCHEMA_VERSION, is_postgres, redact  # noqa: F401 (re-exported)
 
 GLOBAL = ""
@@ -125,6 +125,7 @@ class Store:
     def __init__(self, url: str, timeout: float = 60.0, create: bool = True, worker: str = ""):
         import os
         self.worker = worker
+        self._device_keys = None
         if not is_postgres(url):
             path = store_sql.sqlite_path(url)
             if not create and not os.path.exists(path):
@@ -321,16 +322,24 @@ class Store:
             " DO UPDATE SET n=excluded.n, blob=excluded.blob, updated_at=excluded.updated_at",
             (name, phase, self.worker, n, blob, time.time()))
 
-    # --- dedupe keys -------------------------------------------------------------------
-    def seen_seqs(self, name: str, phase: int, devices) -> dict:
-        """device -> seq already accepted, for the given devices."""
-        return self.conn.seen_seqs(name, phase, list(devices))
+    # --- dedupe keys (dedupe.py: keyed hashes of device ids) ---------------------------
+    @property
+    def device_keys(self):
+        if self._device_keys is None:
+            self._device_keys = dedupe.DeviceKeys(dedupe.ensure_key(self.conn))
+        return self._device_keys
 
-    def claim_seen(self, rows) -> set:
-        """rows of (campaign, phase, device, seq) not seen before this transaction; inside
-        `batch()`. Returns the devices claimed: on PostgreSQL another worker may have claimed
-        some meanwhile (store_sql.PostgresConnection.claim_seen)."""
-        return self.conn.claim_seen(rows)
+    def seen_seqs(self, name: str, phase: int, devices) -> dict:
+        """device -> nonce already accepted, for the given devices."""
+        devices = list(devices)
+        hashed = self.device_keys.many(devices)
+        stored = self.conn.seen_seqs(name, phase, hashed)
+        return {d: stored[k] for d, k in zip(devices, hashed) if k in stored}
+
+    def claim_devices(self, name: str, phase: int, devices: list, seqs: list):
+        """Inside `batch()`: claim the distinct `devices`' reports (nonces `seqs`) for this
+        phase; (claimed flags, {device: prior nonce} of the others) (`dedupe.claim`)."""
+        return dedupe.claim(self.conn, self.device_keys, name, phase, devices, seqs)
 
     def seen_count(self, name: str, phase: int = None) -> int:
         if phase is None:

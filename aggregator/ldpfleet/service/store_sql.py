@@ -13,12 +13,15 @@ campaigns changed, and how a batch's dedupe keys are claimed (`claim_seen`).
 Schema versions (`meta.schema`) and their migrations (`migrate`), applied in one transaction:
 2 -> 3: sketches and counters get a `worker` column (a per-(campaign, phase, worker) partial, so
 workers never contend on one row; readers merge the partials: sketches are linear).
+3 -> 4: `seen` keeps a keyed hash of each device id instead of the id (`dedupe.DeviceKeys`, the
+key in `meta.dedupe_key`); `purges` records when a closed campaign's dedupe keys were dropped.
 """
 import sqlite3
 
 from ..errors import ConfigError
+from . import dedupe
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,9 +44,12 @@ CREATE TABLE IF NOT EXISTS sketches (
     PRIMARY KEY (campaign, phase, worker)
 );
 CREATE TABLE IF NOT EXISTS seen (
-    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device TEXT NOT NULL, seq BIGINT NOT NULL,
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device {blob} NOT NULL, seq BIGINT NOT NULL,
     PRIMARY KEY (campaign, phase, device)
 ){without_rowid};
+CREATE TABLE IF NOT EXISTS purges (
+    campaign TEXT PRIMARY KEY, purged_at DOUBLE PRECISION NOT NULL, keys BIGINT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (
     campaign TEXT NOT NULL, reason TEXT NOT NULL, worker TEXT NOT NULL, count BIGINT NOT NULL,
@@ -71,7 +77,20 @@ INSERT INTO counters SELECT campaign, reason, '', count FROM counters_v2;
 DROP TABLE counters_v2;
 CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY, body TEXT NOT NULL)
 """,
+    # 3 -> 4: keyed hashes of device ids (the rows are re-keyed by `dedupe.rekey_seen`)
+    3: """
+ALTER TABLE seen RENAME TO seen_v3;
+CREATE TABLE seen (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device {blob} NOT NULL, seq BIGINT NOT NULL,
+    PRIMARY KEY (campaign, phase, device)
+){without_rowid};
+CREATE TABLE IF NOT EXISTS purges (
+    campaign TEXT PRIMARY KEY, purged_at DOUBLE PRECISION NOT NULL, keys BIGINT NOT NULL
+)
+""",
 }
+AFTER_MIGRATION = {3: dedupe.rekey_seen}
+"""version -> callable(conn) run after that version's SQL (data that SQL alone cannot move)."""
 
 
 def is_postgres(url: str) -> bool:
@@ -122,6 +141,7 @@ class SQLiteConnection:
                                   check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA cache_size=-65536")  # 64 MiB: dedupe keys are random B-tree keys
         self.db.execute("PRAGMA busy_timeout=%d" % int(timeout * 1000))
 
     def ddl(self, text: str):
@@ -141,16 +161,35 @@ class SQLiteConnection:
         """Changes whenever ANOTHER connection commits (PRAGMA data_version)."""
         return self.db.execute("PRAGMA data_version").fetchone()[0]
 
+    def zero_deleted(self, on: bool):
+        """Overwrite deleted content (PRAGMA secure_delete) while purging or migrating dedupe
+        keys; off otherwise (with random keys every page split would zero the moved cells)."""
+        self.db.execute("PRAGMA secure_delete=%s" % ("ON" if on else "OFF"))
+
+    def claim_all(self, rows) -> bool:
+        """Insert every dedupe key (campaign, phase, key, seq) if none is in the table yet;
+        else insert nothing and return False (the caller then looks them up: `seen_seqs`).
+        One writer per file, so the common case (every key new) costs one executemany."""
+        self.db.execute("SAVEPOINT claim_all")
+        before = self.db.total_changes
+        self.db.executemany("INSERT OR IGNORE INTO seen VALUES (?, ?, ?, ?)", rows)
+        if self.db.total_changes - before == len(rows):
+            self.db.execute("RELEASE SAVEPOINT claim_all")
+            return True
+        self.db.execute("ROLLBACK TO SAVEPOINT claim_all")
+        self.db.execute("RELEASE SAVEPOINT claim_all")
+        return False
+
     def claim_seen(self, rows) -> set:
-        """Insert dedupe keys (campaign, phase, device, seq) known to be new (one writer per
-        file: the caller looked them up in this transaction). Returns the devices claimed."""
+        """Insert dedupe keys known to be new (the caller looked them up in this
+        transaction; one writer per file). Returns the keys claimed."""
         self.db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)", rows)
         return {r[2] for r in rows}
 
-    def seen_seqs(self, name: str, phase: int, devices: list) -> dict:
+    def seen_seqs(self, name: str, phase: int, keys: list) -> dict:
         out = {}
-        for start in range(0, len(devices), 500):
-            chunk = devices[start:start + 500]
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
             out.update(self.db.execute(
                 "SELECT device, seq FROM seen WHERE campaign=? AND phase=? AND device IN (%s)"
                 % ",".join("?" * len(chunk)), [name, phase] + chunk).fetchall())
@@ -209,8 +248,16 @@ class PostgresConnection:
             "SELECT count(*), md5(string_agg(name || state || phase::text || md5(config_payload)"
             " || coalesce(md5(phase2_payload), ''), ',' ORDER BY name)) FROM campaigns").fetchone()
 
+    def zero_deleted(self, on: bool):
+        """Nothing to switch: PostgreSQL keeps deleted rows until VACUUM (autovacuum) reclaims
+        them, as for every other table."""
+
+    def claim_all(self, rows) -> bool:
+        """Always False: concurrent workers claim with `claim_seen`, which says which won."""
+        return False
+
     def claim_seen(self, rows) -> set:
-        """Insert dedupe keys; returns the devices whose key this transaction inserted. A key
+        """Insert dedupe keys; returns the keys this transaction inserted. A key
         another worker inserted meanwhile (committed, or committing: PostgreSQL waits for it)
         is not claimed, and the caller counts that report as a duplicate or second report.
         Keys are inserted in sorted order so two workers never wait on each other in a cycle."""
@@ -219,21 +266,21 @@ class PostgresConnection:
         rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
         cols = list(zip(*rows))
         cur = self.db.execute(
-            "INSERT INTO seen SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], %s::bigint[])"
+            "INSERT INTO seen SELECT * FROM unnest(%s::text[], %s::int[], %s::bytea[], %s::bigint[])"
             " ON CONFLICT DO NOTHING RETURNING device",
             (list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3])))
-        return {r[0] for r in cur.fetchall()}
+        return {bytes(r[0]) for r in cur.fetchall()}
 
-    def seen_seqs(self, name: str, phase: int, devices: list) -> dict:
-        """One query joining a text[] parameter with the primary key. (An IN list of 500
+    def seen_seqs(self, name: str, phase: int, keys: list) -> dict:
+        """One query joining a bytea[] parameter with the primary key. (An IN list of 500
         parameters took ~60 ms to plan; `device = ANY(array)` got a sequential-scan generic
         plan once psycopg prepared it: rows x array length comparisons.)"""
-        if not devices:
+        if not keys:
             return {}
-        return dict(self.db.execute(
-            "SELECT s.device, s.seq FROM unnest(%s::text[]) AS d(device) JOIN seen s"
+        return {bytes(k): seq for k, seq in self.db.execute(
+            "SELECT s.device, s.seq FROM unnest(%s::bytea[]) AS d(device) JOIN seen s"
             " ON s.campaign = %s AND s.phase = %s AND s.device = d.device",
-            (devices, name, phase)).fetchall())
+            (keys, name, phase)).fetchall()}
 
     def ensure_alive(self):
         if self.db is None or self.db.closed or self.db.broken:
@@ -262,6 +309,7 @@ def create_or_migrate(conn, begin, schema_version, set_version):
             for stmt in conn.ddl(_TABLES).split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
+            dedupe.ensure_key(conn)
             set_version(SCHEMA_VERSION)
             return
         if version < 2 or version > SCHEMA_VERSION:
@@ -273,5 +321,7 @@ def create_or_migrate(conn, begin, schema_version, set_version):
             for stmt in conn.ddl(_MIGRATIONS[version]).split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
+            if version in AFTER_MIGRATION:
+                AFTER_MIGRATION[version](conn)
             version += 1
             set_version(version)
