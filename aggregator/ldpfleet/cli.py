@@ -4,12 +4,15 @@ import argparse
 import importlib
 import sys
 
+from . import configfile
+
 COMMAND_MODULES = [
     "ldpfleet.commands.simulate",   # simulate
     "ldpfleet.commands.plan",       # plan
     "ldpfleet.commands.service",    # serve, campaign, estimate
     "ldpfleet.commands.fleet",      # fleet, demo, broker-config
     "ldpfleet.commands.flash",      # flash
+    "ldpfleet.commands.configcmd",  # config check
 ]
 
 
@@ -20,6 +23,10 @@ def build_parser():
                     "differential privacy over MQTT; this command runs the aggregator "
                     "(serve), manages campaigns, estimates, simulates, plans and flashes "
                     "devices. `ldpfleet COMMAND --help` for each command.")
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="options from this TOML file (else $LDPFLEET_CONFIG, else "
+                             "./ldpfleet.toml if it exists); precedence: flag > LDPFLEET_<NAME> "
+                             "environment variable > file > default. `ldpfleet config check`")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     broken = []
     for name in COMMAND_MODULES:
@@ -31,11 +38,16 @@ def build_parser():
             broken.append((name, exc))
             continue
         module.register(sub)
+    configfile.install(parser)
     return parser, broken
 
 
 def main(argv=None):
     parser, broken = build_parser()
+    try:
+        configfile.apply(parser, sys.argv[1:] if argv is None else argv)
+    except Exception as exc:  # noqa: BLE001 - the one table below
+        return _failed(exc)
     args = parser.parse_args(argv)
     for name, exc in broken:
         print("ldpfleet: warning: %s failed to load: %s" % (name, exc), file=sys.stderr)
@@ -45,11 +57,15 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except Exception as exc:  # noqa: BLE001 - mapped by the one table below, else re-raised
-        for kinds, code, label in exit_codes():
-            if isinstance(exc, kinds):
-                print("ldpfleet: %s: %s" % (label, _describe(exc)), file=sys.stderr)
-                return code
-        raise
+        return _failed(exc)
+
+
+def _failed(exc):
+    for kinds, code, label in exit_codes():
+        if isinstance(exc, kinds):
+            print("ldpfleet: %s: %s" % (label, _describe(exc)), file=sys.stderr)
+            return code
+    raise exc
 
 
 def exit_codes():
