@@ -104,7 +104,7 @@ def run_serve(args):
     metrics = None
     if args.metrics_port is not None:
         from ..service.http_metrics import ServiceMetrics
-        metrics = ServiceMetrics()
+        metrics = ServiceMetrics(state_url=args.state)  # + the state's committed totals
         try:
             metrics.serve(args.metrics_port, addr=args.metrics_bind)
         except OSError as exc:
