@@ -49,6 +49,19 @@ def register(subparsers, broker_args, state_arg):
     s.add_argument("--metrics-bind", type=host_address, default="127.0.0.1", metavar="ADDR",
                    help="address the metrics listen on (default 127.0.0.1; 0.0.0.0 for every "
                         "interface, e.g. for a Prometheus on another machine)")
+    s.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="serve the HTTP API here: /campaigns, /campaigns/NAME[/estimate], "
+                        "/healthz, /readyz, /metrics (it may share --metrics-port), "
+                        "/openapi.json; read-only unless --http-write-token-file")
+    s.add_argument("--http-token-file", default=None, metavar="FILE",
+                   help="bearer token (first line) every HTTP endpoint but /healthz and /readyz needs")
+    s.add_argument("--http-write-token-file", default=None, metavar="FILE",
+                   help="bearer token of the write endpoints (advance, close); without it they answer 403")
+    s.add_argument("--http-admin-username", default=None, metavar="USER",
+                   help="broker login the write endpoints publish with (needed when serve "
+                        "logs in: serve's own login would hand its session over)")
+    s.add_argument("--http-admin-password-file", default=None, metavar="PATH",
+                   help="password of --http-admin-username (first line)")
     s.add_argument("--purge-after-days", type=float, default=None, metavar="DAYS",
                    help="retention: drop the dedupe keys of campaigns closed more than DAYS "
                         "days ago (at start, then hourly; `campaign purge` does it by hand)")
@@ -102,9 +115,11 @@ def run_serve(args):
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
                             purge_after_days=args.purge_after_days)
     metrics = None
-    if args.metrics_port is not None:
+    http = _http_address(args)
+    if args.metrics_port is not None or http:
         from ..service.http_metrics import ServiceMetrics
         metrics = ServiceMetrics(state_url=args.state)  # + the state's committed totals
+    if args.metrics_port is not None and not (http and http[1] == args.metrics_port):
         try:
             metrics.serve(args.metrics_port, addr=args.metrics_bind)
         except OSError as exc:
@@ -123,12 +138,43 @@ def run_serve(args):
             "`ldpfleet broker-check` with the admin login instead", broker.username)
     elif not args.no_broker_check:
         _preflight(broker)
+    if http:
+        _start_http(args, http, metrics, broker, ingestor)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ingestor.stop())
     logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
     ingestor.run()
     lock.close()
     return 0
+
+
+def _http_address(args):
+    """(host, port) of --http, or None; its token files are read here, before anything starts."""
+    if args.http is None:
+        for flag in ("http_token_file", "http_write_token_file", "http_admin_username"):
+            if getattr(args, flag):
+                raise ConfigError(flag, "--%s needs --http HOST:PORT" % flag.replace("_", "-"))
+        return None
+    from ..service.http_api import ApiTokens, parse_address
+    args.http_tokens = ApiTokens.from_files(args.http_token_file, args.http_write_token_file)
+    return parse_address(args.http)
+
+
+def _start_http(args, address, metrics, broker, ingestor):
+    """The HTTP API (service/http_api.py) in a daemon thread, with its own store connections;
+    /readyz follows the ingest's broker connection."""
+    import argparse
+    import dataclasses
+    from ..service.http_api import create_app, start_http
+    from . import resolve_password
+    if args.http_admin_username:
+        password = resolve_password(argparse.Namespace(
+            password=None, password_file=args.http_admin_password_file))
+        broker = dataclasses.replace(broker, username=args.http_admin_username, password=password)
+    app = create_app(args.state, metrics=metrics, tokens=args.http_tokens, broker=broker,
+                     ready=lambda: ingestor.connected)
+    start_http(app, *address)
+    logging.getLogger("ldpfleet.service").info("HTTP API on http://%s:%d/", *address)
 
 
 def _preflight(broker):

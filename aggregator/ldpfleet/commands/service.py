@@ -342,17 +342,10 @@ def run_close(args):
 
 
 def run_list(args):
+    from ..service.campaigns import campaign_rows
     from ..service.store import Store
     with Store(args.state, create=False) as store:
-        rows = []
-        for camp in store.campaigns():
-            counters = store.counters(camp.name)
-            rows.append({"campaign": camp.name, "campaign_id": camp.campaign_id, "state": camp.state,
-                         "phase": camp.phase,
-                         "mechanisms": [p["mechanism"] for p in camp.config["phases"]],
-                         "accepted": counters.get("accepted", 0),
-                         "rejected": sum(v for k, v in counters.items()
-                                         if k not in ("received", "accepted"))})
+        rows = campaign_rows(store)
     if args.json:
         print(json.dumps(rows, sort_keys=True))
         return 0
@@ -367,18 +360,8 @@ def run_list(args):
 
 def _items(text, domain_type=None):
     """Comma-separated items or a file of lines; ints where the domain is int."""
-    import os
-    if os.path.isfile(text):
-        with open(text, encoding="utf-8") as f:
-            raw = [line.rstrip("\r\n") for line in f if line.strip()]
-    else:
-        raw = _split(text)
-    if domain_type == "str":
-        return raw
-    try:
-        return [int(x) for x in raw]
-    except ValueError:
-        return raw
+    from ..service.estimates import parse_items
+    return parse_items(_item_list(text), domain_type)
 
 
 def run_phase2(args):
@@ -425,37 +408,30 @@ def run_advance(args):
 
 def run_estimate(args):
     from ..service.campaigns import parse_params
-    from ..service.estimates import EstimateQuery, compute_estimates
+    from ..service.estimates import EstimateQuery, estimate, parse_threshold
     from ..service.store import Store
-    threshold = args.threshold
-    if threshold is not None and threshold != "auto":
-        try:
-            threshold = float(threshold)
-        except ValueError:
-            threshold = None
-        if threshold is None or not 0 <= threshold < 1:
-            raise ConfigError("threshold", "'auto' or a frequency in [0, 1), got %r"
-                              % args.threshold) from None
+    parse_threshold(args.threshold)
     if args.top is not None and args.top < 1:
         raise ConfigError("top", "must be at least 1, got %d" % args.top)
     if args.post_opt and not args.post:
         raise ConfigError("post_opt", "options of a post-processing method need --post METHOD")
     with Store(args.state, create=False) as store:
-        camp = store.require_campaign(args.name)
-        if camp.protocol and camp.phase == 2 and args.phase is None:
-            return _print_answer(args, store)
-        items = None
-        if args.items:
-            camp = store.require_campaign(args.name)
-            items = _items(args.items, camp.config["domain"]["type"])
-        subset = None
-        if args.subset:
-            subset = _items(args.subset, camp.config["domain"]["type"])
-        table = compute_estimates(store, args.name, EstimateQuery(
+        result = estimate(store, args.name, EstimateQuery(
             phase=args.phase, post=args.post, post_opts=parse_params(args.post_opt),
-            top=args.top, threshold=threshold, confidence=args.confidence, items=items,
-            subset=subset))
-    return _print_result(args, table)
+            top=args.top, threshold=args.threshold, confidence=args.confidence,
+            items=_item_list(args.items), subset=_item_list(args.subset)))
+    return _print_result(args, result)
+
+
+def _item_list(text):
+    """Comma-separated items, or a file with one per line (as strings; None stays None)."""
+    import os
+    if text is None:
+        return None
+    if os.path.isfile(text):
+        with open(text, encoding="utf-8") as f:
+            return [line.rstrip("\r\n") for line in f if line.strip()]
+    return _split(text)
 
 
 def _print_result(args, result):
@@ -469,13 +445,3 @@ def _print_result(args, result):
     for warning in result.warnings:
         print("ldpfleet: warning: %s" % warning, file=sys.stderr)
     return 0
-
-
-def _print_answer(args, store):
-    """`estimate` of a protocol campaign in phase 2: the protocol's final answer."""
-    from ..service.estimates import compute_answer
-    for flag in ("post", "threshold", "items", "subset"):
-        if getattr(args, flag):
-            raise ConfigError(flag, "--%s applies to one phase's estimates; add --phase 1 or 2"
-                              % flag)
-    return _print_result(args, compute_answer(store, args.name, top=args.top))

@@ -323,6 +323,20 @@ def expected_error(campaign: Campaign, phase: int, n: int, confidence: float = 0
             "ci_halfwidth_count": z * sd * n, "confidence": confidence}
 
 
+def campaign_rows(store: Store) -> list:
+    """One row per campaign: what `ldpfleet campaign list --json` and `GET /campaigns` give."""
+    rows = []
+    for camp in store.campaigns():
+        counters = store.counters(camp.name)
+        rows.append({"campaign": camp.name, "campaign_id": camp.campaign_id, "state": camp.state,
+                     "phase": camp.phase,
+                     "mechanisms": [p["mechanism"] for p in camp.config["phases"]],
+                     "accepted": counters.get("accepted", 0),
+                     "rejected": sum(v for k, v in counters.items()
+                                     if k not in ("received", "accepted"))})
+    return rows
+
+
 def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
     """Everything `ldpfleet campaign status` prints."""
     from .retention import purge_record

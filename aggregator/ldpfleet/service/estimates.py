@@ -441,3 +441,47 @@ def _ldpminer_warnings(camp, answer, sketch1, sketch2) -> list:
                        "candidates with %d phase-2 reports: the lower ranks are mostly noise"
                        % (kth, noise_level(sd2, k_max), k_max, int(sketch2.n)))
     return out
+
+
+def parse_threshold(text):
+    """'auto', a fraction in [0, 1) (from text), or None; ConfigError naming `threshold`."""
+    if text is None or text == "auto":
+        return text
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not 0 <= value < 1:
+        raise ConfigError("threshold", "'auto' or a frequency in [0, 1), got %r" % text)
+    return value
+
+
+def parse_items(raw, domain_type: str):
+    """Item strings -> the campaign's items: ints unless the domain is of strings."""
+    if raw is None:
+        return None
+    raw = [str(x).strip() for x in raw if str(x).strip()]
+    if domain_type == "str":
+        return raw
+    try:
+        return [int(x) for x in raw]
+    except ValueError:
+        return raw
+
+
+def estimate(store: Store, name: str, query: EstimateQuery):
+    """What `ldpfleet estimate` (and the HTTP API) answers: a two-phase protocol campaign in
+    phase 2 without an explicit phase gives the protocol's answer (`compute_answer`), anything
+    else the estimate table (`compute_estimates`). `query.items`/`subset` are item strings."""
+    camp = store.require_campaign(name)
+    if camp.protocol and camp.phase == 2 and query.phase is None:
+        for flag in ("post", "threshold", "items", "subset"):
+            if getattr(query, flag):
+                raise ConfigError(flag, "%s applies to one phase's estimates; ask for phase 1 "
+                                        "or 2" % flag)
+        return compute_answer(store, name, top=query.top)
+    kind = camp.config["domain"]["type"]
+    return compute_estimates(store, name, EstimateQuery(
+        phase=query.phase, post=query.post, post_opts=query.post_opts, top=query.top,
+        threshold=parse_threshold(query.threshold), confidence=query.confidence,
+        items=parse_items(query.items, kind), subset=parse_items(query.subset, kind)))

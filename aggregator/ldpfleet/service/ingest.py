@@ -172,6 +172,8 @@ class Ingestor:
         self._first_pending = None
         self._pending_count = 0
         self._ready = False
+        self.connected = False
+        """Subscribed to the broker now (the HTTP API's /readyz reads it)."""
         self._stop = threading.Event()
         self._status_due = 0.0
         self._status_sent = {}
@@ -236,7 +238,7 @@ class Ingestor:
             log.warning("cannot watch the broker's drop counter %s (code 0x%02x): loss inside "
                         "the broker will not be reported; allow the aggregator to read it",
                         SYS_DROPPED, granted[1])
-        self._ready = True
+        self._ready = self.connected = True
         log.info("subscribed to %s", self.report_subscription)
         try:
             ready = json.dumps({"pid": os.getpid(), "client_id": opts.client_id,
@@ -248,6 +250,7 @@ class Ingestor:
 
     def _lost(self, exc):
         """The connection dropped: log it, and name a client-id clash when it looks like one."""
+        self.connected = False
         log.warning("disconnected from broker: %s", exc)
         now = time.monotonic()
         self._quick_drops = [t for t in self._quick_drops if now - t < TAKEOVER_WINDOW]

@@ -1,0 +1,345 @@
+"""The operators' HTTP API of `ldpfleet serve --http HOST:PORT` (FastAPI, uvicorn in a thread).
+
+Read (the CLI's JSON, the same functions): `GET /campaigns` (`campaign list`),
+`GET /campaigns/{name}` (`campaign status`), `GET /campaigns/{name}/estimate` (`estimate`,
+`format=json|csv`), `GET /metrics` (serve's Prometheus registry), `GET /openapi.json`;
+`GET /healthz` (alive) and `GET /readyz` (state readable, ingest subscribed) need no token.
+Write, only with the write token: `POST /campaigns/{name}/advance`, `POST /campaigns/{name}/close`.
+
+Tokens (`ApiTokens`): with a read token every endpoint but the probes and the dashboard's
+static files needs `Authorization: Bearer <token>` (the write token reads too); without a
+write token the write endpoints answer 403. Each request opens its own store connection
+(serve's ingest loop owns its own), so a reader never holds the writer up.
+"""
+import hmac
+import json
+import os
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Literal, Optional
+
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..errors import ConfigError, LdpError
+from . import http_models as m
+from .campaigns import campaign_rows
+from .store import Store
+from .store_sql import database_errors
+
+DASHBOARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard")
+"""The dashboard's static files (index.html at `/`, the rest under `/static/`), if present."""
+
+STORE_TIMEOUT = 10.0
+"""Seconds a request waits for the state (a write waits for serve's batch to commit)."""
+
+
+@dataclass
+class ApiTokens:
+    """The bearer tokens: `read` (None: reads are open) and `write` (None: read-only API)."""
+
+    read: str = None
+    write: str = None
+
+    @classmethod
+    def from_files(cls, read_file: str = None, write_file: str = None) -> "ApiTokens":
+        return cls(_token(read_file, "http_token_file"), _token(write_file, "http_write_token_file"))
+
+    def grants(self, creds, token: str) -> bool:
+        return token is not None and creds is not None and hmac.compare_digest(
+            creds.credentials.encode("utf-8"), token.encode("utf-8"))
+
+
+def _token(path: str, field: str):
+    """The first line of a token file (None without a file)."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.readline().strip()
+    except OSError as exc:
+        raise ConfigError(field, "cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    if len(token) < 16:
+        raise ConfigError(field, "%s: a token of at least 16 characters on its first line" % path)
+    return token
+
+
+class CliJSON(JSONResponse):
+    """JSON as the CLI prints it (`json.dumps(..., sort_keys=True)`)."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, sort_keys=True).encode("utf-8")
+
+
+ERRORS = {400: {"model": m.Problem, "description": "bad input (the field is named)"},
+          401: {"model": m.Problem, "description": "no or wrong bearer token"},
+          503: {"model": m.Problem, "description": "the state cannot be read"}}
+NOT_FOUND = {404: {"model": m.Problem, "description": "no such campaign (named)"}}
+FORBIDDEN = {403: {"model": m.Problem, "description": "read-only API, or a read token"}}
+NAME = Path(description="campaign name")
+
+
+def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=None,
+               ready: Callable[[], bool] = None, dashboard: str = DASHBOARD_DIR) -> FastAPI:
+    """The API over the state at `state_url`. `metrics`: serve's ServiceMetrics (its registry
+    at /metrics); `broker`: the BrokerSettings the write endpoints publish with; `ready`:
+    whether serve's ingest is subscribed (default: always)."""
+    tokens = tokens or ApiTokens()
+    ready = ready or (lambda: True)
+    bearer = HTTPBearer(auto_error=False, description="the token of --http-token-file "
+                        "(reads) or --http-write-token-file (reads and writes)")
+    app = FastAPI(title="ldpfleet", version=_version(), openapi_url=None, docs_url=None,
+                  redoc_url=None, description=__doc__.split("\n\n")[1])
+
+    def can_read(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)):
+        if tokens.read is not None and not (tokens.grants(creds, tokens.read)
+                                            or tokens.grants(creds, tokens.write)):
+            raise _unauthorised()
+
+    def can_write(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)):
+        if tokens.write is None:
+            raise HTTPException(403, "read-only API: serve runs without --http-write-token-file")
+        if tokens.grants(creds, tokens.write):
+            return
+        if creds is not None and (tokens.read is None or tokens.grants(creds, tokens.read)):
+            raise HTTPException(403, "this token may only read")
+        raise _unauthorised()
+
+    @contextmanager
+    def state(name: str = None):
+        """A store connection of its own for one request; 404 naming an unknown campaign."""
+        with Store(state_url, timeout=STORE_TIMEOUT, create=False) as store:
+            if name is not None and store.campaign(name) is None:
+                raise _NoCampaign(name)
+            yield store
+
+    @app.exception_handler(_NoCampaign)
+    def no_campaign(_request: Request, exc: _NoCampaign):
+        return CliJSON({"detail": "no campaign named %r" % exc.name, "field": "name",
+                        "campaign": exc.name}, status_code=404)
+
+    @app.exception_handler(LdpError)
+    @app.exception_handler(ValueError)
+    @app.exception_handler(OverflowError)
+    def bad_input(_request: Request, exc: Exception):
+        if isinstance(exc, ConfigError) and exc.field == "state":
+            return CliJSON({"detail": str(exc), "field": "state"}, status_code=503)
+        return CliJSON({"detail": str(exc), "field": getattr(exc, "field", None)}, status_code=400)
+
+    for kind in database_errors():
+        app.add_exception_handler(kind, lambda _r, exc: CliJSON(
+            {"detail": "state: %s" % str(exc).strip(), "field": "state"}, status_code=503))
+
+    read = [Depends(can_read)]
+
+    @app.get("/healthz", response_model=m.Health, tags=["probes"])
+    def healthz():
+        """The process is alive."""
+        return CliJSON({"status": "ok"})
+
+    @app.get("/readyz", response_model=m.Readiness, tags=["probes"],
+             responses={503: {"model": m.Readiness, "description": "not ready"}})
+    def readyz():
+        """Ready when the state can be read and serve's ingest is subscribed to the broker."""
+        out = {"ready": False, "state": False, "ingest": bool(ready())}
+        try:
+            with state() as store:
+                store.meta("schema")
+            out["state"] = True
+        except Exception as exc:  # noqa: BLE001 (any failure to read is "not ready")
+            out["detail"] = "state: %s" % (str(exc).strip() or type(exc).__name__)
+        if out["state"] and not out["ingest"]:
+            out["detail"] = "ingest: not subscribed to the broker"
+        out["ready"] = out["state"] and out["ingest"]
+        return CliJSON(out, status_code=200 if out["ready"] else 503)
+
+    @app.get("/campaigns", response_model=list[m.CampaignRow], dependencies=read,
+             responses=ERRORS, tags=["campaigns"])
+    def campaigns():
+        """Every campaign, as `ldpfleet campaign list --json`."""
+        with state() as store:
+            return CliJSON(campaign_rows(store))
+
+    @app.get("/campaigns/{name}", response_model=m.CampaignStatus, dependencies=read,
+             responses={**ERRORS, **NOT_FOUND}, tags=["campaigns"])
+    def campaign(name: str = NAME,
+                 confidence: float = Query(0.95, gt=0, lt=1, description="of the intervals")):
+        """Phases, epsilon per phase, reports, rejections by reason and expected error, as
+        `ldpfleet campaign status NAME --json`."""
+        from .campaigns import campaign_status
+        with state(name) as store:
+            return CliJSON(campaign_status(store, name, confidence=confidence))
+
+    @app.get("/campaigns/{name}/estimate", response_model=m.Estimate, dependencies=read,
+             responses={**ERRORS, **NOT_FOUND, 200: {"content": {"text/csv": {
+                 "schema": {"type": "string"}}}, "description": "JSON or CSV (format=csv)"}},
+             tags=["campaigns"])
+    def estimate(name: str = NAME, query: EstimateParams = Depends()):
+        """Frequency estimates with confidence intervals, as `ldpfleet estimate NAME --json`
+        (or `--csv`) with the same options; a two-phase protocol campaign in phase 2 gives
+        the protocol's answer unless `phase` is given."""
+        with state(name) as store:
+            result = estimate_result(store, name, query)
+        if query.format == "csv":
+            return Response(result.to_csv(), media_type="text/csv; charset=utf-8")
+        return CliJSON(result.to_json())
+
+    @app.post("/campaigns/{name}/advance", response_model=m.Advanced, dependencies=[
+              Depends(can_write)], responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])
+    def advance(name: str = NAME):
+        """Phase 1 -> phase 2 of a two-phase protocol campaign, as `ldpfleet campaign advance
+        NAME --json` (the phase-2 message is signed and published on serve's broker)."""
+        from .protocol_campaigns import advance_campaign
+        with state(name) as store:
+            return CliJSON(advance_campaign(store, write_broker(store), name))
+
+    @app.post("/campaigns/{name}/close", response_model=m.CampaignStatus, dependencies=[
+              Depends(can_write)], responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])
+    def close(name: str = NAME):
+        """Close a campaign as `ldpfleet campaign close NAME` (the signed close is published
+        on serve's broker); answers its status."""
+        from .campaigns import campaign_status, close_campaign
+        with state(name) as store:
+            close_campaign(store, name, broker=write_broker(store))
+            return CliJSON(campaign_status(store, name))
+
+    def write_broker(store):
+        """serve's broker settings, refused when they log in as serve (a broker that binds
+        client ids to logins would hand serve's session to this connection)."""
+        if broker is not None and broker.username and broker.username == store.meta("serve.username"):
+            raise ConfigError("http_admin_username", "the write endpoints would log in as %s, "
+                              "serve's own login: start serve with --http-admin-username (e.g. "
+                              "%s-admin) and --http-admin-password-file" % (broker.username,
+                                                                            broker.username))
+        return broker
+
+    if metrics is not None:
+        @app.get("/metrics", dependencies=read, include_in_schema=False)
+        def prometheus():
+            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+            return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/openapi.json", dependencies=read, include_in_schema=False)
+    def openapi():
+        return JSONResponse(app.openapi())
+
+    _mount_dashboard(app, dashboard)
+    return app
+
+
+class _NoCampaign(Exception):
+    def __init__(self, name):
+        super().__init__(name)
+        self.name = name
+
+
+def _unauthorised():
+    return HTTPException(401, "a bearer token is needed (Authorization: Bearer <token>)",
+                         headers={"WWW-Authenticate": "Bearer"})
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("ldpfleet")
+    except Exception:  # noqa: BLE001 (a source tree without metadata)
+        return "0"
+
+
+def _mount_dashboard(app: FastAPI, directory: str):
+    """`GET /` -> index.html and `/static/...` from the dashboard directory, if it exists (the
+    page holds no data: it asks the JSON endpoints with the token)."""
+    if not directory or not os.path.isdir(directory):
+        return
+    from fastapi.staticfiles import StaticFiles
+    index = os.path.join(directory, "index.html")
+
+    @app.get("/", include_in_schema=False)
+    def dashboard():
+        if not os.path.isfile(index):
+            raise HTTPException(404, "no dashboard")
+        return FileResponse(index, media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=directory), name="static")
+
+
+# --- what the endpoints compute (the CLI's functions) --------------------------------------------
+
+def _post_methods() -> tuple:
+    from .. import post
+    return tuple(sorted(post.METHODS))
+
+
+class EstimateParams:
+    """The query parameters of an estimate (`ldpfleet estimate`'s options)."""
+
+    def __init__(
+            self,
+            phase: Optional[int] = Query(None, ge=1, description="default: the current phase"),
+            post: Optional[Literal[_post_methods()]] = Query(
+                None, description="consistency post-processing (ldpfleet.post.METHODS)"),
+            top: Optional[int] = Query(None, ge=1, description="only the K largest"),
+            threshold: Optional[str] = Query(
+                None, description="'auto' (significance threshold) or a fraction in [0, 1)"),
+            confidence: float = Query(0.95, gt=0, lt=1, description="of the intervals"),
+            items: Optional[str] = Query(None, description="only these items, comma-separated"),
+            subset: Optional[str] = Query(
+                None, description="set-value query over these items, comma-separated"),
+            format: Literal["json", "csv"] = Query("json")):
+        self.phase, self.post, self.top, self.threshold = phase, post, top, threshold
+        self.confidence, self.items, self.subset, self.format = confidence, items, subset, format
+
+
+def estimate_result(store: Store, name: str, q: EstimateParams):
+    """What `ldpfleet estimate` prints for these options (`estimates.estimate`); items are
+    comma-separated here, never a file name (a remote client must not name server files)."""
+    from .estimates import EstimateQuery, estimate
+
+    def split(text):
+        return None if text is None else str(text).split(",")
+    return estimate(store, name, EstimateQuery(
+        phase=q.phase, post=q.post, top=q.top, threshold=q.threshold, confidence=q.confidence,
+        items=split(q.items), subset=split(q.subset)))
+
+
+# --- running it inside serve ----------------------------------------------------------------------
+
+def parse_address(text: str) -> tuple:
+    """`HOST:PORT` (`[v6]:PORT`) -> (host, port); ConfigError naming `http`."""
+    host, sep, port = str(text).rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError("http", "HOST:PORT, e.g. 127.0.0.1:8080, got %r" % text)
+    return host, int(port)
+
+
+def start_http(app, host: str, port: int, timeout: float = 10.0):
+    """Serve `app` on host:port from a daemon thread (uvicorn, no signal handlers: serve keeps
+    its own); returns the uvicorn Server (`should_exit = True` stops it). The socket is bound
+    here, so a port in use is a ConfigError naming `http` at once."""
+    import uvicorn
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError("http", "cannot serve the HTTP API on %s:%d: %s (another process uses "
+                          "the port? choose another --http)" % (host, port, exc.strerror or exc)) from None
+    sock.listen(128)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server.install_signal_handlers = lambda: None  # uvicorn < 0.29; newer skip off the main thread
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http-api",
+                              daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not server.started:
+        raise ConfigError("http", "the HTTP API did not start on %s:%d" % (host, port))
+    return server

@@ -1,0 +1,283 @@
+"""The operators' HTTP API (issue 15, service/http_api.py) on a real `serve --http` subprocess:
+every endpoint answers what the CLI prints for the same state (list, status, estimate as JSON
+and CSV with post, top, subset, threshold, phase; a two-phase protocol's answer), on SQLite and
+on PostgreSQL; bearer tokens (401 without, 403 for a read token on a write, the write token's
+advance and close visible in the CLI); a port in use exits 2; and schemathesis fuzzes every
+operation of the app's own /openapi.json (no server error, answers match their schemas)."""
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from ldpfleet import cli
+from ldpfleet.broker import free_port
+from ldpfleet.service import BrokerSettings, Store, create_campaign
+from ldpfleet.service.campaigns import Issuance
+from ldpfleet.service.http_api import ApiTokens, create_app, start_http
+from ldpfleet.service.ingest import IngestOptions, Ingestor
+from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
+from ldpfleet.signing import write_signing_key
+from support.brokers import PrivateMosquitto
+from support.service import ServeProcess, report_messages
+
+READ, WRITE = "read-token-0123456789", "write-token-0123456789"
+SEED = 1515
+
+
+def fold(state, worker, messages):
+    """One batch through the real ingest path (validate, dedupe, fold, commit)."""
+    ingestor = Ingestor(state, options=IngestOptions(client_id=worker))
+    try:
+        return ingestor.process_batch(messages)
+    finally:
+        ingestor.store.close()
+
+
+def populate(state, broker_url, tmp_path, advance=False):
+    """An OLH campaign `cpu` with 1500 reports and an LDPMiner campaign `lm` with 800 phase-1
+    reports (`advance`: then phase 2 with its reports too)."""
+    rng = np.random.default_rng(SEED)
+    key = str(tmp_path / "fleet.key")
+    write_signing_key(key)
+    broker = BrokerSettings.from_url(broker_url)
+    with Store(state) as store:
+        olh = create_campaign(store, broker, key, "cpu", "olh", 2.0, "0-63", params={"g": 5},
+                              issue=Issuance(salt=77))
+        miner = create_protocol_campaign(store, broker, key, "lm", "ldpminer-rappor", 6.0, "64",
+                                         ProtocolOptions(set_size=4, top=2), Issuance(salt=78))
+    fold(state, "w1", report_messages("cpu", olh.mechanism(1).perturb_batch(
+        rng.zipf(1.4, 1500) % 64, rng)))
+    sets = [sorted({3, 9} | set((rng.zipf(1.5, 2) % 64).tolist())) for _ in range(800)]
+    fold(state, "w1", report_messages("lm", miner.mechanism(1).perturb_batch(sets, rng)))
+    if advance:
+        run_cli("campaign", "advance", "lm", "--state", state, "--broker", broker_url)
+        with Store(state) as store:
+            phase2 = store.require_campaign("lm").mechanism(2)
+        fold(state, "w2", report_messages("lm", phase2.perturb_batch(sets, rng)))
+
+
+def run_cli(*args, fmt="--json"):
+    """`ldpfleet ARGS --json` (or --csv) in process: its stdout."""
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = cli.main([str(a) for a in args] + [fmt])
+    assert status == 0
+    return out.getvalue()
+
+
+def request(port, path, token=READ, method="GET"):
+    """(status, headers, body text) of one request."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.headers, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read().decode()
+
+
+def get_json(port, path, token=READ, method="GET", expect=200):
+    status, _, body = request(port, path, token, method)
+    assert status == expect, (path, status, body)
+    return json.loads(body)
+
+
+def serve(broker_url, state, tmp_path, write=True, share_metrics=False):
+    """`serve --http` on a free port with the read (and write) token files (`share_metrics`:
+    --metrics-port on the same port); (process, port)."""
+    port = free_port()
+    (tmp_path / "read.token").write_text(READ + "\n")
+    (tmp_path / "write.token").write_text(WRITE + "\n")
+    args = ["--http", "127.0.0.1:%d" % port, "--http-token-file", tmp_path / "read.token",
+            "--no-broker-check"]
+    if share_metrics:
+        args += ["--metrics-port", port]
+    if write:
+        args += ["--http-write-token-file", tmp_path / "write.token"]
+    proc = ServeProcess(broker_url, state, log_path=str(tmp_path / "serve.log"),
+                        extra_args=[str(a) for a in args])
+    return proc.start(), port
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One broker, one SQLite state with `cpu` and `lm` (phase 1), one serve --http."""
+    tmp_path = tmp_path_factory.mktemp("http")
+    with PrivateMosquitto() as broker:
+        state = "sqlite:///" + str(tmp_path / "state.db")
+        populate(state, broker.url, tmp_path)
+        proc, port = serve(broker.url, state, tmp_path, share_metrics=True)
+        try:
+            yield {"state": state, "port": port, "broker": broker, "tmp": tmp_path}
+        finally:
+            assert proc.stop() == 0, proc.log()
+
+
+ESTIMATES = [[], ["--top", "5"], ["--post", "norm-sub"], ["--post", "base-cut", "--top", "3"],
+             ["--subset", "1,2,3"], ["--threshold", "auto"], ["--threshold", "0.02"],
+             ["--items", "0,5,63"], ["--confidence", "0.9"]]
+
+
+def query(options):
+    """CLI options -> the API's query string."""
+    pairs = [(options[i].lstrip("-"), options[i + 1]) for i in range(0, len(options), 2)]
+    return "?" + "&".join("%s=%s" % p for p in pairs) if pairs else ""
+
+
+def test_endpoints_answer_what_the_cli_prints(state_url, mosquitto, tmp_path):
+    populate(state_url, mosquitto.url, tmp_path, advance=True)
+    proc, port = serve(mosquitto.url, state_url, tmp_path)
+    try:
+        state = ["--state", state_url]
+        assert get_json(port, "/campaigns") == json.loads(run_cli("campaign", "list", *state))
+        for name in ("cpu", "lm"):
+            assert get_json(port, "/campaigns/" + name) == json.loads(
+                run_cli("campaign", "status", name, *state))
+        assert get_json(port, "/campaigns/cpu?confidence=0.5") == json.loads(
+            run_cli("campaign", "status", "cpu", "--confidence", "0.5", *state))
+        for options in ESTIMATES:
+            path = "/campaigns/cpu/estimate" + query(options)
+            assert get_json(port, path) == json.loads(run_cli("estimate", "cpu", *options, *state)), path
+        # the protocol's answer in phase 2, and one phase's raw estimates
+        for options in ([], ["--top", "1"], ["--phase", "1"], ["--phase", "2", "--top", "3"]):
+            path = "/campaigns/lm/estimate" + query(options)
+            assert get_json(port, path) == json.loads(run_cli("estimate", "lm", *options, *state)), path
+        for name, options in (("cpu", ["--post", "norm-sub", "--top", "4"]), ("cpu", ["--subset", "5,6"]),
+                              ("lm", [])):
+            sep = "&" if options else "?"
+            status, headers, body = request(port, "/campaigns/%s/estimate%s%sformat=csv"
+                                            % (name, query(options), sep))
+            assert status == 200 and headers["Content-Type"].startswith("text/csv")
+            assert body == run_cli("estimate", name, *options, *state, fmt="--csv")
+    finally:
+        assert proc.stop() == 0, proc.log()
+
+
+def test_tokens_probes_and_writes(served, capsys):
+    port, state = served["port"], served["state"]
+    assert get_json(port, "/healthz", token=None) == {"status": "ok"}
+    assert get_json(port, "/readyz", token=None) == {"ready": True, "state": True, "ingest": True}
+    for token in (None, "wrong-token-0123456789"):
+        status, headers, body = request(port, "/campaigns", token=token)
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer", body
+        assert request(port, "/openapi.json", token=token)[0] == 401
+    assert get_json(port, "/campaigns", token=WRITE)  # the write token reads too
+    status, headers, metrics = request(port, "/metrics")
+    assert status == 200 and "ldpfleet_" in metrics and headers["Content-Type"].startswith("text/plain")
+    assert "/campaigns/{name}/estimate" in get_json(port, "/openapi.json")["paths"]
+    # errors name what is wrong
+    assert get_json(port, "/campaigns/nope", expect=404) == {
+        "detail": "no campaign named 'nope'", "field": "name", "campaign": "nope"}
+    assert get_json(port, "/campaigns/nope/estimate", expect=404)["campaign"] == "nope"
+    bad = get_json(port, "/campaigns/cpu/estimate?top=0", expect=422)
+    assert bad["detail"][0]["loc"] == ["query", "top"]
+    assert get_json(port, "/campaigns/cpu/estimate?threshold=lots", expect=400)["field"] == "threshold"
+    assert get_json(port, "/campaigns/cpu/estimate?phase=2", expect=400)["field"] == "phase"
+    assert get_json(port, "/campaigns/cpu/estimate?items=-1", expect=400)["detail"]
+    # writes: 401 without a token, 403 with the read token, done with the write token
+    for path in ("/campaigns/lm/advance", "/campaigns/cpu/close"):
+        assert request(port, path, token=None, method="POST")[0] == 401
+        assert get_json(port, path, method="POST", expect=403)["detail"] == "this token may only read"
+    advanced = get_json(port, "/campaigns/lm/advance", token=WRITE, method="POST")
+    assert advanced["phase1_reports"] == 800 and 3 in advanced["candidates"]
+    assert json.loads(run_cli("campaign", "status", "lm", "--state", state))["phase"] == 2
+    assert get_json(port, "/campaigns/lm/advance", token=WRITE, method="POST",
+                    expect=400)["field"] == "phase"
+    closed = get_json(port, "/campaigns/cpu/close", token=WRITE, method="POST")
+    assert closed["state"] == "closed"
+    assert json.loads(run_cli("campaign", "status", "cpu", "--state", state)) == closed
+
+
+def test_read_only_api_dashboard_readiness_and_a_port_in_use(served, tmp_path):
+    port = free_port()
+    dashboard = tmp_path / "dashboard"
+    dashboard.mkdir()
+    (dashboard / "index.html").write_text("<html>fleet</html>")
+    (dashboard / "app.js").write_text("// app")
+    app = create_app(served["state"], tokens=ApiTokens(read=READ), ready=lambda: False,
+                     dashboard=str(dashboard))
+    server = start_http(app, "127.0.0.1", port)
+    try:
+        assert get_json(port, "/campaigns/cpu/close", token=WRITE, method="POST",
+                        expect=403)["detail"].startswith("read-only API")
+        assert get_json(port, "/readyz", token=None, expect=503) == {
+            "ready": False, "state": True, "ingest": False,
+            "detail": "ingest: not subscribed to the broker"}
+        assert request(port, "/metrics")[0] == 404  # no registry given
+        # the dashboard's page and files hold no data: no token
+        assert request(port, "/", token=None)[2] == "<html>fleet</html>"
+        assert request(port, "/static/app.js", token=None)[2] == "// app"
+        # another serve asking for the same port: one line naming --http, exit 2
+        state = "sqlite:///" + str(tmp_path / "other.db")
+        proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "serve", "--broker",
+                               served["broker"].url, "--state", state, "--no-broker-check",
+                               "--http", "127.0.0.1:%d" % port], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("ldpfleet: error: http: cannot serve")
+    finally:
+        server.should_exit = True
+
+
+def test_the_openapi_contract_holds_under_fuzzing(served):
+    import schemathesis
+    from schemathesis import GenerationMode
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import response_schema_conformance
+    base = "http://127.0.0.1:%d" % served["port"]
+    headers = {"Authorization": "Bearer " + READ}
+    schema = schemathesis.openapi.from_url(base + "/openapi.json", headers=headers)
+    calls = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        strategies = [operation.as_strategy(), operation.as_strategy(GenerationMode.NEGATIVE)]
+        if "{name}" in operation.path:  # the stored campaigns too, not only unknown names
+            strategies += [operation.as_strategy(path_parameters={"name": name})
+                           for name in ("cpu", "lm")]
+
+        @given(case=st.one_of(strategies))
+        @settings(max_examples=40, deadline=None, phases=[Phase.explicit, Phase.generate],
+                  suppress_health_check=list(HealthCheck), database=None)
+        def check(case):
+            response = case.call_and_validate(base_url=base, headers=headers,
+                                              checks=[not_a_server_error, response_schema_conformance])
+            key = (operation.label, response.status_code)
+            calls[key] = calls.get(key, 0) + 1
+
+        check()
+    assert {label for label, _ in calls} == {
+        "GET /healthz", "GET /readyz", "GET /campaigns", "GET /campaigns/{name}",
+        "GET /campaigns/{name}/estimate", "POST /campaigns/{name}/advance",
+        "POST /campaigns/{name}/close"}, calls
+    for label in ("GET /campaigns/{name}", "GET /campaigns/{name}/estimate"):
+        assert calls.get((label, 200)) and calls.get((label, 404)), calls  # answers and misses
+
+
+def test_writes_never_log_in_as_serve(tmp_path):
+    """A broker binding client ids to logins would hand serve's session to the write endpoint's
+    connection: with serve's own login they refuse, naming --http-admin-username."""
+    state = "sqlite:///" + str(tmp_path / "state.db")
+    key = str(tmp_path / "fleet.key")
+    write_signing_key(key)
+    with Store(state) as store:
+        create_campaign(store, None, key, "cpu", "grr", 1.0, "0-7")
+        store.set_meta("serve.username", "agg")
+    broker = BrokerSettings.from_url("mqtt://127.0.0.1:1", username="agg", password="pw")
+    port = free_port()
+    server = start_http(create_app(state, tokens=ApiTokens(write=WRITE), broker=broker),
+                        "127.0.0.1", port)
+    try:
+        refused = get_json(port, "/campaigns/cpu/close", token=WRITE, method="POST", expect=400)
+        assert refused["field"] == "http_admin_username" and "agg-admin" in refused["detail"]
+        assert get_json(port, "/campaigns/cpu", token=None)["state"] == "open"  # reads are open
+    finally:
+        server.should_exit = True
