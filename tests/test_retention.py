@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from ldpfleet import cli
-from ldpfleet.service import BrokerSettings, Store, create_campaign
+from ldpfleet.kernels import lib
+from ldpfleet.service import BrokerSettings, Store, create_campaign, dedupe
+from ldpfleet.service.batch import ReportBatch
 from ldpfleet.service.ingest import IngestOptions, Ingestor
 from ldpfleet.signing import write_signing_key
 from support.service import ServeProcess, report_messages
@@ -132,3 +134,96 @@ def test_serve_purges_after_days(mosquitto, tmp_path, capsys, days, purged):
             assert store.seen_count("live") == 40
     finally:
         serve.stop()
+
+
+# SipHash-2-4 with 64-bit output, key 00..0f, message 00 01 .. (i-1) for i = 0..63: the
+# reference implementation's vectors.h (vectors_sip64), as little-endian bytes. Entry 15 is the
+# example of the SipHash paper's appendix (output a129ca6149be45e5).
+SIP64 = """
+310e0edd47db6f72 fd67dc93c539f874 5a4fa9d909806c0d 2d7efbd796666785 b7877127e09427cf
+8da699cd64557618 cee3fe586e46c9cb 37d1018bf50002ab 6224939a79f5f593 b0e4a90bdf82009e
+f3b9dd94c5bb5d7a a7ad6b22462fb3f4 fbe50e86bc8f1e75 903d84c02756ea14 eef27a8e90ca23f7
+e545be4961ca29a1 db9bc2577fcc2a3f 9447be2cf5e99a69 9cd38d96f0b3c14b bd6179a71dc96dbb
+98eea21af25cd6be c7673b2eb0cbf2d0 883ea3e395675393 c8ce5ccd8c030ca8 94af49f6c650adb8
+eab8858ade92e1bc f315bb5bb835d817 adcf6b0763612e2f a5c91da7acaa4dde 716595876650a2a6
+28ef495c53a387ad 42c341d8fa92d832 ce7cf2722f512771 e37859f94623f3a7 381205bb1ab0e012
+ae97a10fd434e015 b4a31508beff4d31 81396229f0907902 4d0cf49ee5d4dcca 5c73336a76d8bf9a
+d0a704536ba93e0e 925958fcd6420cad a915c29bc8067318 952b79f3bc0aa6d4 f21df2e41d4535f9
+87577519048f53a9 10a56cf5dfcd9adb eb75095ccd986cd0 51a9cb9ecba312e6 96afadfc2ce666c7
+72fe52975a4364ee 5a1645b276d592a1 b274cb8ebf87870a 6f9bb4203de7b381 eaecb2a30b22a87f
+9924a43cc1315724 bd838d3aafbf8db7 0b1a2a3265d51aea 135079a3231ce660 932b2846e4d70666
+e1915f5cb1eca46c f325965ca16d629f 575ff28e60381be5 724506eb4c328a95
+""".split()
+
+
+def test_siphash24_reference_vectors():
+    key, msg = bytes(range(16)), bytes(range(64))
+    assert len(SIP64) == 64
+    for i, want in enumerate(SIP64):
+        assert lib.ldp_siphash24(key, msg, i).to_bytes(8, "little").hex() == want, i
+    assert lib.ldp_siphash24(key, msg, 15) == 0xa129ca6149be45e5
+
+
+def test_device_keys_are_two_siphashes_over_batch_spans():
+    """A device's key: SipHash-2-4 under the state key's first 16 bytes, then under its last
+    16; the ingest's one call over a batch's device spans gives the same bytes as `many`."""
+    key = bytes(range(100, 132))
+    keys = dedupe.DeviceKeys(key)
+    devices = ["sensor-%d" % i for i in range(300)] + ["x", "a" * 64, "sensor-7"]
+    for d in ("x", "sensor-7", "a" * 64):
+        raw = d.encode()
+        want = (lib.ldp_siphash24(key[:16], raw, len(raw)).to_bytes(8, "little")
+                + lib.ldp_siphash24(key[16:], raw, len(raw)).to_bytes(8, "little"))
+        assert keys.of(d) == want
+    batch = ReportBatch.from_pairs([("ldp/c/r/%s" % d, b"\0" * 16) for d in devices])
+    ok, _co, _cl, doff, dlen = batch.split_topics()
+    assert ok.all()
+    spans = keys.spans(batch.data, doff, dlen)
+    assert dedupe.as_keys(spans) == keys.many(devices)
+    assert len(set(keys.many(devices))) == len(set(devices))
+    assert dedupe.DeviceKeys(bytes(32)).of("x") != keys.of("x")
+
+
+def as_schema3(store, names):
+    """Rewrite a state's dedupe keys as schema 3 had them (device ids in clear, no key, no
+    `purges`), on either backend; `names`: the device ids the keys stand for."""
+    by_key = dict(zip(store.device_keys.many(names), names))
+    db = store.db
+    rows = db.execute("SELECT campaign, phase, device, seq FROM seen").fetchall()
+    with store.batch():
+        for stmt in ("DROP TABLE seen", "DROP TABLE purges",
+                     "DELETE FROM meta WHERE key='dedupe_key'",
+                     db.ddl("CREATE TABLE seen (campaign TEXT NOT NULL, phase INTEGER NOT NULL,"
+                            " device TEXT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (campaign,"
+                            " phase, device)){without_rowid}"),
+                     "UPDATE meta SET value='3' WHERE key='schema'"):
+            db.execute(stmt)
+        db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)",
+                       [(c, p, by_key[bytes(k)], q) for c, p, k, q in rows])
+
+
+def test_schema3_state_migrates_and_still_dedupes(state_url, mosquitto, tmp_path):
+    """3 -> 4 on both backends: the ids in clear become keyed hashes under a new key; a replay
+    of an old report is still a duplicate, another nonce still a second report."""
+    msgs = two_campaigns(state_url, mosquitto.url, tmp_path, n=60)
+    names = [t.split("/")[-1] for t, _p in msgs["old"] + msgs["live"]]
+    with Store(state_url) as store:
+        old_key = store.device_keys.of("sensor-old-5")
+        as_schema3(store, names)
+        assert store.db.execute("SELECT count(*) FROM seen WHERE device='sensor-old-5'"
+                                ).fetchone()[0] == 1
+    with Store(state_url) as store:
+        assert store.meta("schema") == "4"
+        rows = store.db.execute("SELECT campaign, phase, device, seq FROM seen").fetchall()
+        assert len(rows) == 120 and all(len(bytes(r[2])) == 16 for r in rows)
+        assert not any("sensor" in str(c) for r in rows for c in (r[0], r[2]))
+        assert store.device_keys.of("sensor-old-5") != old_key  # a new key with the state
+        assert set(store.seen_seqs("old", 1, ["sensor-old-5", "nobody"])) == {"sensor-old-5"}
+    second = bytearray(msgs["old"][3][1])
+    second[8] ^= 1
+    counts = fold(state_url, msgs["old"][:10] + [(msgs["old"][3][0], bytes(second))]
+                  + msgs["live"][:5])
+    assert counts[("old", "duplicate")] == 10 and counts[("old", "second_report")] == 1
+    assert counts[("live", "duplicate")] == 5 and ("old", "accepted") not in counts
+    with Store(state_url) as store:
+        assert store.seen_count("old") == 60 and store.counters("old")["accepted"] == 60

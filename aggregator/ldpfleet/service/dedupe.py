@@ -2,15 +2,20 @@
 (campaign, phase), a keyed hash of each device id and the nonce accepted from it (spec §6: one
 report per device and phase; the same nonce again is a duplicate, another one a second report).
 
-The hash is keyed BLAKE2b (RFC 7693) with a 16-byte digest under a random 32-byte key made with
-the state (`meta.dedupe_key`): a PRF, so a copy of the state alone neither lists the fleet's
-device ids nor confirms a guessed id without the key, and 128 bits make a collision between two
-devices of one campaign negligible (about n^2 / 2^129). Every worker of a PostgreSQL state reads
-the same key. Whoever holds the state *and* the key can test a guessed id: `campaign purge`
-(retention.py) drops a closed campaign's keys altogether.
+The hash is a PRF under a random 32-byte key made with the state (`meta.dedupe_key`): SipHash-2-4
+(c_kernels/ldp_siphash.c) of the device id under the key's first 16 bytes, then under its last
+16 bytes, the two 64-bit outputs side by side (16 bytes). A copy of the state alone neither lists
+the fleet's device ids nor confirms a guessed id without the key, and 128 bits make a collision
+between two devices of one campaign negligible (about n^2 / 2^129). The ingest hashes a whole
+batch's device ids in one C call over their spans in the receive buffer (`DeviceKeys.spans`).
+Every worker of a PostgreSQL state reads the same key. Whoever holds the state *and* the key can
+test a guessed id: `campaign purge` (retention.py) drops a closed campaign's keys altogether.
 """
-import hashlib
 import secrets
+
+import numpy as np
+
+from ..kernels import ffi, lib
 
 KEY_BYTES = 32
 DIGEST_BYTES = 16
@@ -29,31 +34,52 @@ def ensure_key(conn) -> bytes:
 
 
 class DeviceKeys:
-    """device id (str) -> its 16-byte keyed hash, for one state's key."""
+    """device id -> its 16-byte keyed hash (`ldp_siphash_spans`), for one state's key."""
 
     def __init__(self, key: bytes):
-        self._base = hashlib.blake2b(key=key, digest_size=DIGEST_BYTES)
+        if len(key) != KEY_BYTES:
+            raise ValueError("a dedupe key has %d bytes, not %d" % (KEY_BYTES, len(key)))
+        self._key = bytes(key)
+
+    def spans(self, data: np.ndarray, off, length) -> np.ndarray:
+        """(n, 16) uint8: the hashes of the byte spans data[off[i]:off[i] + length[i]]."""
+        off = np.ascontiguousarray(off, np.uint32)
+        length = np.ascontiguousarray(length, np.uint32)
+        out = np.empty((off.shape[0], DIGEST_BYTES), np.uint8)
+        if off.shape[0]:
+            lib.ldp_siphash_spans(self._key, ffi.from_buffer("uint8_t[]", data),
+                                  ffi.from_buffer("uint32_t[]", off),
+                                  ffi.from_buffer("uint32_t[]", length), off.shape[0],
+                                  ffi.from_buffer("uint8_t[]", out))
+        return out
 
     def of(self, device: str) -> bytes:
-        h = self._base.copy()
-        h.update(device.encode())
-        return h.digest()
+        return self.many([device])[0]
 
     def many(self, devices) -> list:
-        base, out = self._base, []
-        for device in devices:
-            h = base.copy()
-            h.update(device.encode())
-            out.append(h.digest())
-        return out
+        """The hashes (bytes) of device ids (str), in order."""
+        raw = [d.encode() for d in devices]
+        if not raw:
+            return []
+        length = np.fromiter(map(len, raw), np.uint32, len(raw))
+        off = np.zeros(len(raw), np.uint32)
+        np.cumsum(length[:-1], out=off[1:])
+        return as_keys(self.spans(np.frombuffer(b"".join(raw) or b"\0", np.uint8), off, length))
+
+
+def as_keys(hashes: np.ndarray) -> list:
+    """(n, 16) hashes -> n bytes objects (what the store binds)."""
+    flat = np.ascontiguousarray(hashes, np.uint8).tobytes()
+    return [flat[i:i + DIGEST_BYTES] for i in range(0, len(flat), DIGEST_BYTES)]
 
 
 def rekey_seen(conn):
     """Migration 3 -> 4: the rows of `seen_v3` (device ids) into `seen` (keyed hashes)."""
     keys = DeviceKeys(ensure_key(conn))
     rows = conn.execute("SELECT campaign, phase, device, seq FROM seen_v3").fetchall()
+    hashed = keys.many([r[2] for r in rows])
     conn.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)",
-                     [(c, p, keys.of(d), s) for c, p, d, s in rows])
+                     [(c, p, k, s) for (c, p, _d, s), k in zip(rows, hashed)])
     conn.zero_deleted(True)  # the ids in clear must not stay in free pages
     try:
         conn.execute("DELETE FROM seen_v3")
@@ -62,22 +88,19 @@ def rekey_seen(conn):
         conn.zero_deleted(False)
 
 
-def claim(conn, keys: DeviceKeys, name: str, phase: int, devices: list, seqs: list):
-    """Claim the dedupe keys of `devices` (distinct) reporting `seqs` in this transaction.
-    Returns (claimed: list of bool, prior: {device: stored nonce} of the others). A device not
+def claim(conn, name: str, phase: int, keys: list, seqs: list):
+    """Claim the distinct dedupe `keys` (hashes) reporting nonces `seqs` in this transaction.
+    Returns (claimed: list of bool, prior: {key: stored nonce} of the others). A key not
     claimed already had a report in this phase: committed earlier, or (PostgreSQL) by another
     worker meanwhile."""
-    hashed = keys.many(devices)
-    rows = [(name, phase, k, int(q)) for k, q in zip(hashed, seqs)]
+    rows = [(name, phase, k, int(q)) for k, q in zip(keys, seqs)]
     if conn.claim_all(rows):  # SQLite, every device new: the common case
         return [True] * len(rows), {}
     if conn.kind == "sqlite":  # one writer: look up, then insert the new ones
-        stored = conn.seen_seqs(name, phase, hashed)
+        stored = conn.seen_seqs(name, phase, keys)
         conn.claim_seen([r for r in rows if r[2] not in stored])
         won = {r[2] for r in rows} - set(stored)
     else:  # concurrent workers: the unique key decides who wins
         won = conn.claim_seen(rows)
-        stored = conn.seen_seqs(name, phase, [k for k in hashed if k not in won])
-    claimed = [k in won for k in hashed]
-    prior = {d: stored[k] for d, k in zip(devices, hashed) if k in stored}
-    return claimed, prior
+        stored = conn.seen_seqs(name, phase, [k for k in keys if k not in won])
+    return [k in won for k in keys], {k: stored[k] for k in keys if k in stored}

@@ -24,6 +24,7 @@ import numpy as np
 from .. import config as cfgmod
 from .. import protocol
 from ..mechanisms.base import ERROR_FIELDS, Sketch, first_faults
+from . import dedupe
 from .batch import AckBatch, ReportBatch
 from .store import GLOBAL
 
@@ -217,14 +218,14 @@ class BatchFolder:
         campaign phase. Returns whether any report was accepted."""
         camp = self.campaigns[name]
         mech = camp.mechanism(phase)
-        _ok, _coff, _clen, doff, dlen = batch.split_topics()
-        devices = batch.strings(doff, dlen, idx)
         if camp.sample_rate_ppm is not None:
             from ..protocols.ldplcm import reports_in_phase
-            in_phase = reports_in_phase(devices.tolist(), camp.config, phase)
+            _ok, _coff, _clen, doff, dlen = batch.split_topics()
+            in_phase = reports_in_phase(batch.strings(doff, dlen, idx).tolist(), camp.config,
+                                        phase)
             self._reject(idx[~in_phase], WRONG_PHASE_DEVICE, batch,
                          what=" for campaign %s phase %d" % (name, phase))
-            idx, devices = idx[in_phase], devices[in_phase]
+            idx = idx[in_phase]
         if len(idx) == 0:
             return False
         arr = batch.rows(idx, mech.report_size)
@@ -235,7 +236,7 @@ class BatchFolder:
                          what=" for campaign %s phase %d" % (name, phase))
         valid = np.flatnonzero(codes < 0)
         seqs = np.ascontiguousarray(arr[valid, 8:12]).view("<u4").ravel()
-        keep = self._dedupe(name, phase, idx[valid], devices[valid], seqs)
+        keep = self._dedupe(name, phase, idx[valid], batch, seqs)
         if keep.size == 0:
             return False
         self.reason[keep] = CODE[ACCEPTED]
@@ -243,23 +244,30 @@ class BatchFolder:
         self._sketch(camp, phase).update(np.ascontiguousarray(batch.rows(keep, mech.report_size)))
         return True
 
-    def _dedupe(self, name, phase, rows, devices, seqs) -> np.ndarray:
+    def _dedupe(self, name, phase, rows, batch, seqs) -> np.ndarray:
         """The rows whose report is the first of its device in this phase: the first of the
-        batch per device (np.unique) whose key this transaction claimed (`Store.claim_devices`).
-        The others are `_seen_before` (the stored nonce, or the batch's first one)."""
+        batch per device whose dedupe key this transaction claimed (`Store.claim_keys`). The
+        keys are the keyed hashes of the rows' device ids (dedupe.py), made in one C call over
+        their spans in the batch's buffer; the batch's devices are told apart by np.unique over
+        the 16-byte hashes (a collision: about n^2 / 2^129). The others are `_seen_before` (the
+        stored nonce, or the batch's first one)."""
         if rows.size == 0:
             return rows[:0]
-        uniq, first, inverse = np.unique(devices, return_index=True, return_inverse=True)
+        _ok, _coff, _clen, doff, dlen = batch.split_topics()
+        hashes = self.store.device_keys.spans(batch.data, doff[rows], dlen[rows])
+        uniq, first, inverse = np.unique(hashes.view(np.dtype((np.void, 16))).ravel(),
+                                         return_index=True, return_inverse=True)
         inverse = inverse.ravel()
-        claimed, prior = self.store.claim_devices(name, phase, uniq.tolist(),
-                                                  seqs[first].tolist())
+        keys = dedupe.as_keys(uniq.view(np.uint8))
+        claimed, prior = self.store.claim_keys(name, phase, keys, seqs[first].tolist())
         claimed = np.asarray(claimed, bool)
         new = np.zeros(rows.size, bool)
         new[first[claimed]] = True
         for i in np.flatnonzero(~new).tolist():  # redeliveries, second reports, lost races
-            device = str(devices[i])
-            self._seen_before(name, phase, int(rows[i]), device, int(seqs[i]),
-                              prior.get(device, int(seqs[first[inverse[i]]])))
+            row = int(rows[i])
+            device = bytes(batch.data[doff[row]:doff[row] + dlen[row]]).decode()
+            self._seen_before(name, phase, row, device, int(seqs[i]),
+                              prior.get(keys[inverse[i]], int(seqs[first[inverse[i]]])))
         return rows[new]
 
     def _seen_before(self, name, phase, row, device, seq, prior):

@@ -336,10 +336,18 @@ class Store:
         stored = self.conn.seen_seqs(name, phase, hashed)
         return {d: stored[k] for d, k in zip(devices, hashed) if k in stored}
 
+    def claim_keys(self, name: str, phase: int, keys: list, seqs: list):
+        """Inside `batch()`: claim the distinct dedupe `keys` (`device_keys` hashes, bytes)
+        reporting nonces `seqs` for this phase; (claimed flags, {key: prior nonce} of the
+        others) (`dedupe.claim`)."""
+        return dedupe.claim(self.conn, name, phase, keys, seqs)
+
     def claim_devices(self, name: str, phase: int, devices: list, seqs: list):
-        """Inside `batch()`: claim the distinct `devices`' reports (nonces `seqs`) for this
-        phase; (claimed flags, {device: prior nonce} of the others) (`dedupe.claim`)."""
-        return dedupe.claim(self.conn, self.device_keys, name, phase, devices, seqs)
+        """`claim_keys` by device id: (claimed flags, {device: prior nonce} of the others)."""
+        devices = list(devices)
+        hashed = self.device_keys.many(devices)
+        claimed, prior = self.claim_keys(name, phase, hashed, seqs)
+        return claimed, {d: prior[k] for d, k in zip(devices, hashed) if k in prior}
 
     def seen_count(self, name: str, phase: int = None) -> int:
         if phase is None:
