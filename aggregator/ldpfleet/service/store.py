@@ -342,13 +342,6 @@ class Store:
         others) (`dedupe.claim`)."""
         return dedupe.claim(self.conn, name, phase, keys, seqs)
 
-    def claim_devices(self, name: str, phase: int, devices: list, seqs: list):
-        """`claim_keys` by device id: (claimed flags, {device: prior nonce} of the others)."""
-        devices = list(devices)
-        hashed = self.device_keys.many(devices)
-        claimed, prior = self.claim_keys(name, phase, hashed, seqs)
-        return claimed, {d: prior[k] for d, k in zip(devices, hashed) if k in prior}
-
     def seen_count(self, name: str, phase: int = None) -> int:
         if phase is None:
             q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,))
