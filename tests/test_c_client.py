@@ -562,3 +562,33 @@ def test_production_build_has_no_test_modes(tmp_path):
     assert subprocess.run([str(build_client()), "thresholds", "--eps-milli", "1000"],
                           capture_output=True, text=True).returncode == 0
     assert b"LDPC_TEST_RANDOM_SEED" not in binary.read_bytes()  # no deterministic-randomness seam
+
+
+def test_value_file_keeps_the_value_off_the_command_line(mosquitto, tmp_path):
+    """--value-file: the value never appears in /proc/PID/cmdline (readable by every local
+    user), and the report carries it (GRR at ε 20: the true index with probability
+    1 - 7/(e^20 + 7) > 1 - 1e-8)."""
+    doc = config_doc("vf", mechanism="grr", eps_milli=20000, domain={"type": "int", "size": 8})
+    state = make_state(tmp_path, eps_cap_milli=20000)
+    value_file = tmp_path / "value.json"
+    value_file.write_text("5\n")
+    argv = [str(build_client()), "--host", "127.0.0.1", "--port", str(mosquitto.port),
+            "--campaign", "vf", "--state-dir", str(state), "--value-file", str(value_file),
+            "--once", "--timeout", "30"]
+    collector = ReportCollector(mosquitto.port)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cmdline = Path("/proc/%d/cmdline" % proc.pid).read_bytes().split(b"\0")
+        assert b"--value" not in cmdline and b"--value-file" in cmdline
+        collector.publish("ldp/vf/config", campaign_config.sign(doc, SIGNING_KEY))
+        out, _ = proc.communicate(timeout=40)
+        assert proc.returncode == 0, out
+        reports = [p for _, p in collector.barrier()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        collector.close()
+    campaign_config.mechanism_for_phase(doc, 1).check(reports[0])
+    assert struct.unpack_from("<I", reports[0], protocol.HEADER_SIZE)[0] == 5  # GRR's y
+    both = subprocess.run(argv[:-3] + ["--value", "5", "--once"], capture_output=True, text=True)
+    assert both.returncode != 0 and "one of them" in both.stderr

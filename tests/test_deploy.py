@@ -316,7 +316,8 @@ def test_client_unit_uses_options_the_c_client_has():
     args = exec_args(sections)
     assert args[0].endswith("/ldp_client") and args[1] == "run", args
     used = check_options(args[2:], c_client_options(), "ldpfleet-client.service")
-    assert {"--campaign", "--value", "--state-dir"} <= set(used)
+    assert {"--campaign", "--value-file", "--state-dir"} <= set(used)
+    assert "--value" not in used  # a value on the command line shows in /proc/PID/cmdline
     assert "--once" not in used                # device/c_client/README.md: run it without --once
     assert dict(sections["Service"])["Restart"] == "always"
 

@@ -1,6 +1,6 @@
 /* ldpfleet C client for Linux single-board computers (protocol v2, protocol_spec/v2/README.md).
  *
- *   ldp_client [run] --campaign C --state-dir DIR --value V [--host H] [--port P]
+ *   ldp_client [run] --campaign C --state-dir DIR (--value V | --value-file F) [--host H] [--port P]
  *              [--identity FILE] [--device-id ID] [--high] [--once] [--timeout S] [--keepalive S]
  *              [--backoff-max S] [--username U] [--password P] [--cafile PEM]
  *              [--crash-point after-commit]
@@ -8,7 +8,8 @@
  *     "broker": {host, port, user, password, tls: {ca_file, cert_file, key_file}}, as on the
  *     MicroPython client;
  *     flags override. With a CA the client speaks TLS (default port 8883) and accepts only a
- *     broker certificate chaining to that CA and naming the host.)
+ *     broker certificate chaining to that CA and naming the host. --value-file reads the value
+ *     from a file: a command line is readable by every local user in /proc/PID/cmdline.)
  *   ldp_client provision --state-dir DIR               (ledger generation 0, spec §7.4)
  *   ldp_client vector --case JSON --words-hex HEX     (test vectors: report hex on stdout;
  *                                                      a case with "config" and "phase2" runs
@@ -35,7 +36,8 @@
 #include "session.h"
 
 #define USAGE \
-    "usage: ldp_client [run] --campaign C --state-dir DIR --value V [--host H] [--port P]\n" \
+    "usage: ldp_client [run] --campaign C --state-dir DIR (--value V | --value-file F)\n" \
+    "                  [--host H] [--port P]\n" \
     "                  [--identity FILE] [--device-id ID] [--high] [--once] [--timeout S]\n" \
     "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n" \
     "                  [--cafile PEM] [--crash-point after-commit]\n" \
@@ -95,6 +97,39 @@ static int check_args(int argc, char **argv, const char *const *options, const c
     return 1;
 }
 
+/* The device's value: --value V, or the contents of --value-file F without trailing
+ * whitespace (a value on the command line shows in /proc/PID/cmdline to every local user).
+ * NULL with `problem` set when neither or both are given or the file cannot be read. */
+static const char *device_value(int argc, char **argv, const char **problem)
+{
+    static char buf[65536];
+    const char *inline_value = opt(argc, argv, "--value"), *path = opt(argc, argv, "--value-file");
+    FILE *f;
+    size_t n;
+    if ((inline_value == NULL) == (path == NULL)) {
+        *problem = "give --value or --value-file (one of them)";
+        return NULL;
+    }
+    if (inline_value != NULL)
+        return inline_value;
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        *problem = "--value-file cannot be read";
+        return NULL;
+    }
+    n = fread(buf, 1, sizeof buf - 1, f);
+    if (!feof(f) || ferror(f)) {
+        fclose(f);
+        *problem = "--value-file is unreadable or longer than 64 KiB";
+        return NULL;
+    }
+    fclose(f);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+        n--;
+    buf[n] = '\0';
+    return buf;
+}
+
 static int parse_number(const char *text, double lo, double hi, double *out)
 {
     char *end;
@@ -111,7 +146,7 @@ static int parse_number(const char *text, double lo, double hi, double *out)
 static int run(int argc, char **argv)
 {
     static const char *const options[] = {"--host", "--port", "--campaign", "--state-dir", "--identity",
-                                          "--device-id", "--value", "--timeout", "--keepalive",
+                                          "--device-id", "--value", "--value-file", "--timeout", "--keepalive",
                                           "--backoff-max", "--crash-point", "--username", "--password",
                                           "--cafile", NULL};
     static const char *const flags[] = {"--once", "--high", NULL};
@@ -119,6 +154,7 @@ static int run(int argc, char **argv)
     const char *device_id = opt(argc, argv, "--device-id"), *crash = opt(argc, argv, "--crash-point");
     const char *username = opt(argc, argv, "--username"), *password = opt(argc, argv, "--password");
     const char *ca_file = opt(argc, argv, "--cafile");
+    const char *value, *problem = NULL;
     struct ldpc_session_opts so;
     struct ldpc_identity id;
     struct ldpc_device dev;
@@ -130,8 +166,11 @@ static int run(int argc, char **argv)
     memset(&so, 0, sizeof so);
     if (!check_args(argc, argv, options, flags))
         return usage("unknown or incomplete argument");
-    if (state_dir == NULL || opt(argc, argv, "--campaign") == NULL || opt(argc, argv, "--value") == NULL)
-        return usage("--state-dir, --campaign and --value are required");
+    if (state_dir == NULL || opt(argc, argv, "--campaign") == NULL)
+        return usage("--state-dir, --campaign and --value (or --value-file) are required");
+    value = device_value(argc, argv, &problem);
+    if (value == NULL)
+        return usage(problem);
     if ((opt(argc, argv, "--port") && !parse_number(opt(argc, argv, "--port"), 1, 65535, &port))
         || (opt(argc, argv, "--keepalive") && !parse_number(opt(argc, argv, "--keepalive"), 5, 65535, &keepalive))
         || (opt(argc, argv, "--backoff-max") && !parse_number(opt(argc, argv, "--backoff-max"), 0.01, 3600, &backoff_max))
@@ -188,7 +227,7 @@ static int run(int argc, char **argv)
     }
     if (port < 0)
         port = id.broker.has_port ? id.broker.port : ca_file != NULL ? 8883 : 1883;
-    if (ldpc_device_init(&dev, &id, state_dir, opt(argc, argv, "--campaign"), opt(argc, argv, "--value"),
+    if (ldpc_device_init(&dev, &id, state_dir, opt(argc, argv, "--campaign"), value,
                          flag(argc, argv, "--high"), flag(argc, argv, "--once"), &why) != 0) {
         fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
         return LDPC_EXIT_USAGE;
