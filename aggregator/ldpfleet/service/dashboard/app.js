@@ -1,0 +1,626 @@
+/* ldpfleet dashboard: plain JavaScript, no framework, nothing fetched from another host.
+ *
+ * It reads the operators' HTTP API of `ldpfleet serve --http` (the JSON of `campaign list`,
+ * `campaign status NAME` and `estimate NAME`) with the bearer token of `?token=` (kept in
+ * sessionStorage for this tab, then removed from the address bar) and redraws every few
+ * seconds. Every number shown carries `data-field` (what it is) and `data-value` (the API's
+ * number, unrounded), so a test can compare the page with the API.
+ */
+"use strict";
+
+(function () {
+  const TOKEN_KEY = "ldpfleet.token";
+  const EXPANDED_KEY = "ldpfleet.expanded";
+  const INTERVAL_KEY = "ldpfleet.interval";
+  const TABLE_TOP = 10;      // heavy hitters in the table
+  const CHART_TOP = 32;      // items in the chart
+  const DEFAULT_OPEN = 6;    // campaigns shown in detail unless the user chooses
+  const SVG = "http://www.w3.org/2000/svg";
+
+  let token = readToken();
+  let timer = null;
+  let renders = 0;
+  let expanded = loadExpanded();
+  let inflight = null;       // the refresh under way, if any
+  let again = false;         // another refresh was asked for meanwhile
+
+  // --- the token -----------------------------------------------------------------------------
+
+  function readToken() {
+    const url = new URL(window.location.href);
+    const fromUrl = url.searchParams.get("token");
+    if (fromUrl) {
+      sessionStorage.setItem(TOKEN_KEY, fromUrl);
+      // Keep the token out of the address bar, the history and anything copied from it.
+      url.searchParams.delete("token");
+      history.replaceState(null, "", url.pathname + url.search + url.hash);
+    }
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  class AuthError extends Error {}
+
+  async function api(path) {
+    const headers = {Accept: "application/json"};
+    if (token) headers.Authorization = "Bearer " + token;
+    // Relative to the page: the dashboard also works behind a proxy under a path prefix.
+    const resp = await fetch(new URL(path, document.baseURI), {
+      headers: headers, cache: "no-store", credentials: "omit"});
+    if (resp.status === 401) throw new AuthError("the API wants a (valid) bearer token");
+    if (!resp.ok) {
+      let detail = "";
+      try { detail = (await resp.json()).detail; } catch (e) { /* not JSON */ }
+      throw new Error(path + ": HTTP " + resp.status + (detail ? ": " + detail : ""));
+    }
+    return resp.json();
+  }
+
+  function campaignPath(name) {
+    return "campaigns/" + encodeURIComponent(name);
+  }
+
+  // --- formatting ----------------------------------------------------------------------------
+
+  const INT = new Intl.NumberFormat("en-US", {maximumFractionDigits: 0});
+  const ONE = new Intl.NumberFormat("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1});
+
+  function fmtInt(v) { return INT.format(v); }
+  function fmtCount(v) { return Math.abs(v) >= 10000 ? INT.format(v) : ONE.format(v); }
+  function fmtPct(v) {
+    const p = v * 100;
+    const digits = Math.abs(p) < 10 ? 2 : 1;
+    return p.toFixed(digits) + "%";
+  }
+  function fmtEps(v) { return String(Number(v.toFixed(3))); }
+  function fmtTime(seconds) {
+    if (seconds === null || seconds === undefined) return "";
+    const d = new Date(seconds * 1000);
+    return d.toLocaleString("en-GB", {year: "numeric", month: "short", day: "numeric",
+                                      hour: "2-digit", minute: "2-digit"});
+  }
+
+  // --- DOM helpers ---------------------------------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    setAttrs(node, attrs);
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return node;
+  }
+
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    setAttrs(node, attrs);
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return node;
+  }
+
+  function setAttrs(node, attrs) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      node.setAttribute(k, v === true ? "" : String(v));
+    }
+  }
+
+  /** A number as shown: its text, `data-field` and the API's exact value in `data-value`. */
+  function num(field, value, format, cls) {
+    if (value === null || value === undefined) return el("span", {class: "na"}, "–");
+    return el("span", {class: "n" + (cls ? " " + cls : ""), "data-field": field,
+                       "data-value": value}, format(value));
+  }
+
+  // --- one refresh ---------------------------------------------------------------------------
+
+  /** One refresh at a time; a request meanwhile (a click) runs once the current one ends. */
+  function refresh() {
+    clearTimeout(timer);
+    if (inflight) {
+      again = true;
+      return inflight;
+    }
+    inflight = redraw().finally(() => {
+      inflight = null;
+      if (again) {
+        again = false;
+        refresh();
+      } else {
+        schedule();
+      }
+    });
+    return inflight;
+  }
+
+  async function redraw() {
+    try {
+      const rows = await api("campaigns");
+      const names = shownCampaigns(rows);
+      const details = await Promise.all(names.map(loadCampaign));
+      renderOverview(rows, new Set(names));
+      renderDetails(details);
+      document.getElementById("auth").hidden = true;
+      renders += 1;
+      document.body.dataset.renders = String(renders);
+      document.body.dataset.state = "ok";
+      setStatus("ok", "live · " + rows.length + " campaign" + (rows.length === 1 ? "" : "s"));
+      document.getElementById("updated").textContent =
+        "updated " + new Date().toLocaleTimeString("en-GB");
+    } catch (err) {
+      if (err instanceof AuthError) {
+        document.body.dataset.state = "auth";
+        document.getElementById("auth").hidden = false;
+        setStatus("error", "no valid token");
+      } else {
+        document.body.dataset.state = "error";
+        setStatus("error", "API: " + (err && err.message ? err.message : err) + " (retrying)");
+      }
+    }
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    const seconds = Number(document.getElementById("interval").value);
+    if (seconds > 0) timer = setTimeout(refresh, seconds * 1000);
+  }
+
+  function setStatus(kind, text) {
+    const node = document.getElementById("status");
+    node.textContent = text;
+    node.className = "status " + kind;
+  }
+
+  /** Which campaigns are drawn in detail: the user's choice, else the open ones (a few). */
+  function shownCampaigns(rows) {
+    const known = rows.filter((r) => Object.prototype.hasOwnProperty.call(expanded, r.campaign));
+    const defaults = rows.filter((r) => r.state === "open").slice(0, DEFAULT_OPEN)
+      .map((r) => r.campaign);
+    if (!defaults.length && rows.length) defaults.push(rows[rows.length - 1].campaign);
+    const shown = new Set(defaults);
+    for (const r of known) {
+      if (expanded[r.campaign]) shown.add(r.campaign); else shown.delete(r.campaign);
+    }
+    return rows.map((r) => r.campaign).filter((n) => shown.has(n));
+  }
+
+  function loadExpanded() {
+    try { return JSON.parse(sessionStorage.getItem(EXPANDED_KEY)) || {}; } catch (e) { return {}; }
+  }
+
+  function toggle(name, show) {
+    expanded[name] = show;
+    sessionStorage.setItem(EXPANDED_KEY, JSON.stringify(expanded));
+    refresh();
+  }
+
+  /** A campaign's status and estimates: a two-phase protocol in its second phase gives the
+   *  protocol's answer (heavy hitters) and, for the chart, that phase's estimate table. */
+  async function loadCampaign(name) {
+    const status = await api(campaignPath(name));
+    const out = {name: name, status: status, estimate: null, answer: null, error: null};
+    try {
+      if (status.protocol && status.phase >= 2) {
+        const [answer, table] = await Promise.all([
+          api(campaignPath(name) + "/estimate?format=json"),
+          api(campaignPath(name) + "/estimate?format=json&top=" + CHART_TOP + "&phase=" +
+              status.phase)]);
+        out.answer = answer;
+        out.estimate = table;
+      } else {
+        out.estimate = await api(campaignPath(name) + "/estimate?format=json&top=" + CHART_TOP);
+      }
+    } catch (err) {
+      if (err instanceof AuthError) throw err;
+      out.error = err.message || String(err);
+    }
+    return out;
+  }
+
+  // --- the campaign list ---------------------------------------------------------------------
+
+  function renderOverview(rows, shown) {
+    document.getElementById("overview").hidden = false;
+    document.getElementById("no-campaigns").hidden = rows.length > 0;
+    const body = document.querySelector("#campaign-table tbody");
+    const trs = rows.map((r) => {
+      const n = r.campaign;
+      const isShown = shown.has(n);
+      const button = el("button", {type: "button", class: "link", "aria-expanded": isShown},
+                        isShown ? "hide" : "show");
+      button.addEventListener("click", () => toggle(n, !isShown));
+      const link = isShown ? el("a", {href: "#c-" + slug(n)}, n) : n;
+      return el("tr", {class: isShown ? "shown" : ""},
+        el("td", {class: "name"}, link),
+        el("td", null, stateBadge(r.state, r.phase, r.mechanisms.length)),
+        el("td", {class: "num"}, num("overview." + n + ".phase", r.phase, fmtInt),
+           r.mechanisms.length > 1 ? " / " + r.mechanisms.length : ""),
+        el("td", null, r.mechanisms.join(" → ")),
+        el("td", {class: "num"}, num("overview." + n + ".accepted", r.accepted, fmtInt)),
+        el("td", {class: "num"}, num("overview." + n + ".rejected", r.rejected, fmtInt,
+                                     r.rejected ? "warn" : "")),
+        el("td", {class: "num"}, button));
+    });
+    body.replaceChildren(...trs);
+  }
+
+  function stateBadge(state, phase, phases) {
+    if (state === "closed") return el("span", {class: "badge closed"}, "closed");
+    if (phases > 1) {
+      return el("span", {class: "badge phase" + Math.min(phase, 2)},
+                "phase " + phase + " of " + phases);
+    }
+    return el("span", {class: "badge open"}, "open");
+  }
+
+  function slug(name) {
+    return name.replace(/[^A-Za-z0-9_-]/g, "_");
+  }
+
+  // --- one campaign --------------------------------------------------------------------------
+
+  function renderDetails(details) {
+    const box = document.getElementById("details");
+    const old = new Map([...box.children].map((c) => [c.dataset.campaign, c]));
+    const cards = details.map((d) => {
+      const card = old.get(d.name) || el("section", {class: "card campaign",
+                                                     "data-campaign": d.name});
+      card.id = "c-" + slug(d.name);
+      card.replaceChildren(...campaignCard(d));
+      return card;
+    });
+    box.replaceChildren(...cards);
+  }
+
+  function campaignCard(d) {
+    const s = d.status;
+    const n = d.name;
+    const parts = [];
+    parts.push(el("div", {class: "card-head"},
+      el("h2", null, n),
+      stateBadge(s.state, s.phase, s.phases.length),
+      el("span", {class: "meta"},
+         s.domain.type + " domain of " + fmtInt(s.domain.size) + " items · created " +
+         fmtTime(s.created_at) + (s.state === "closed" ? " · closed " + fmtTime(s.closed_at)
+                                                       : " · valid until " + fmtTime(s.not_after)))));
+    parts.push(totals(s));
+    if (s.protocol) parts.push(protocolLine(s));
+    parts.push(phaseTrack(s));
+
+    const body = el("div", {class: "card-body"});
+    const chartBox = el("div", {class: "chart-box"});
+    const side = el("div", {class: "side"});
+    if (d.error) {
+      chartBox.append(el("p", {class: "error"}, "estimate: " + d.error));
+    } else if (d.estimate) {
+      chartBox.append(chartTitle(d.estimate), estimateChart(n, d.estimate));
+    }
+    if (d.answer) {
+      side.append(answerTable(n, d.answer));
+    } else if (d.estimate) {
+      side.append(heavyHitters(n, d.estimate));
+    }
+    side.append(rejections(s));
+    body.append(chartBox, side);
+    parts.push(body);
+    const warnings = [].concat((d.answer && d.answer.warnings) || [],
+                               (d.estimate && d.estimate.warnings) || []);
+    if (warnings.length) {
+      parts.push(el("ul", {class: "warnings"}, [...new Set(warnings)].map((w) => el("li", null, w))));
+    }
+    return parts;
+  }
+
+  /** ε spent per device: the phases add up (sequential composition), unless each device
+   *  reports in one phase only (LDPLCM's public split, `sample_rate_ppm`): then the largest. */
+  function epsilonPerDevice(s) {
+    const eps = s.phases.map((p) => p.epsilon);
+    const split = s.phases.some((p) => p.sample_rate_ppm !== undefined && p.sample_rate_ppm !== null);
+    return {value: split ? Math.max(...eps) : eps.reduce((a, b) => a + b, 0), split: split};
+  }
+
+  function totals(s) {
+    const n = s.campaign;
+    const eps = epsilonPerDevice(s);
+    return el("div", {class: "totals"},
+      stat("accepted", num("campaign." + n + ".accepted", s.accepted, fmtInt)),
+      stat("received", num("campaign." + n + ".received", s.received, fmtInt)),
+      stat("rejected", num("campaign." + n + ".rejected_total", s.rejected_total, fmtInt,
+                           s.rejected_total ? "warn" : "")),
+      stat("ε per device", num("campaign." + n + ".epsilon.total", eps.value, fmtEps),
+           s.phases.length > 1 ? (eps.split ? "each device reports in one phase"
+                                            : "sum of the phases") : "one phase"));
+  }
+
+  function stat(label, value, note) {
+    return el("div", {class: "stat"}, el("div", {class: "stat-value"}, value),
+              el("div", {class: "stat-label"}, label), note ? el("div", {class: "stat-note"}, note) : null);
+  }
+
+  function protocolLine(s) {
+    const p = s.protocol;
+    const last = s.phases.length;
+    let text;
+    if (s.state === "closed") text = "closed after phase " + s.phase + " of " + last;
+    else if (s.phase < last) {
+      text = ["phase " + s.phase + " of " + last + ": collecting; ",
+              el("code", null, "ldpfleet campaign advance " + s.campaign),
+              " starts phase " + (s.phase + 1)];
+    } else text = "phase " + s.phase + " of " + last + ": collecting; the heavy hitters are the protocol's answer";
+    const params = Object.entries(p).filter(([k]) => k !== "protocol")
+      .map(([k, v]) => k + " " + (typeof v === "object" ? JSON.stringify(v) : v)).join(", ");
+    return el("div", {class: "protocol"}, el("strong", null, p.protocol), " · ", text,
+              params ? el("span", {class: "meta"}, " (" + params + ")") : null);
+  }
+
+  function phaseState(s, p) {
+    if (s.state === "closed") return ["closed", "closed"];
+    if (p.phase === s.phase) return ["open", "current"];
+    if (p.phase < s.phase) return ["done", "done"];
+    return ["pending", "pending"];
+  }
+
+  function phaseTrack(s) {
+    const n = s.campaign;
+    const boxes = s.phases.map((p) => {
+      const [label, cls] = phaseState(s, p);
+      const err = p.expected_error || {};
+      return el("div", {class: "phase " + cls},
+        el("div", {class: "phase-head"}, el("span", null, "phase " + p.phase),
+           el("span", {class: "phase-state", "data-field": "campaign." + n + ".state.phase" + p.phase},
+              label)),
+        el("div", {class: "phase-reports"},
+           num("campaign." + n + ".accepted.phase" + p.phase, p.reports, fmtInt),
+           el("span", {class: "unit"}, " reports")),
+        el("div", {class: "phase-meta"},
+           p.mechanism, " · ε ", num("campaign." + n + ".epsilon.phase" + p.phase, p.epsilon, fmtEps),
+           p.sample_rate_ppm !== undefined
+             ? [" · ", num("campaign." + n + ".sample_rate.phase" + p.phase, p.sample_rate_ppm / 1e6, fmtPct),
+                " of devices"] : null),
+        err.ci_halfwidth_count !== undefined && err.ci_halfwidth_count !== null
+          ? el("div", {class: "phase-meta"}, "± ",
+               num("campaign." + n + ".ci_halfwidth.phase" + p.phase, err.ci_halfwidth_count, fmtCount),
+               " devices per item (" + Math.round(err.confidence * 100) + "%)")
+          : null);
+    });
+    const track = el("div", {class: "track"});
+    boxes.forEach((b, i) => {
+      if (i) track.append(el("div", {class: "arrow", "aria-hidden": "true"}, "→"));
+      track.append(b);
+    });
+    return track;
+  }
+
+  function rejections(s) {
+    const n = s.campaign;
+    const entries = Object.entries(s.rejected);
+    const box = el("div", {class: "rejections"}, el("h3", null, "Rejected by reason"));
+    if (!entries.length) {
+      box.append(el("p", {class: "empty"}, "none"));
+      return box;
+    }
+    box.append(el("table", {class: "grid compact"},
+      el("tbody", null, entries.map(([reason, count]) => el("tr", null,
+        el("td", null, reason.replace(/_/g, " ")),
+        el("td", {class: "num"}, num("campaign." + n + ".rejected." + reason, count, fmtInt)))))));
+    return box;
+  }
+
+  function heavyHitters(n, est) {
+    const rows = est.items.slice(0, TABLE_TOP);
+    const pct = Math.round((est.confidence || 0.95) * 100);
+    document.getElementById("confidence-note").textContent = pct + "%";
+    const box = el("div", {class: "hitters"},
+      el("h3", null, "Heavy hitters", el("span", {class: "meta"},
+         (rows.length ? " top " + rows.length + " of" : "") + " phase " + est.phase + ", n = ",
+         num("estimate." + n + ".n", est.n, fmtInt))));
+    if (!rows.length) {
+      box.append(el("p", {class: "empty"}, "no reports yet"));
+      return box;
+    }
+    box.append(el("table", {class: "grid"},
+      el("thead", null, el("tr", null, el("th", {class: "num"}, "#"), el("th", null, "item"),
+        el("th", {class: "num"}, "devices"), el("th", {class: "num"}, "share"),
+        el("th", {class: "num"}, pct + "% interval"))),
+      el("tbody", null, rows.map((r) => {
+        const f = "estimate." + n + "." + r.item + ".";
+        return el("tr", null,
+          el("td", {class: "num"}, num(f + "rank", r.rank, fmtInt)),
+          el("td", {class: "item", title: String(r.item)}, String(r.item)),
+          el("td", {class: "num"}, num(f + "estimate", r.estimate, fmtCount)),
+          el("td", {class: "num"}, num(f + "frequency", r.frequency, fmtPct)),
+          el("td", {class: "num ci"}, num(f + "ci_low", r.ci_low, fmtPct), " – ",
+             num(f + "ci_high", r.ci_high, fmtPct)));
+      }))));
+    return box;
+  }
+
+  /** A two-phase protocol's answer (`estimate NAME` in its last phase): the heavy hitters. */
+  function answerTable(n, ans) {
+    const rows = ans.items;
+    const extra = rows.some((r) => r.phase1_frequency !== undefined) ? "phase1_frequency"
+      : rows.some((r) => r.high !== undefined) ? "high" : null;
+    const box = el("div", {class: "hitters"},
+      el("h3", null, "Heavy hitters", el("span", {class: "meta"},
+         " the " + ans.protocol + " answer, n = ", num("answer." + n + ".n", ans.n, fmtInt))));
+    if (!rows.length) {
+      box.append(el("p", {class: "empty"}, "no heavy hitters yet"));
+      return box;
+    }
+    box.append(el("table", {class: "grid"},
+      el("thead", null, el("tr", null, el("th", {class: "num"}, "#"), el("th", null, "item"),
+        el("th", {class: "num"}, "devices"), el("th", {class: "num"}, "share"),
+        extra === "phase1_frequency" ? el("th", {class: "num"}, "phase-1 share")
+          : extra === "high" ? el("th", null, "high") : null)),
+      el("tbody", null, rows.map((r) => {
+        const f = "answer." + n + "." + r.item + ".";
+        return el("tr", null,
+          el("td", {class: "num"}, num(f + "rank", r.rank, fmtInt)),
+          el("td", {class: "item", title: String(r.item)}, String(r.item)),
+          el("td", {class: "num"}, num(f + "estimate", r.estimate, fmtCount)),
+          el("td", {class: "num"}, num(f + "frequency", r.frequency, fmtPct)),
+          extra === "phase1_frequency"
+            ? el("td", {class: "num"}, num(f + "phase1_frequency", r.phase1_frequency, fmtPct))
+            : extra === "high" ? el("td", null, r.high ? "yes" : "no") : null);
+      }))));
+    return box;
+  }
+
+  // --- the chart -----------------------------------------------------------------------------
+
+  function chartTitle(est) {
+    const pct = Math.round((est.confidence || 0.95) * 100);
+    return el("h3", null, "Estimated devices per item",
+              el("span", {class: "meta"}, " phase " + est.phase + " (" + (est.mechanism || "") +
+                 ", ε " + fmtEps(est.epsilon || 0) + ")" +
+                 (est.items.length ? ", top " + est.items.length : "")));
+  }
+
+  function niceStep(span, ticks) {
+    const raw = span / Math.max(1, ticks);
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (raw <= m * mag) return m * mag;
+    return 10 * mag;
+  }
+
+  /** At most 12 characters; the middle goes (names often share a prefix: room-01, room-02). */
+  function shortLabel(item) {
+    const text = String(item);
+    return text.length > 12 ? text.slice(0, 5) + "…" + text.slice(-6) : text;
+  }
+
+  /** Bars (estimated devices) with the interval as error bars, items by estimated rank: the
+   *  demo's plot, without the truth the aggregator never sees. */
+  function estimateChart(n, est) {
+    const items = est.items;
+    const W = 720, H = 300;
+    if (!items.length) {
+      return el("p", {class: "empty chart-empty"}, "no reports yet: the chart appears with the first estimate");
+    }
+    const count = (frac) => (frac === null || frac === undefined ? null : frac * est.n);
+    const rows = items.map((r) => ({item: r.item, est: r.estimate, lo: count(r.ci_low), hi: count(r.ci_high)}));
+    const labels = rows.map((r) => shortLabel(r.item));
+    const longest = Math.max(...labels.map((l) => l.length));
+    const left = 58, right = 12, top = 30;
+    const plotW = W - left - right;
+    const band = plotW / rows.length;
+    const rotate = longest * 6.2 > band - 4;
+    const bottom = rotate ? 22 + Math.min(longest, 12) * 5.2 : 34;
+    const plotH = H - top - bottom;
+    let lo = 0, hi = 0;
+    for (const r of rows) {
+      lo = Math.min(lo, r.est, r.lo === null ? 0 : r.lo);
+      hi = Math.max(hi, r.est, r.hi === null ? 0 : r.hi);
+    }
+    if (hi === lo) hi = lo + 1;
+    const pad = (hi - lo) * 0.04;
+    hi += pad;
+    if (lo < 0) lo -= pad;
+    const step = niceStep(hi - lo, 6);
+    const y = (v) => top + plotH * (hi - v) / (hi - lo);
+    const x = (i) => left + band * i;
+
+    const root = svg("svg", {class: "chart", viewBox: "0 0 " + W + " " + H, role: "img",
+                             "aria-label": "estimated devices per item with intervals",
+                             preserveAspectRatio: "xMidYMid meet"});
+    const grid = svg("g", {class: "grid-lines"});
+    for (let k = Math.ceil(lo / step); k * step <= hi; k++) {
+      const v = k * step;
+      const yy = y(v);
+      grid.append(svg("line", {x1: left, x2: W - right, y1: yy, y2: yy, class: k === 0 ? "zero" : ""}));
+      grid.append(svg("text", {x: left - 6, y: yy + 3.5, class: "tick", "text-anchor": "end"},
+                      fmtTick(v, step)));
+    }
+    root.append(grid);
+    root.append(svg("text", {class: "axis-label", transform: "translate(13," + (top + plotH / 2) +
+                             ") rotate(-90)", "text-anchor": "middle"}, "devices"));
+
+    const bars = svg("g", {class: "bars"});
+    rows.forEach((r, i) => {
+      const cx = x(i) + band / 2;
+      const bw = Math.max(2, Math.min(band * 0.68, 40));
+      const y0 = y(0), y1 = y(r.est);
+      const g = svg("g", {class: "bar"});
+      g.append(svg("title", null, "item " + r.item + ": " + fmtCount(r.est) + " devices" +
+                   (r.lo !== null ? " (interval " + fmtCount(r.lo) + " – " + fmtCount(r.hi) + ")" : "")));
+      g.append(svg("rect", {x: cx - bw / 2, y: Math.min(y0, y1), width: bw,
+                            height: Math.max(0.5, Math.abs(y1 - y0)),
+                            class: r.est < 0 ? "neg" : "",
+                            "data-field": "chart." + n + "." + r.item + ".estimate",
+                            "data-value": r.est}));
+      if (r.lo !== null && r.hi !== null) {
+        const cap = Math.max(2, Math.min(bw * 0.3, 7));
+        g.append(svg("line", {class: "err", x1: cx, x2: cx, y1: y(r.lo), y2: y(r.hi),
+                              "data-field": "chart." + n + "." + r.item + ".ci",
+                              "data-low": r.lo, "data-high": r.hi}));
+        g.append(svg("line", {class: "err", x1: cx - cap, x2: cx + cap, y1: y(r.lo), y2: y(r.lo)}));
+        g.append(svg("line", {class: "err", x1: cx - cap, x2: cx + cap, y1: y(r.hi), y2: y(r.hi)}));
+      }
+      const ly = top + plotH + 12;
+      g.append(rotate
+        ? svg("text", {class: "xlabel", "text-anchor": "end",
+                       transform: "translate(" + (cx + 3) + "," + (ly - 4) + ") rotate(-55)"}, labels[i])
+        : svg("text", {class: "xlabel", x: cx, y: ly, "text-anchor": "middle"}, labels[i]));
+      bars.append(g);
+    });
+    root.append(bars);
+    if (!rotate) {
+      root.append(svg("text", {class: "axis-label", x: left + plotW / 2, y: H - 4,
+                               "text-anchor": "middle"}, "item (by estimated rank)"));
+    }
+    // legend
+    const lg = svg("g", {class: "legend", transform: "translate(" + (W - right - 182) + ",2)"});
+    lg.append(svg("rect", {x: 8, y: 6, width: 12, height: 9, class: "legend-bar"}));
+    lg.append(svg("text", {x: 24, y: 14}, "estimate"));
+    lg.append(svg("line", {class: "err", x1: 92, x2: 92, y1: 4, y2: 16}));
+    lg.append(svg("line", {class: "err", x1: 88, x2: 96, y1: 4, y2: 4}));
+    lg.append(svg("line", {class: "err", x1: 88, x2: 96, y1: 16, y2: 16}));
+    lg.append(svg("text", {x: 102, y: 14}, Math.round((est.confidence || 0.95) * 100) + "% interval"));
+    root.append(lg);
+    return root;
+  }
+
+  function fmtTick(v, step) {
+    if (Math.abs(v) < step / 1e6) return "0";
+    if (Math.abs(v) >= 1e6) return Number((v / 1e6).toPrecision(3)) + "M";
+    if (Math.abs(v) >= 1e4) return Number((v / 1e3).toPrecision(3)) + "k";
+    return step < 1 ? v.toFixed(Math.ceil(-Math.log10(step))) : INT.format(v);
+  }
+
+  // --- start ---------------------------------------------------------------------------------
+
+  function start() {
+    const select = document.getElementById("interval");
+    const saved = sessionStorage.getItem(INTERVAL_KEY);
+    const fromUrl = new URL(window.location.href).searchParams.get("refresh");
+    if (fromUrl !== null || saved !== null) {
+      const want = fromUrl !== null ? fromUrl : saved;
+      if (![...select.options].some((o) => o.value === want)) {
+        select.append(el("option", {value: want}, want + " s"));
+      }
+      select.value = want;
+    }
+    select.addEventListener("change", () => {
+      sessionStorage.setItem(INTERVAL_KEY, select.value);
+      refresh();
+    });
+    document.getElementById("auth-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const value = document.getElementById("auth-token").value.trim();
+      if (!value) return;
+      token = value;
+      sessionStorage.setItem(TOKEN_KEY, value);
+      document.getElementById("auth-token").value = "";
+      refresh();
+    });
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden) refresh();
+    });
+    refresh();
+  }
+
+  start();
+})();
