@@ -15,6 +15,7 @@ import json
 import os
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -578,8 +579,13 @@ def test_value_file_keeps_the_value_off_the_command_line(mosquitto, tmp_path):
     collector = ReportCollector(mosquitto.port)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        cmdline = Path("/proc/%d/cmdline" % proc.pid).read_bytes().split(b"\0")
-        assert b"--value" not in cmdline and b"--value-file" in cmdline
+        deadline = time.monotonic() + 10
+        while True:  # until the child has exec'd the client (before, it is a copy of Python)
+            cmdline = Path("/proc/%d/cmdline" % proc.pid).read_bytes().split(b"\0")
+            if cmdline[0].endswith(b"ldp_client") or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        assert b"--value-file" in cmdline and b"5" not in cmdline  # the file's value is not
         collector.publish("ldp/vf/config", campaign_config.sign(doc, SIGNING_KEY))
         out, _ = proc.communicate(timeout=40)
         assert proc.returncode == 0, out

@@ -156,6 +156,8 @@ domain = "0-31"
     ("password = \"hunter2\"\n", "[common] password", "password_file"),
     ("[serve]\npassword = \"hunter2\"\n", "[serve] password", "password_file"),
     ("[serve\n", "", "not valid TOML"),
+    ("state = \"postgresql://u:hunter2@db/ldp\"\n", "[common] state", "carries a password"),
+    ("state = \"postgresql://u@db/ldp?password=hunter2\"\n", "[common] state", "carries a password"),
 ])
 def test_bad_file_exits_2_naming_file_section_and_key(tmp_path, body, named, says):
     conf = write(tmp_path / "bad.toml", body)
@@ -192,11 +194,12 @@ def test_secrets_are_masked_and_password_files_checked(tmp_path, monkeypatch, ca
     pw.write_text("s3cret\n")
     conf = write(tmp_path / "c.toml", """
 [serve]
-broker = "mqtts://agg:urlsecret@broker.example:8883"
 password_file = "%s"
 [broker-check]
 password_file = "%s"
 """ % (pw, tmp_path / "missing.pw"))
+    # a URL with a password is refused in the file (test_bad_file_...), shown masked from env
+    monkeypatch.setenv("LDPFLEET_BROKER", "mqtts://agg:urlsecret@broker.example:8883")
     rows = check(capsys, "--config", conf)["commands"]
     assert rows["serve"]["password_file"] == {
         "value": str(pw), "source": "file", "readable": True,

@@ -222,6 +222,14 @@ def test_read_only_api_dashboard_readiness_and_a_port_in_use(served, tmp_path):
                               timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip().splitlines()[-1].startswith("ldpfleet: error: http: cannot serve")
+        # on an address other hosts reach, no read token is no start
+        proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "serve", "--broker",
+                               served["broker"].url, "--state", state, "--no-broker-check",
+                               "--http", "0.0.0.0:%d" % free_port()], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert "http_token_file: --http on 0.0.0.0 (not loopback) needs --http-token-file" in \
+            proc.stderr.strip().splitlines()[-1]
     finally:
         server.should_exit = True
 

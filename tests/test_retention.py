@@ -81,6 +81,10 @@ def test_purge_drops_only_a_closed_campaigns_keys(state_url, mosquitto, tmp_path
     code, before, _ = cli_json(capsys, "estimate", "old", "--state", state_url, "--json")
     assert code == 0
     assert cli_json(capsys, "campaign", "close", "old", "--state", state_url)[0] == 0
+    code, _out, err = cli_json(capsys, "campaign", "purge", "old", "--state", state_url)
+    assert code == 2 and "purge at least 60 s after the close" in err  # batches in flight
+    with Store(state_url) as store:
+        store.db.execute("UPDATE campaigns SET closed_at=? WHERE name='old'", (time.time() - 120,))
     code, out, _ = cli_json(capsys, "campaign", "purge", "old", "--state", state_url, "--json")
     assert code == 0 and json.loads(out) == {"purged": {"old": 300}}
     with Store(state_url) as store:

@@ -69,6 +69,18 @@ class Applied:
     parsers: dict
 
 
+def has_password(text: str) -> bool:
+    """A URL with a password in its user part or a `password=` query parameter."""
+    from urllib.parse import parse_qs, urlsplit
+    if "://" not in text:
+        return False
+    try:
+        parts = urlsplit(text)
+        return parts.password is not None or "password" in parse_qs(parts.query)
+    except ValueError:
+        return False
+
+
 def is_secret(action) -> bool:
     metavar = str(action.metavar or "").upper()
     path_like = any(word in metavar for word in ("FILE", "PATH", "PEM", "DIR"))
@@ -304,6 +316,9 @@ def collect(parser, argv, environ=None):
                 raise ConfigError(where, "secrets are not read from the config file: give "
                                   "%s_file = PATH (a file only this service can read) or the "
                                   "%s environment variable" % (action.dest, env_name(action.dest)))
+            if isinstance(value, str) and has_password(value):
+                raise ConfigError(where, "secrets are not read from the config file: this URL "
+                                  "carries a password (PostgreSQL: ~/.pgpass or PGPASSFILE)")
             try:
                 converted = convert(action, value)
             except ValueError as exc:

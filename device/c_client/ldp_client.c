@@ -117,10 +117,10 @@ static const char *device_value(int argc, char **argv, const char **problem)
         *problem = "--value-file cannot be read";
         return NULL;
     }
-    n = fread(buf, 1, sizeof buf - 1, f);
-    if (!feof(f) || ferror(f)) {
+    n = fread(buf, 1, sizeof buf, f);
+    if (ferror(f) || n == sizeof buf || memchr(buf, 0, n) != NULL) {
         fclose(f);
-        *problem = "--value-file is unreadable or longer than 64 KiB";
+        *problem = "--value-file is unreadable, holds a NUL byte or is 64 KiB or longer";
         return NULL;
     }
     fclose(f);

@@ -34,16 +34,20 @@ def register(subparsers):
 
 
 def _mask_url(text):
-    """A URL's password as ****."""
+    """A URL's password (user part or `password=` query parameter) as ****."""
+    import re
     from urllib.parse import urlsplit, urlunsplit
-    if "://" not in text or "@" not in text:
+    if "://" not in text:
         return text
     try:
         parts = urlsplit(text)
-        if parts.password is None:
-            return text
-        host = parts.netloc.rsplit("@", 1)[1]
-        return urlunsplit(parts._replace(netloc="%s:%s@%s" % (parts.username, "****", host)))
+        query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2****", parts.query)
+        if parts.password is None and query == parts.query:
+            return text  # (urlunsplit would also rewrite sqlite:///x as sqlite:/x)
+        if parts.password is not None:
+            host = parts.netloc.rsplit("@", 1)[1]
+            parts = parts._replace(netloc="%s:%s@%s" % (parts.username, "****", host))
+        return urlunsplit(parts._replace(query=query))
     except ValueError:
         return text
 

@@ -155,9 +155,19 @@ def _http_address(args):
             if getattr(args, flag):
                 raise ConfigError(flag, "--%s needs --http HOST:PORT" % flag.replace("_", "-"))
         return None
+    import ipaddress
     from ..service.http_api import ApiTokens, parse_address
     args.http_tokens = ApiTokens.from_files(args.http_token_file, args.http_write_token_file)
-    return parse_address(args.http)
+    host, port = parse_address(args.http)
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and args.http_token_file is None:
+        raise ConfigError("http_token_file", "--http on %s (not loopback) needs "
+                          "--http-token-file: the API would show every campaign to anyone who "
+                          "reaches the port" % host)
+    return host, port
 
 
 def _start_http(args, address, metrics, broker, ingestor):

@@ -4,12 +4,14 @@ report per device and phase; the same nonce again is a duplicate, another one a 
 
 The hash is a PRF under a random 32-byte key made with the state (`meta.dedupe_key`): SipHash-2-4
 (c_kernels/ldp_siphash.c) of the device id under the key's first 16 bytes, then under its last
-16 bytes, the two 64-bit outputs side by side (16 bytes). A copy of the state alone neither lists
-the fleet's device ids nor confirms a guessed id without the key, and 128 bits make a collision
-between two devices of one campaign negligible (about n^2 / 2^129). The ingest hashes a whole
-batch's device ids in one C call over their spans in the receive buffer (`DeviceKeys.spans`).
-Every worker of a PostgreSQL state reads the same key. Whoever holds the state *and* the key can
-test a guessed id: `campaign purge` (retention.py) drops a closed campaign's keys altogether.
+16 bytes, the two 64-bit outputs side by side (16 bytes). The table never lists the fleet's
+device ids, and 128 bits make a collision between two devices of one campaign negligible (about
+n^2 / 2^129). The ingest hashes a whole batch's device ids in one C call over their spans in the
+receive buffer (`DeviceKeys.spans`). Every worker of a PostgreSQL state reads the same key.
+The key is stored in the same state: whoever can read the whole state (a backup, a database
+role with access to `meta`) can still test a *guessed* id against it. What the keyed hash buys
+is that the ids are not in the table to be read off, exported or joined; `campaign purge`
+(retention.py) drops a closed campaign's keys altogether.
 """
 import secrets
 

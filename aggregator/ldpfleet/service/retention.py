@@ -12,6 +12,9 @@ from ..errors import ConfigError
 
 DAY_S = 86400.0
 CHECK_EVERY_S = 3600.0
+CLOSE_GRACE_S = 60.0
+"""A purge waits this long after the close: a worker that loaded the campaign as open at the
+start of its batch must have committed that batch, or it could claim a just-purged key again."""
 
 
 def purge(store, name: str) -> int:
@@ -22,10 +25,13 @@ def purge(store, name: str) -> int:
             raise ConfigError("name", "campaign %s is open: close it first (`ldpfleet campaign "
                                       "close %s`); only a closed campaign's dedupe keys can go"
                               % (name, name))
-        keys = store.conn.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,)).fetchone()[0]
+        if camp.closed_at is not None and time.time() - camp.closed_at < CLOSE_GRACE_S:
+            raise ConfigError("name", "campaign %s was closed %.0f s ago: purge at least %.0f s "
+                                      "after the close (batches in flight may still claim keys)"
+                              % (name, time.time() - camp.closed_at, CLOSE_GRACE_S))
         store.conn.zero_deleted(True)
         try:
-            store.conn.execute("DELETE FROM seen WHERE campaign=?", (name,))
+            keys = store.conn.execute("DELETE FROM seen WHERE campaign=?", (name,)).rowcount
         finally:
             store.conn.zero_deleted(False)
         store.conn.execute(
