@@ -348,7 +348,7 @@ def main(argv=None):
     ap.add_argument("--domain", type=int, default=256)
     ap.add_argument("--mqtt", type=int, choices=(4, 5), default=5,
                     help="MQTT version of both subscribers (serve's --mqtt)")
-    ap.add_argument("--batch-size", type=int, default=2000)
+    ap.add_argument("--batch-size", type=int, default=10000, help="serve --batch-size (its default)")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--no-postgres", dest="postgres", action="store_false",
                     help="skip the PostgreSQL runs (serve on PostgreSQL, 2 workers of a group); "

@@ -288,7 +288,9 @@ class SecuredBroker:
     """`max_packet_size`: the broker refuses (and disconnects) anyone sending a larger packet."""
     insecure_plaintext: bool = False
     """Without a certificate the listener is plaintext only when this says so."""
-    max_inflight_messages: int = 1000
+    max_inflight_messages: int = 10000
+    """Per client: serve's default --batch-size, so a batch can fill before it is acknowledged
+    (serve acknowledges only after the commit)."""
     log_file: str = None
     run_as: str = "mosquitto"
 

@@ -28,7 +28,10 @@ def register(subparsers, broker_args, state_arg):
                         "worker), PostgreSQL state only. Each worker keeps its own persistent "
                         "session; default client id ldpfleet-NAME-<hostname> (a second worker "
                         "on one machine needs --client-id). README: Several workers")
-    s.add_argument("--batch-size", type=positive_int, default=2000, help="messages per batch (upper bound)")
+    s.add_argument("--batch-size", type=positive_int, default=10000,
+                   help="messages per committed batch, at most (default 10000: with random device "
+                        "ids each commit rewrites many pages of the dedupe index, so larger "
+                        "batches amortise it; memory is bounded by this x the largest report)")
     s.add_argument("--max-packet-bytes", type=positive_int, default=1 << 20, metavar="N",
                    help="the largest packet serve takes (default 1 MiB): with --mqtt 5 announced "
                         "to the broker as Maximum Packet Size, which then drops larger messages for "

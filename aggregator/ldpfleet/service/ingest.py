@@ -94,7 +94,7 @@ TAKEOVER_WINDOW = 60.0
 @dataclass
 class IngestOptions:
     client_id: str = "ldpfleet-aggregator"
-    batch_size: int = 2000
+    batch_size: int = 10000
     batch_ms: float = 200.0
     session_expiry: int = 7 * 86400
     keepalive: int = 30
