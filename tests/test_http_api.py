@@ -18,23 +18,17 @@ from ldpfleet.broker import free_port
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from ldpfleet.service.campaigns import Issuance
 from ldpfleet.service.http_api import ApiTokens, create_app, start_http
-from ldpfleet.service.ingest import IngestOptions, Ingestor
 from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
 from ldpfleet.signing import write_signing_key
 from support.brokers import PrivateMosquitto
-from support.service import ServeProcess, report_messages
+from support.service import ServeProcess, fold_batch, report_messages
 
 READ, WRITE = "read-token-0123456789", "write-token-0123456789"
 SEED = 1515
 
 
 def fold(state, worker, messages):
-    """One batch through the real ingest path (validate, dedupe, fold, commit)."""
-    ingestor = Ingestor(state, options=IngestOptions(client_id=worker))
-    try:
-        return ingestor.process_batch(messages)
-    finally:
-        ingestor.store.close()
+    return fold_batch(state, messages, worker)
 
 
 def populate(state, broker_url, tmp_path, advance=False):

@@ -11,19 +11,14 @@ from ldpfleet import cli
 from ldpfleet.kernels import lib
 from ldpfleet.service import BrokerSettings, Store, create_campaign, dedupe
 from ldpfleet.service.batch import ReportBatch
-from ldpfleet.service.ingest import IngestOptions, Ingestor
 from ldpfleet.signing import write_signing_key
-from support.service import ServeProcess, report_messages
+from support.service import ServeProcess, fold_batch, report_messages
 
 DAY = 86400.0
 
 
 def fold(state, messages):
-    ingestor = Ingestor(state, options=IngestOptions(client_id="w"))
-    try:
-        return ingestor.process_batch(messages)
-    finally:
-        ingestor.store.close()
+    return fold_batch(state, messages, "w")
 
 
 def cli_json(capsys, *args):

@@ -15,10 +15,9 @@ from ldpfleet import cli
 from ldpfleet.mechanisms.base import Sketch
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from ldpfleet.service.campaigns import Issuance
-from ldpfleet.service.ingest import IngestOptions, Ingestor
 from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
 from ldpfleet.signing import write_signing_key
-from support.service import direct_sketch, report_messages
+from support.service import direct_sketch, fold_batch, report_messages
 
 SEED = 1414
 VOLATILE = ("campaign_id", "created_at", "closed_at", "not_after", "config", "time", "salt")
@@ -42,12 +41,7 @@ def run_cli(capsys, *args):
 
 
 def fold(state, worker, messages):
-    """One worker's batch through the real ingest path (validate, dedupe, fold, commit)."""
-    ingestor = Ingestor(state, options=IngestOptions(client_id=worker))
-    try:
-        return ingestor.process_batch(messages)
-    finally:
-        ingestor.store.close()
+    return fold_batch(state, messages, worker)
 
 
 def scenario(state, broker_url, tmp_path, capsys):

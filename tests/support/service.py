@@ -90,3 +90,14 @@ def scrape_metrics_until(port: int, lines, timeout: float = 30.0) -> str:
         if time.monotonic() > deadline:
             raise TimeoutError("metrics never showed %r; last scrape:\n%s" % (missing, text))
         time.sleep(0.05)
+
+
+def fold_batch(state: str, messages, worker: str = ""):
+    """One worker's batch through the real ingest path (validate, dedupe, fold, commit), in
+    process; returns its counts {(campaign, reason): n}."""
+    from ldpfleet.service.ingest import IngestOptions, Ingestor
+    ingestor = Ingestor(state, options=IngestOptions(client_id=worker))
+    try:
+        return ingestor.process_batch(messages)
+    finally:
+        ingestor.store.close()
