@@ -2,6 +2,7 @@
 #include "ldp_sh.h"
 #include "ldp_cms.h"
 #include "ldp_hash.h"
+#include "ldp_bytes.h"
 
 #define SH_HALF 0x80000000u
 #define SH_TILE 256
@@ -177,5 +178,67 @@ void ldp_srappor_accumulate(const uint8_t *bodies, size_t n, size_t stride, uint
         const uint8_t *bits = bodies + u * stride;
         for (b = 0; b < nbits; b++)
             counts[b] += (bits[b >> 3] >> (b & 7u)) & 1u;
+    }
+}
+
+/* Index of a user's sampled element among the D items, D for the dummy (ldp_sh.h). */
+static uint32_t ps_index(const uint32_t *keys, const uint64_t *offsets, size_t u, uint32_t w0,
+                         uint32_t l, const uint32_t *cand_sorted, const uint32_t *cand_index,
+                         uint32_t kc)
+{
+    uint64_t s = offsets[u + 1] - offsets[u];
+    uint32_t i = sampled_index(w0, s, l), key;
+    if ((uint64_t)i >= s)
+        return kc;
+    key = keys[offsets[u] + i];
+    if (cand_sorted == NULL)
+        return key < kc ? key : kc;
+    return candidate_bit(cand_sorted, cand_index, kc, key);
+}
+
+void ldp_psgrr_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                       const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
+                       uint32_t t_keep, const uint32_t *words, uint8_t *out, size_t stride)
+{
+    size_t u;
+    for (u = 0; u < n; u++) {
+        const uint32_t *w = words + 3 * u;
+        uint32_t y = ps_index(keys, offsets, u, w[0], l, cand_sorted, cand_index, kc);
+        if (w[1] >= t_keep) {
+            uint32_t r = ldp_bucket_inline(w[2], kc);
+            y = r + (r >= y ? 1u : 0u);
+        }
+        put_le32(out + u * stride, y);
+    }
+}
+
+void ldp_psolh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                       const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
+                       uint32_t g, uint32_t t_keep, const uint32_t *words, uint8_t *out,
+                       size_t stride)
+{
+    size_t u;
+    for (u = 0; u < n; u++) {
+        const uint32_t *w = words + 4 * u;
+        uint8_t *o = out + u * stride;
+        uint64_t s = offsets[u + 1] - offsets[u];
+        uint32_t i = sampled_index(w[0], s, l), y;
+        int real = (uint64_t)i < s;
+        uint32_t key = real ? keys[offsets[u] + i] : 0u;
+        if (real && cand_sorted != NULL)
+            real = candidate_bit(cand_sorted, cand_index, kc, key) != kc;
+        if (real) {
+            uint32_t v = ldp_bucket_inline(ldp_hash_key(key, w[1]), g);
+            y = v;
+            if (w[2] >= t_keep) {
+                uint32_t r = ldp_bucket_inline(w[3], g - 1u);
+                y = r + (r >= v ? 1u : 0u);
+            }
+        } else {
+            y = ldp_bucket_inline(w[3], g);
+        }
+        put_le32(o, w[1]);
+        o[4] = (uint8_t)y;
+        o[5] = (uint8_t)(y >> 8);
     }
 }

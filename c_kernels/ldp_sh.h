@@ -11,6 +11,17 @@
  * candidate c, else (non-candidate or dummy) bit kc; bit b is flipped iff w[1+b] < t_flip.
  * Candidates are passed sorted (cand_sorted) with their bit index (cand_index);
  * ldp_srappor_sort_candidates builds both from the phase-2 list (in place, no allocation).
+ *
+ * Padding-and-sampling frequency oracles (Wang, Li, Jha, "Locally Differentially Private
+ * Frequent Itemset Mining", IEEE S&P 2018, §4 PSFO), ids 10 and 11. The sampled element's index
+ * c among the D items (a candidate list of kc keys passed as above, D = kc; or, with
+ * cand_sorted == NULL, the integer domain 0..kc-1 itself, c = key) is D for the dummy.
+ * PSGRR body: y:u32; R = 3. GRR over D + 1 outputs: y = c iff w1 < t_keep, else
+ * r = bucket(w2, D), y = r + (r >= c).
+ * PSOLH body: seed:u32, y:u16; R = 4. seed = w1; a real item (any element without a list,
+ * a candidate with one): v = bucket(Hs(key, seed), g),
+ * y = v iff w2 < t_keep, else r = bucket(w3, g - 1), y = r + (r >= v); the dummy: y =
+ * bucket(w3, g) (uniform, what every non-holder looks like to the estimator).
  * Portable C99, no allocation, no globals. */
 #ifndef LDP_SH_H
 #define LDP_SH_H
@@ -31,6 +42,13 @@ void ldp_srappor_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n
                          uint32_t t_flip, const uint32_t *words, uint8_t *out, size_t stride);
 void ldp_srappor_accumulate(const uint8_t *bodies, size_t n, size_t stride, uint32_t nbits,
                             int64_t *counts);
+void ldp_psgrr_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                       const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
+                       uint32_t t_keep, const uint32_t *words, uint8_t *out, size_t stride);
+void ldp_psolh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
+                       const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
+                       uint32_t g, uint32_t t_keep, const uint32_t *words, uint8_t *out,
+                       size_t stride);
 /* cdef-end */
 
 #endif

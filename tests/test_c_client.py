@@ -31,7 +31,8 @@ from test_device_config import PRIOR_GEN, PRIOR_LEDGER, envelopes, mutated_confi
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
-CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm"}
+CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
+                     "psolh"}
 
 
 def report_cases(name):
@@ -317,10 +318,15 @@ def test_ledger_fails_closed(mosquitto, tmp_path, damage):
     assert reports == [] and ledger_bytes(state) == before
 
 
+PHASE2_LISTED = {"srappor": {"l": 2}, "psgrr": {"l": 2}, "psolh": {"l": 2, "g": 4}}
+"""Phase-2 mechanisms that take the signed candidate list as their items."""
+
+
+@pytest.mark.parametrize("phase2", sorted(PHASE2_LISTED))
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
-def test_ldpminer_two_phases(mosquitto, tmp_path, sanitize):
+def test_ldpminer_two_phases(mosquitto, tmp_path, sanitize, phase2):
     phases = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 64, "l": 2}},
-              {"phase": 2, "mechanism": "srappor", "eps_milli": 1000, "params": {"l": 2}}]
+              {"phase": 2, "mechanism": phase2, "eps_milli": 1000, "params": PHASE2_LISTED[phase2]}]
     doc = config_doc("miner", phases=phases, domain={"type": "int", "size": 1000})
     candidates = [5, 17, 400]
     p2 = campaign_config.make_phase2(doc, candidates=candidates)

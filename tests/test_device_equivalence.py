@@ -4,7 +4,7 @@ Each client (the real MicroPython interpreter and the C client) runs once per va
 domain, plus out-of-domain values (too large, negative, wrong type, no value, a list) and, for
 set-valued campaigns, sets of every size 0..l+1 with and without out-of-domain elements, for
 every mechanism and phase (one-phase campaigns, LDPMiner's sampling SH then sampling RAPPOR /
-SH, LDPLCM's learned-sketch phase 2). Every run gets the SAME "OS randomness" (a test-only seam:
+SH, SVIM's padding-and-sampling GRR / OLH over the candidates, LDPLCM's learned-sketch phase 2). Every run gets the SAME "OS randomness" (a test-only seam:
 a driver script on MicroPython, LDPC_TEST_RANDOM_SEED in the C client's test build), so the
 runs may differ only where the value legitimately goes: the report body. The test asserts that
 everything else is identical across values: the exit code, every log line, every MQTT packet
@@ -93,6 +93,19 @@ def campaigns():
         doc = config_doc("eq-miner-" + phase2, phases=phases, domain=sets)
         p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
         out.append(("miner-" + phase2, doc, p2, SET_VALUES))
+    # padding-and-sampling oracles: one phase over the int domain (no list), and SVIM's public
+    # split (device_ids picks phase-2 devices: the set trimmed to the signed candidates)
+    out.append(("psgrr-int", one_phase("psgrr", {"l": 2}, sets), None, SET_VALUES))
+    out.append(("psolh-int", one_phase("psolh", {"l": 2, "g": 4}, sets), None, SET_VALUES))
+    for first, second in (("psolh", "psgrr"), ("psgrr", "psolh")):
+        params = {"psgrr": {}, "psolh": {"g": 4}}
+        phases = [{"phase": 1, "mechanism": first, "eps_milli": 1000, "sample_rate_ppm": 500000,
+                   "params": dict(params[first], l=1)},
+                  {"phase": 2, "mechanism": second, "eps_milli": 1000, "sample_rate_ppm": 500000,
+                   "params": dict(params[second], l=2)}]
+        doc = config_doc("eq-svim-" + second, phases=phases, domain=sets)
+        p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
+        out.append(("svim-" + second, doc, p2, SET_VALUES))
     ppm = 500000
     phases = [{"phase": 1, "mechanism": "cms", "eps_milli": 1000, "sample_rate_ppm": ppm,
                "params": {"k": 4, "m": 16}},

@@ -14,6 +14,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
@@ -144,9 +146,11 @@ def test_silent_broker_is_detected_by_timeout(mosquitto, tmp_path):
         mech.check(got[t])
 
 
-def test_ldpminer_two_phases(mosquitto, tmp_path):
+@pytest.mark.parametrize("phase2,params", [("srappor", {"l": 2}), ("psgrr", {"l": 2}),
+                                           ("psolh", {"l": 2, "g": 4})])
+def test_ldpminer_two_phases(mosquitto, tmp_path, phase2, params):
     phases = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 64, "l": 2}},
-              {"phase": 2, "mechanism": "srappor", "eps_milli": 1500, "params": {"l": 2}}]
+              {"phase": 2, "mechanism": phase2, "eps_milli": 1500, "params": params}]
     doc = config_doc("miner", phases=phases, domain={"type": "str", "items": ["a", "b", "c", "d", "e"]})
     sets = [["a", "b"], ["c"], ["e", "a", "d"]]
     states = [device_runner.prepare_device(tmp_path / ("m-%d" % i), "m-%d" % i, SIGNING_KEY, value=v,
@@ -166,12 +170,13 @@ def test_ldpminer_two_phases(mosquitto, tmp_path):
     finally:
         collector.close()
     sh = mechanism_for_phase(doc, 1)
-    srappor = mechanism_for_phase(doc, 2, candidates=candidates)
+    second_mech = mechanism_for_phase(doc, 2, candidates=candidates)
     got = by_topic(reports)
     for state, t in zip(states, topics):
         first, second = got[t]
         sh.check(first)
-        srappor.check(second)
+        second_mech.check(second)
+        assert second[1] == protocol.MECHANISM_IDS[phase2]
         ledger = device_runner.read_ledger(state)
         assert ledger["spent_milli"] == 2500
         nonces = [int.from_bytes(r[8:12], "little") for r in (first, second)]

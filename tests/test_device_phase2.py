@@ -1,12 +1,14 @@
 """Device-side phase 2 of the two-phase protocols, on the real `micropython` device and the
 real C client (device/c_client), against the aggregator's own functions.
 
-* LDPMiner (sh -> srappor, sh -> sh): a device trims its set to the signed candidates
-  (`ldpminer.trim_to_candidates`) and reports it with the phase-2 `l` (= min(l, k_max) from
-  `ldpminer.campaign_phases`). Both clients' phase-2 reports, built by the devices' own
-  phase-2 code (MicroPython `Device.phase2_input`, C `ldpc_phase2_input` through
-  `ldp_client vector`) from injected words, equal `ldpminer.phase2_mechanism(cfg, cands)
-  .reference_report(trimmed, words, seq)` byte for byte, for every sampled slot of every set.
+* LDPMiner (sh -> srappor, sh -> sh) and SVIM (psolh -> psgrr, psolh -> psolh): a device trims
+  its set to the signed candidates (`ldpminer.trim_to_candidates`) and reports it with the
+  phase-2 `l` (= min(l, k_max) from `ldpminer.campaign_phases` / `svim.campaign_phases`). Both
+  clients' phase-2 reports, built by the devices' own phase-2 code (MicroPython
+  `Device.phase2_input`, C `ldpc_phase2_input` through `ldp_client vector`) from injected words,
+  equal the aggregator's phase-2 mechanism's `reference_report(trimmed, words, seq)` byte for
+  byte, for every sampled slot of every set. SVIM's public split (`sample_rate_ppm`, spec §5)
+  is LDPLCM's, unchanged: a device reports in phase 1 or in phase 2, never both.
 * LDPLCM: the signed model decides high/low; both clients' reports equal the lcm reference with
   `ldplcm.is_high`, for items at, just above and just below the boundary, and the C evaluator
   gives the aggregator's `evaluate_int` for every item of trained models and refuses exactly the
@@ -32,7 +34,8 @@ from ldpfleet import config as campaign_config
 from ldpfleet import datasets, device_runner, protocol
 from ldpfleet.errors import ConfigError
 from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.protocols import ldplcm, ldpminer
+from ldpfleet.mechanisms.olh import default_g
+from ldpfleet.protocols import ldplcm, ldpminer, svim
 from test_device_config import PRIOR_LEDGER
 from test_ldplcm import BAD_DOCS, small_doc
 
@@ -102,6 +105,39 @@ def miner_campaigns():
     return out
 
 
+def svim_config(domain, l, k_max, eps_milli):
+    """An SVIM campaign config (protocols.svim.campaign_phases: the public device split, psgrr or
+    psolh by domain size, phase-2 l = min(l, k_max)), psolh's g spelled out as the aggregator
+    writes it."""
+    size = domain["size"] if domain["type"] == "int" else len(domain["items"])
+    phases = svim.campaign_phases(eps_milli, size, l, k_max)
+    for ph in phases:
+        if ph["mechanism"] == "psolh":
+            ph["params"]["g"] = default_g(eps_milli)
+    return config_doc("svim-%s-%d" % (domain["type"], eps_milli), phases=phases, domain=domain)
+
+
+def svim_campaigns():
+    """(config, candidate keys, device values): phase 2 psgrr (int domain) and psolh (str)."""
+    cfg = svim_config({"type": "int", "size": 200}, l=2, k_max=3, eps_milli=3000)
+    values = [[5, 9, 17, 130, 120], [9, 11], [120], [17, 5, 17, 44], [3, 120, 5, 17], []]
+    out = [(cfg, [17, 5, 120], values)]
+    cfg = svim_config({"type": "str", "items": STR_ITEMS}, l=3, k_max=6, eps_milli=500)
+    cands = [protocol.item_key(x) for x in ("io", "idle", "gpu", "net", "irq", "usb")]
+    values = [["idle", "busy", "io", "gpu", "net"], ["busy"], ["gpu", "io"], ["idle", "io", "idle"],
+              ["usb", "irq", "net", "spi", "dma"]]
+    out.append((cfg, cands, values))
+    assert [c["phases"][1]["mechanism"] for c, _, _ in out] == ["psgrr", "psolh"]
+    return out
+
+
+def phase2_mechanism(cfg, cands):
+    """The aggregator's phase-2 mechanism of an LDPMiner or SVIM campaign."""
+    if cfg["phases"][1]["mechanism"] in ("psgrr", "psolh"):
+        return campaign_config.mechanism_for_phase(cfg, 2, candidates=[int(c) for c in cands])
+    return ldpminer.phase2_mechanism(cfg, cands)
+
+
 def distinct(keys):
     out = []
     for k in keys:
@@ -124,10 +160,11 @@ def miner_jobs():
     """Phase-2 jobs with the aggregator's expected report bytes and the untrimmed control."""
     rng = np.random.default_rng(20240607)
     jobs, seq = [], 0
-    for cfg, cands, values in miner_campaigns():
+    for cfg, cands, values in miner_campaigns() + svim_campaigns():
         p2 = ldpminer.phase2_message(cfg, cands)
-        mech = ldpminer.phase2_mechanism(cfg, cands)
-        assert mech.l == min(cfg["phases"][0]["params"]["l"], len(cands))
+        mech = phase2_mechanism(cfg, cands)
+        if mech.name in ("srappor", "sh"):
+            assert mech.l == min(cfg["phases"][0]["params"]["l"], len(cands))
         for value in values:
             keys = distinct([protocol.item_key(v) for v in value])
             trimmed = ldpminer.trim_to_candidates(keys, cands)
@@ -213,7 +250,8 @@ def lcm_jobs(trained):
 def refusal_jobs():
     """Signed but unusable phase-2 bodies: (job, field) -- candidates and models."""
     jobs = []
-    for cfg, cands, values in miner_campaigns()[::2]:  # int domain, srappor and sh
+    for cfg, cands, values in miner_campaigns()[::2] + svim_campaigns():  # int domain, srappor,
+        # sh; psgrr (int domain) and psolh (str domain)
         for bad in ("missing", None, [], [5, 5], ["5"], [W], [True], [1.5], 17):
             p2 = campaign_config.make_phase2(cfg)
             if bad != "missing":
@@ -290,8 +328,8 @@ def client_results(request, phase2_jobs, tmp_path_factory):
 
 def test_jobs_cover_both_phase2_mechanisms_and_trimming_matters(phase2_jobs):
     jobs = phase2_jobs["miner"]
-    assert {j["mechanism"] for j in jobs} == {"srappor", "sh"}
-    for name in ("srappor", "sh"):
+    assert {j["mechanism"] for j in jobs} == {"srappor", "sh", "psgrr", "psolh"}
+    for name in ("srappor", "sh", "psgrr", "psolh"):
         mine = [j for j in jobs if j["mechanism"] == name]
         # a device that skipped trimming would send other bytes: the comparison has teeth
         assert any(j["want"] != j["untrimmed"] for j in mine)
@@ -637,6 +675,48 @@ def test_ldplcm_live_model_decides_and_phase_membership(mosquitto, tmp_path, cli
             # test_ldplcm_decision_equals_is_high through the same phase-2 input path
             assert "high=" not in out, out
     assert [ldplcm.is_high(model, items[d]) for d in outside] == [True, False]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["psolh-psgrr", "psolh-psolh"])
+@pytest.mark.parametrize("client", CLIENTS)
+def test_svim_live_public_split_between_phases(mosquitto, tmp_path, client, which):
+    """SVIM (spec §3, §5): the same `sample_rate_ppm` split as LDPLCM, unchanged. A device below
+    the split reports phase 1 only (PSFO over the int/str domain, no list) and skips the phase-2
+    message; the others report phase 2 only (the set trimmed to the signed candidates); each
+    spends eps once, and every report is valid for the aggregator's mechanism of its phase."""
+    cfg, cands, values = svim_campaigns()[which]
+    campaign, cid, eps = cfg["campaign"], cfg["campaign_id"], cfg["phases"][0]["eps_milli"]
+    assert cfg["phases"][0]["sample_rate_ppm"] == cfg["phases"][1]["sample_rate_ppm"]
+    outside = sampled_ids(cfg, False, 2)
+    inside = sampled_ids(cfg, True, 2)
+    value = {dev: values[i % len(values)] for i, dev in enumerate(outside + inside)}
+    collector = ReportCollector(mosquitto.port)
+    runs = {}
+    try:
+        collector.publish("ldp/%s/config" % campaign, campaign_config.sign(cfg, SIGNING_KEY))
+        collector.publish("ldp/%s/phase2" % campaign,
+                          campaign_config.sign(ldpminer.phase2_message(cfg, cands), SIGNING_KEY))
+        for dev in outside + inside:
+            state = make_state(tmp_path, dev)
+            runs[dev] = (state,) + run_live(client, state, mosquitto.port, campaign, value[dev])
+        got = dict(collector.barrier())
+    finally:
+        collector.close()
+    assert len(got) == len(runs)
+    for dev, (state, code, out) in runs.items():
+        assert code == 0, out
+        ledger = device_runner.read_ledger(state)
+        phase = 1 if dev in inside else 2
+        assert list(ledger["reports"]) == ["%d:%d" % (cid, phase)] and ledger["spent_milli"] == eps
+        report = got["ldp/%s/r/%s" % (campaign, dev)]
+        assert report[1] == protocol.MECHANISM_IDS[cfg["phases"][phase - 1]["mechanism"]]
+        assert report[2] == phase and report.hex() == ledger["reports"]["%d:%d" % (cid, phase)][2]
+        if phase == 1:
+            campaign_config.mechanism_for_phase(cfg, 1).check(report)
+            assert "skip phase 2" in out
+        else:
+            phase2_mechanism(cfg, cands).check(report)
+            assert "phase2 campaign_id=%d candidates=%d\n" % (cid, len(cands)) in out, out
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -58,7 +58,8 @@ def test_report_sizes_follow_the_registry_formulas():
     for name, entry in REGISTRY["mechanisms"].items():
         params = {"grr": {}, "olh": {"g": 8}, "flh": {"g": 8, "kp": 16}, "oue": {},
                   "cms": {"k": 4, "m": 40}, "hcms": {"k": 4, "m": 32}, "sh": {"m": 64, "l": 3},
-                  "srappor": {"l": 3, "candidates": [1, 2, 3, 4, 5]}, "lcm": {"k": 4, "m": 40}}[name]
+                  "srappor": {"l": 3, "candidates": [1, 2, 3, 4, 5]}, "lcm": {"k": 4, "m": 40},
+                  "psgrr": {"l": 3, "candidates": [1, 2, 3]}, "psolh": {"l": 3, "g": 8}}[name]
         mech = make_mechanism(name, 1000, 100, salt=1, campaign_id=1, phase=1, **params)
         env = {"n": 100, "m": params.get("m", 0), "kc": len(params.get("candidates", []))}
         # the registry writes ceil(X/8) for bitmaps of X bits: ((X) + 7) // 8 in integers

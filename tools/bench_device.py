@@ -40,6 +40,8 @@ CASES = {
     "sh": (1 << 20, {"m": 1024, "l": 4}, [5, 77, 1000]),
     "srappor": (1 << 20, {"l": 4, "candidates": list(range(0, 640, 10))}, [5, 70, 1000]),
     "lcm": (1024, {"k": 256, "m": 1024}, {"key": 5, "high": False}),
+    "psgrr": (1 << 20, {"l": 4, "candidates": list(range(0, 640, 10))}, [5, 70, 1000]),
+    "psolh": (1 << 20, {"l": 4, "g": 8, "candidates": list(range(0, 640, 10))}, [5, 70, 1000]),
 }
 
 def cycle_script(name, reports, workdir):

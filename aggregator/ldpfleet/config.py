@@ -13,7 +13,7 @@ from . import protocol, signing
 from .errors import ConfigError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: "$" would also match before a final newline
-SET_VALUED = {"sh", "srappor"}
+SET_VALUED = {"sh", "srappor", "psgrr", "psolh"}
 PPM = 1000000
 RETRY_S_MAX = 86400
 RETRY_MAX_S_MAX = 259200
@@ -197,7 +197,7 @@ def check_grr_bound(phase: dict, d: int):
     name, eps = phase["mechanism"], phase["eps_milli"]
     if name == "grr":
         n, field = d + 1, "domain.size"
-    elif name in ("olh", "flh") and isinstance(phase.get("params", {}).get("g"), int) \
+    elif name in ("olh", "flh", "psolh") and isinstance(phase.get("params", {}).get("g"), int) \
             and not isinstance(phase["params"]["g"], bool) and phase["params"]["g"] >= 2:
         n, field = phase["params"]["g"], "params.g"
     else:

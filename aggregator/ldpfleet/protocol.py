@@ -41,7 +41,7 @@ def load_registry():
 
 MECHANISM_IDS = {
     "grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5,
-    "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9,
+    "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11,
 }
 MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 

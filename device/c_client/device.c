@@ -289,7 +289,7 @@ static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, struc
     const cJSON *ph = phase_entry(doc, phase);
     const char *name = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
     /* n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones */
-    uint64_t n = ldpc_domain_size(doc) + (strcmp(name, "sh") == 0 || strcmp(name, "srappor") == 0 ? 0 : 1);
+    uint64_t n = ldpc_domain_size(doc) + (ldpc_mech_set_valued_name(name) ? 0 : 1);
     return ldpc_mech_init(mech, name, int_of(ph, "eps_milli"), n, (uint32_t)int_of(doc, "salt"),
                           (uint32_t)int_of(doc, "campaign_id"), phase,
                           cJSON_GetObjectItemCaseSensitive(ph, "params"), candidates, why);
@@ -655,22 +655,23 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     free(keys);
 }
 
-/* LDPMiner phase 2 (srappor, sh): the candidates are required; for srappor they are also the
- * bit order (the mechanism holds them), for sh they only trim the set. */
+/* LDPMiner phase 2 (srappor, sh) and SVIM phase 2 (psgrr, psolh): the candidates are required;
+ * for srappor, psgrr and psolh they are also the items' order (the mechanism holds them), for sh
+ * they only trim the set. */
 static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const cJSON *value, struct ldpc_mech *mech,
                            struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
     const cJSON *cands = cJSON_GetObjectItemCaseSensitive(p2, "candidates");
     struct ldpc_candidates own;
     const struct ldpc_candidates *trim_by = &mech->cand;
-    int srappor = strcmp(cJSON_GetObjectItemCaseSensitive(phase_entry(doc, 2), "mechanism")->valuestring,
-                         "srappor") == 0;
+    int listed = ldpc_mech_listed_name(
+        cJSON_GetObjectItemCaseSensitive(phase_entry(doc, 2), "mechanism")->valuestring);
     memset(&own, 0, sizeof own);
     if (cands == NULL) {
         ldpc_reason_set(why, "candidates", "the phase-2 message carries no candidate list");
         return -1;
     }
-    if (srappor) {
+    if (listed) {
         if (make_mech(doc, 2, cands, mech, why) != 0)
             return -1;
     } else {
@@ -699,7 +700,7 @@ int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int
     const char *name = cJSON_GetObjectItemCaseSensitive(phase_entry(doc, 2), "mechanism")->valuestring;
     struct ldpc_lcm_model model;
     *keys = NULL;
-    if (strcmp(name, "srappor") == 0 || strcmp(name, "sh") == 0)
+    if (ldpc_mech_set_valued_name(name))
         return ldpminer_phase2(doc, p2, value, mech, in, keys, why);
     if (make_mech(doc, 2, NULL, mech, why) != 0)
         return -1;

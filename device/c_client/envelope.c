@@ -332,7 +332,7 @@ static int check_grr_bound(const cJSON *doc, struct ldpc_reason *why)
         if (strcmp(mech, "grr") == 0) {
             n = ldpc_domain_size(doc) + 1;
             field = "domain.size";
-        } else if ((strcmp(mech, "olh") == 0 || strcmp(mech, "flh") == 0)
+        } else if ((strcmp(mech, "olh") == 0 || strcmp(mech, "flh") == 0 || strcmp(mech, "psolh") == 0)
                    && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ph, "params"), "g"), &g)
                    && g >= 2 && g <= 0xffffffffll) {
             n = (uint64_t)g;

@@ -265,7 +265,7 @@ static int json_u32(const cJSON *obj, const char *key, uint32_t *out)
 }
 
 /* The vector input (spec vectors' "value"): index (grr, oue), key, {"key", "high"} (lcm) or a
- * list of keys (sh, srappor; kept distinct in first-occurrence order as on the device). */
+ * list of keys (sh, srappor, psgrr, psolh; kept distinct in first-occurrence order as on the device). */
 static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct ldpc_input *in, uint32_t **keys)
 {
     const cJSON *item;

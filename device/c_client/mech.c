@@ -17,6 +17,7 @@
 #define MAX_ROWS 65536
 #define MAX_BITS 65536
 #define MAX_CANDIDATES 65536 /* as ldpfleet.mechanisms.srappor */
+#define PS_MAX_DOMAIN 16777216u /* psgrr/psolh without a list: d <= 2^24 (ldpfleet.mechanisms.psfo) */
 
 static int param(const cJSON *params, const char *name, int64_t lo, int64_t hi, uint32_t *out,
                  struct ldpc_reason *why)
@@ -121,6 +122,28 @@ size_t ldpc_trim_to_candidates(uint32_t *keys, size_t n, const struct ldpc_candi
         if (ldpc_candidates_contains(c, keys[i]))
             keys[kept++] = keys[i];
     return kept;
+}
+
+/* PSFO's items (ldpfleet.mechanisms.psfo): the candidate list (phase 2), or without one the
+ * int domain 0..d-1 (c = key), refused above 2^24 items; then "l" in 1..65536. */
+static int init_ps_items(struct ldpc_mech *mech, const cJSON *cands, const cJSON *params,
+                         struct ldpc_reason *why)
+{
+    if (cands == NULL)
+        cands = cJSON_GetObjectItemCaseSensitive(params, "candidates");
+    if (cands == NULL) {
+        if (mech->domain_size > PS_MAX_DOMAIN) {
+            ldpc_reason_set(why, "domain.size", "%s without a candidate list needs a domain of at most %u items",
+                            mech->name, PS_MAX_DOMAIN);
+            return -1;
+        }
+        mech->items = (uint32_t)mech->domain_size;
+    } else {
+        if (ldpc_candidates_parse(&mech->cand, cands, why) != 0)
+            return -1;
+        mech->items = mech->cand.kc;
+    }
+    return param(params, "l", 1, MAX_BITS, &mech->l, why);
 }
 
 /* Sampling RAPPOR's candidates: the phase-2 list, and params' optional "kc" must agree. */
@@ -231,6 +254,33 @@ int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, 
             return -1;
         }
         return 0;
+    case LDP_MECHANISM_ID_PSGRR:
+        mech->body_size = 4;
+        mech->words = 3;
+        if (init_ps_items(mech, candidates, params, why) != 0) {
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        if (ldp_grr_ok(eps, (uint64_t)mech->items + 1) != 1) {
+            ldpc_reason_set(why, "domain.size", "GRR over %lu outputs is not eps-LDP with integer thresholds "
+                            "(spec §2)", (unsigned long)mech->items + 1);
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        if (threshold_rc(ldp_t_grr(eps, (uint64_t)mech->items + 1, &mech->t_keep), why) != 0) {
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        return 0;
+    case LDP_MECHANISM_ID_PSOLH:
+        mech->body_size = 6;
+        mech->words = 4;
+        if (init_ps_items(mech, candidates, params, why) != 0 || param(params, "g", 2, MAX_BITS, &mech->g, why) != 0
+            || threshold_rc(ldp_t_grr(eps, mech->g, &mech->t_keep), why) != 0) {
+            ldpc_mech_free(mech);
+            return -1;
+        }
+        return 0;
     default:
         ldpc_reason_set(why, "phases.mechanism", "unknown mechanism %s", name);
         return -1;
@@ -254,7 +304,20 @@ int ldpc_mech_index_valued(const struct ldpc_mech *mech)
 
 int ldpc_mech_set_valued(const struct ldpc_mech *mech)
 {
-    return mech->id == LDP_MECHANISM_ID_SH || mech->id == LDP_MECHANISM_ID_SRAPPOR;
+    return mech->id == LDP_MECHANISM_ID_SH || mech->id == LDP_MECHANISM_ID_SRAPPOR
+        || mech->id == LDP_MECHANISM_ID_PSGRR || mech->id == LDP_MECHANISM_ID_PSOLH;
+}
+
+int ldpc_mech_set_valued_name(const char *name)
+{
+    int id = ldp_mechanism_id(name);
+    return id == LDP_MECHANISM_ID_SH || ldpc_mech_listed_name(name);
+}
+
+int ldpc_mech_listed_name(const char *name)
+{
+    int id = ldp_mechanism_id(name);
+    return id == LDP_MECHANISM_ID_SRAPPOR || id == LDP_MECHANISM_ID_PSGRR || id == LDP_MECHANISM_ID_PSOLH;
 }
 
 int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
@@ -297,6 +360,14 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
     case LDP_MECHANISM_ID_SRAPPOR:
         ldp_srappor_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->cand.kc,
                             mech->t_flip, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_PSGRR:
+        ldp_psgrr_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->items,
+                          mech->t_keep, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_PSOLH:
+        ldp_psolh_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->items,
+                          mech->g, mech->t_keep, words, body, 0);
         break;
     default:
         rc = -1;

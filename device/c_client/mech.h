@@ -34,13 +34,14 @@ struct ldpc_mech {
     uint64_t domain_size;
     uint32_t g, kp, k, m, l;          /* parameters (those the mechanism has) */
     uint32_t t_keep, t_q, t_flip;     /* integer thresholds, spec §2 */
-    struct ldpc_candidates cand;      /* sampling RAPPOR: the candidates (bit c = list[c]) */
+    struct ldpc_candidates cand;      /* sampling RAPPOR, PSFO: the candidates (bit/item c = list[c]) */
+    uint32_t items;                   /* PSFO: D, the candidates or (no list) the int domain 0..d-1 */
     size_t body_size, words;
 };
 
 /* The device's value in the form the mechanism takes (spec §3): a domain index (grr, oue),
  * an item key (olh, flh, cms, hcms, and lcm with the high-frequent flag), or a set of
- * distinct keys (sh, srappor). */
+ * distinct keys (sh, srappor, psgrr, psolh). */
 struct ldpc_input {
     uint32_t index, key;
     int high;
@@ -49,8 +50,9 @@ struct ldpc_input {
 };
 
 /* Build from a phase description. `params` is the phase's params object (may be NULL);
- * `candidates` (sampling RAPPOR) the phase-2 candidate list (may be NULL: then params'
- * "candidates" is used). 0, or -1 with the reason. */
+ * `candidates` (sampling RAPPOR, psgrr, psolh) the phase-2 candidate list (may be NULL: then
+ * params' "candidates" is used; psgrr/psolh without either run over the int domain 0..d-1,
+ * d <= 2^24). 0, or -1 with the reason. */
 int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, uint64_t domain_size,
                    uint32_t salt, uint32_t campaign_id, int phase, const cJSON *params,
                    const cJSON *candidates, struct ldpc_reason *why);
@@ -58,7 +60,9 @@ void ldpc_mech_free(struct ldpc_mech *mech);
 
 size_t ldpc_mech_report_size(const struct ldpc_mech *mech);
 int ldpc_mech_index_valued(const struct ldpc_mech *mech); /* grr, oue */
-int ldpc_mech_set_valued(const struct ldpc_mech *mech);   /* sh, srappor */
+int ldpc_mech_set_valued(const struct ldpc_mech *mech);   /* sh, srappor, psgrr, psolh */
+int ldpc_mech_set_valued_name(const char *name);          /* the same, by mechanism name */
+int ldpc_mech_listed_name(const char *name);              /* srappor, psgrr, psolh: phase 2 takes the list */
 
 /* Header + body into `report` (ldpc_mech_report_size bytes) from exactly `mech->words`
  * random words. 0, or -1 if the input does not fit. */

@@ -135,7 +135,7 @@ def check_grr_bound(ph, d):
     g = ph.get("params", {}).get("g")
     if name == "grr":
         n, field = d + 1, "domain.size"
-    elif name in ("olh", "flh") and _is_int(g) and g >= 2:
+    elif name in ("olh", "flh", "psolh") and _is_int(g) and g >= 2:
         n, field = g, "params.g"
     else:
         return

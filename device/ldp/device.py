@@ -31,7 +31,7 @@ from .envelope import KEYS_TOPIC, Verifier, trusted_keys
 from .errors import BudgetExceeded, ConfigError
 from .hash import murmur3
 from .ledger import Ledger
-from .mechanisms import SET_VALUED, make
+from .mechanisms import LISTED, SET_VALUED, make
 from .report import ACK_SIZE, ack_matches
 from .sets import candidate_index, trim
 
@@ -267,9 +267,10 @@ class Device:
 
     def phase2_input(self, doc, p2):
         """The phase-2 mechanism and this device's input for it, from an accepted config and
-        a verified phase-2 body. LDPMiner (srappor, sh): the set trimmed to the signed
-        `candidates` (LDPMiner §4.4, ldpminer.trim_to_candidates), padded by the mechanism to
-        the phase-2 `l`; the candidates are required and, for srappor, also the bit order.
+        a verified phase-2 body. LDPMiner (srappor, sh) and SVIM (psgrr, psolh): the set trimmed
+        to the signed `candidates` (LDPMiner §4.4, ldpminer.trim_to_candidates), padded by the
+        mechanism to the phase-2 `l`; the candidates are required and, for srappor, psgrr and
+        psolh, also the items' order (LISTED).
         LDPLCM: {"key", "high"} with high = g(index) >= P of the signed `model`."""
         name = doc["phases"][1]["mechanism"]
         if name not in SET_VALUED:
@@ -278,7 +279,7 @@ class Device:
         if "candidates" not in p2:
             raise ConfigError("candidates", "the phase-2 message carries no candidate list")
         index = candidate_index(p2["candidates"])
-        extra = {"candidates": p2["candidates"]} if name == "srappor" else {}
+        extra = {"candidates": p2["candidates"]} if name in LISTED else {}
         mech = self._mechanism(doc, 2, extra)
         return mech, trim(self._input(doc, mech), index)
 

@@ -327,6 +327,97 @@ def srappor_cases():
     return set_vector_cases(SrapporMechanism, configs, sets, errors)
 
 
+def bucket_first(r: int, n: int) -> int:
+    """The first word w with bucket(w, n) == r (spec §1: ceil(r 2^32 / n))."""
+    return -((-r * W) // n)
+
+
+def ps_vector_cases(cls, configs, word_choices, error_cases):
+    """Report and parse vectors of a padding-and-sampling oracle (PSGRR, PSOLH): for each config
+    (constructor kwargs) the sets of size 0, < l, = l, > l, with keys that are not items
+    (not candidates, or outside the int domain); word 0 at the edges of bucket(., L) and the
+    other words from `word_choices(mech, n_case)` [(index, word)] (threshold and bucket edges)."""
+    reports, parses = [], []
+    seq = 0
+    for cfg in configs:
+        mech = cls(**cfg)
+        items = [int(c) for c in mech.candidates[:4]]
+        outside = [555555, 0xFFFFFFFE] if mech.listed else [mech.kc, 0xFFFFFFFF]
+        l = mech.l
+        sets = [[], items[:1], [outside[0]], items[:max(l - 1, 1)], items[:l] if len(items) >= l
+                else items + outside[:1], [outside[1]] + items[:l], items[::-1] + outside,
+                [items[-1], outside[0], items[0]], items[1:2] + items[:1]]
+        for n_case, keys in enumerate(sets):
+            big = max(l, len(keys))
+            w0 = [0, W - 1, bucket_first(big - 1, big), max(bucket_first(big - 1, big) - 1, 0),
+                  bucket_first(big // 2, big)][n_case % 5]
+            specials = [(0, w0)] + word_choices(mech, n_case)
+            words = word_stream(seq * 7727 + mech.eps_milli, mech.random_words, specials)
+            seq += 1
+            reports.append(report_case(mech, keys, words, seq))
+        valid = bytes.fromhex(reports[-1]["report_hex"])
+        parses += header_parse_cases(mech, valid, error_cases(mech, valid))
+    return reports, parses
+
+
+def psgrr_cases():
+    from ldpfleet.mechanisms.psfo import PsGrrMechanism
+    configs = [dict(eps_milli=1000, domain_size=5, salt=1, campaign_id=31, phase=1, l=1),
+               dict(eps_milli=2000, domain_size=1000, salt=2, campaign_id=32, phase=1, l=3),
+               dict(eps_milli=8000, domain_size=1 << 24, salt=3, campaign_id=33, phase=1, l=2),
+               dict(eps_milli=4000, domain_size=1 << 20, salt=4, campaign_id=34, phase=2, l=2,
+                    candidates=[10, 3, 77]),
+               dict(eps_milli=500, domain_size=1000, salt=5, campaign_id=35, phase=2, l=1,
+                    candidates=[5, 0xFFFFFFFF, 0, 999, 123456, 42, 7])]
+
+    def words(mech, n):
+        t, d = mech.t_keep, mech.kc
+        return [(1, [0, t - 1, t, W - 1, t // 2][n % 5]),
+                (2, [0, W - 1, bucket_first(d // 2, d), bucket_first(d - 1, d),
+                     max(bucket_first(d - 1, d) - 1, 0), bucket_first(1, d)][n % 6])]
+
+    def errors(mech, valid):
+        return [("y", valid[:12] + (mech.kc + 1).to_bytes(4, "little")),
+                ("y", valid[:12] + b"\xff\xff\xff\xff")]
+
+    reports, parses = ps_vector_cases(PsGrrMechanism, configs, words, errors)
+    for cfg in configs:  # y = D (the dummy's output) is a valid body
+        mech = PsGrrMechanism(**cfg)
+        parses.append(parse_case(mech, mech.reference_report([], [0, 0, 0], 1)))
+    return reports, parses
+
+
+def psolh_cases():
+    from ldpfleet.mechanisms.psfo import PsOlhMechanism
+    configs = [dict(eps_milli=1000, domain_size=16, salt=1, campaign_id=41, phase=1, l=1, g=4),
+               dict(eps_milli=2000, domain_size=1 << 24, salt=2, campaign_id=42, phase=1, l=3,
+                    g=65536),
+               dict(eps_milli=4000, domain_size=1 << 20, salt=3, campaign_id=43, phase=2, l=2, g=2,
+                    candidates=[10, 3, 77]),
+               dict(eps_milli=500, domain_size=1000, salt=4, campaign_id=44, phase=2, l=1, g=3,
+                    candidates=[5, 0xFFFFFFFF, 0, 999, 123456, 42, 7])]
+
+    def words(mech, n):
+        t, g = mech.t_keep, mech.g
+        return [(1, [0, W - 1, 0xDEADBEEF, 123456789][n % 4]),
+                (2, [t - 1, t, 0, W - 1, t // 2][n % 5]),
+                (3, [0, W - 1, bucket_first(g - 2, g - 1), bucket_first(g - 1, g),
+                     max(bucket_first(g - 1, g) - 1, 0), bucket_first(1, g)][n % 6])]
+
+    def errors(mech, valid):
+        if mech.g >= 65536:
+            return []
+        return [("y", valid[:16] + mech.g.to_bytes(2, "little")),
+                ("y", valid[:16] + b"\xff\xff")]
+
+    reports, parses = ps_vector_cases(PsOlhMechanism, configs, words, errors)
+    for cfg in configs:  # y = g - 1 is a valid body
+        mech = PsOlhMechanism(**cfg)
+        valid = mech.reference_report([], [0, 0, 0, 0], 1)
+        parses.append(parse_case(mech, valid[:16] + (mech.g - 1).to_bytes(2, "little")))
+    return reports, parses
+
+
 def lcm_cases():
     def values(mech):
         d = mech.domain_size
@@ -363,27 +454,6 @@ def ack_cases() -> dict:
     return {"acks": acks,
             "matching": [{"report_hex": reports[0].hex(), "ack_hex": a.hex(), "matches": m}
                          for a, m in matching]}
-
-
-CASES = {"grr": grr_cases, "olh": olh_cases, "flh": flh_cases, "oue": oue_cases,
-         "cms": cms_cases, "hcms": hcms_cases, "sh": sh_cases, "srappor": srappor_cases,
-         "lcm": lcm_cases}
-
-
-RFC8032_TESTS = [
-    # RFC 8032 section 7.1, TEST 1-3: (secret key, public key, message, signature), hex
-    ("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
-     "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", "",
-     "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"),
-    ("4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
-     "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c", "72",
-     "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00"),
-    ("c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7",
-     "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025", "af82",
-     "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a"),
-]
-ED25519_L = 2 ** 252 + 27742317777372353535851937790883648493
-"""The order of Ed25519's base point (RFC 8032 section 5.1)."""
 
 
 def _flip_hex(text: str, i: int) -> str:

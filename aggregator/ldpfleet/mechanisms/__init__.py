@@ -4,6 +4,7 @@ import importlib
 MODULES = {
     "grr": "grr", "olh": "olh", "flh": "flh", "oue": "oue", "cms": "cms",
     "hcms": "hcms", "sh": "sh", "srappor": "srappor", "lcm": "lcm",
+    "psgrr": "psfo", "psolh": "psfo",
 }
 
 
@@ -11,7 +12,7 @@ def mechanism_class(name: str):
     if name not in MODULES:
         raise ValueError("unknown mechanism %r (known: %s)" % (name, ", ".join(sorted(MODULES))))
     module = importlib.import_module("." + MODULES[name], __name__)
-    return module.MECHANISM
+    return getattr(module, "MECHANISMS", {}).get(name, module.MECHANISM)
 
 
 def make_mechanism(name: str, eps_milli: int, domain_size: int, **kw):

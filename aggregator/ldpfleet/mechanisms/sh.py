@@ -25,6 +25,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import protocol
+from ..errors import ConfigError
 from ..kernels import THREADS, lib, parallel_map, ptr
 from .base import (W, IntParam, IntStateSketch, Mechanism, as_keys, body_ptr, body_u32,
                    check_words, report_array, run_chunks)
@@ -64,6 +65,19 @@ def key_sets(values) -> KeySets:
     return KeySets(np.ascontiguousarray(keys), offsets)
 
 
+def take_sets(sets: KeySets, index) -> KeySets:
+    """The sets of users `index` (in that order, repeats allowed), O(items taken)."""
+    index = np.asarray(index, np.int64)
+    offsets = sets.offsets.astype(np.int64)
+    sizes = offsets[index + 1] - offsets[index]
+    out = np.zeros(index.size + 1, np.uint64)
+    np.cumsum(sizes, out=out[1:])
+    total = int(out[-1])
+    shift = np.repeat(offsets[index] - out[:-1].astype(np.int64), sizes)
+    keys = sets.keys[np.arange(total, dtype=np.int64) + shift]
+    return KeySets(np.ascontiguousarray(keys, np.uint32), out)
+
+
 def check_distinct(keys: np.ndarray, offsets: np.ndarray):
     n = offsets.size - 1
     if keys.size < 2:
@@ -75,6 +89,45 @@ def check_distinct(keys: np.ndarray, offsets: np.ndarray):
         u = owner[order][1:][same][0]
         raise ValueError("user %d holds key %d twice (sets must be distinct keys)"
                          % (u, keys[order][1:][same][0]))
+
+
+MAX_CANDIDATES = 65536
+
+
+class CandidateMixin:
+    """A phase-2 candidate list (LDPMiner §4.4; spec §3 `srappor`, `psgrr`, `psolh`):
+    `candidates` (kc distinct u32 keys, list order = item index), `kc`, and the sorted copy
+    with each key's index that the C kernels search."""
+
+    def set_candidates(self, candidates, default_size: int = None):
+        """`candidates` checked (ConfigError naming `candidates`), or without a list the int
+        keys 0..default_size-1; returns True iff a list was given."""
+        if candidates is None:
+            cand = np.arange(default_size, dtype=np.uint32)
+        else:
+            try:
+                cand = as_keys(candidates)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError("candidates", str(exc)) from None
+            if not 1 <= cand.size <= MAX_CANDIDATES:
+                raise ConfigError("candidates", "need 1..%d candidates, got %d"
+                                  % (MAX_CANDIDATES, cand.size))
+            if np.unique(cand).size != cand.size:
+                raise ConfigError("candidates", "candidate keys must be distinct")
+            self.params["candidates"] = [int(c) for c in cand]
+        self.candidates = cand
+        self.kc = int(cand.size)
+        order = np.argsort(cand, kind="stable")
+        self.sorted_candidates = np.ascontiguousarray(cand[order])
+        self.sorted_index = np.ascontiguousarray(order.astype(np.uint32))
+        return candidates is not None
+
+    def candidate_bits(self, keys) -> np.ndarray:
+        """Index of every key among the candidates, kc if it is not one."""
+        keys = as_keys(keys)
+        pos = np.minimum(np.searchsorted(self.sorted_candidates, keys), self.kc - 1)
+        hit = self.sorted_candidates[pos] == keys
+        return np.where(hit, self.sorted_index[pos], self.kc).astype(np.int64)
 
 
 def sampled_index(w0: int, s: int, l: int) -> int:

@@ -19,14 +19,13 @@ import numpy as np
 from .. import protocol
 from ..errors import ConfigError
 from ..kernels import lib, ptr
-from .base import (W, IntParam, IntStateSketch, as_keys, bitmap_bytes, body_ptr, check_words,
+from .base import (W, IntParam, IntStateSketch, bitmap_bytes, body_ptr, check_words,
                    pack_bitmap, padding_mask)
-from .sh import DEFAULT_L, SetMechanism, one_set, sampled_index
-
-MAX_CANDIDATES = 65536
+from .sh import DEFAULT_L, MAX_CANDIDATES, CandidateMixin, SetMechanism, one_set, sampled_index
 
 
-class SrapporMechanism(SetMechanism):
+
+class SrapporMechanism(CandidateMixin, SetMechanism):
     """Sampling RAPPOR: set length `l` (1..65536), `candidates` (list of u32 keys)."""
 
     name = "srappor"
@@ -36,27 +35,10 @@ class SrapporMechanism(SetMechanism):
 
     def __init__(self, eps_milli: int, domain_size: int, candidates=None, **kw):
         super().__init__(eps_milli, domain_size, **kw)
-        if candidates is None:
-            if domain_size > MAX_CANDIDATES:
-                raise ConfigError("candidates", "needed when the domain has more than %d items"
-                                  % MAX_CANDIDATES)
-            cand = np.arange(domain_size, dtype=np.uint32)
-        else:
-            try:
-                cand = as_keys(candidates)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError("candidates", str(exc)) from None
-            if not 1 <= cand.size <= MAX_CANDIDATES:
-                raise ConfigError("candidates", "need 1..%d candidates, got %d"
-                                  % (MAX_CANDIDATES, cand.size))
-            if np.unique(cand).size != cand.size:
-                raise ConfigError("candidates", "candidate keys must be distinct")
-            self.params["candidates"] = [int(c) for c in cand]
-        self.candidates = cand
-        self.kc = int(cand.size)
-        order = np.argsort(cand, kind="stable")
-        self.sorted_candidates = np.ascontiguousarray(cand[order])
-        self.sorted_index = np.ascontiguousarray(order.astype(np.uint32))
+        if candidates is None and domain_size > MAX_CANDIDATES:
+            raise ConfigError("candidates", "needed when the domain has more than %d items"
+                              % MAX_CANDIDATES)
+        self.set_candidates(candidates, domain_size)
         self.t_flip = protocol.t_flip(eps_milli)
 
     @property
@@ -70,13 +52,6 @@ class SrapporMechanism(SetMechanism):
     @property
     def flip_probability(self) -> float:
         return self.t_flip / W
-
-    def candidate_bits(self, keys) -> np.ndarray:
-        """Bit index of every key: its candidate index, or kc (the dummy) if not a candidate."""
-        keys = as_keys(keys)
-        pos = np.minimum(np.searchsorted(self.sorted_candidates, keys), self.kc - 1)
-        hit = self.sorted_candidates[pos] == keys
-        return np.where(hit, self.sorted_index[pos], self.kc).astype(np.int64)
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:
         keys = one_set(value)
