@@ -74,10 +74,11 @@ def exit_codes():
     any kind (typed LdpErrors naming the field, numbers, files, the state file, certificates,
     too little memory for the run). Anything else is a bug and keeps its traceback."""
     from .broker import BrokerUnavailable
-    from .errors import LdpError
+    from .errors import DataFileError, LdpError
     from .service.store_sql import database_errors
     return [
         ((ConnectionError, BrokerUnavailable), 3, "broker"),
+        ((DataFileError,), 2, "data file"),
         ((LdpError, ValueError, OverflowError, OSError) + database_errors(), 2, "error"),
         ((MemoryError,), 2, "error"),
     ]

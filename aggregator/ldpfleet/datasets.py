@@ -31,9 +31,14 @@ class Population:
     dist: str
     seed: int
 
-    def generators(self):
-        """(data rng, noise rng): independent streams spawned from the seed."""
-        data_seq, noise_seq = np.random.SeedSequence(self.seed).spawn(2)
+    def generators(self, repeat: int = 0):
+        """(data rng, noise rng): independent streams spawned from the seed. Repeat r >= 1 of
+        a `--repeat` run uses the streams of the seed's child r + 1 (repeat 0: the seed's own,
+        so a single run and the first repeat agree)."""
+        seq = np.random.SeedSequence(self.seed)
+        if repeat:
+            seq = np.random.SeedSequence(self.seed, spawn_key=(int(repeat) + 1,))
+        data_seq, noise_seq = seq.spawn(2)
         return np.random.default_rng(data_seq), np.random.default_rng(noise_seq)
 
 
@@ -165,3 +170,68 @@ def draw_sets_from(p: np.ndarray, n: int, set_size: int, rng: np.random.Generato
             q = np.where(rest, p, 0.0)
             out[row, col] = rng.choice(d, p=q / q.sum())
     return out.astype(np.uint32)
+
+
+# --- variable-size sets ------------------------------------------------------------------------
+
+SIZES_HELP = "geometric:MEAN | fixed:L"
+
+
+@dataclass(frozen=True)
+class SetSizes:
+    """A parsed set-size spec: ``geometric:MEAN`` (per-user size geometric on {1, 2, ...} with
+    that mean, MEAN >= 1) or ``fixed:L``."""
+
+    kind: str
+    value: float
+
+    def __str__(self):
+        return "fixed:%d" % self.value if self.kind == "fixed" else "geometric:%g" % self.value
+
+
+def parse_sizes(spec) -> SetSizes:
+    """Parse a set-size spec; ConfigError (field "set_size_dist") says what is wrong."""
+    from .errors import ConfigError
+    if isinstance(spec, SetSizes):
+        return spec
+    kind, _, rest = str(spec).strip().partition(":")
+    kind = kind.lower()
+    try:
+        value = int(rest) if kind == "fixed" else float(rest)
+    except ValueError:
+        value = None
+    if kind not in ("geometric", "fixed") or value is None:
+        raise ConfigError("set_size_dist", "expected %s, got %r" % (SIZES_HELP, spec))
+    if not (np.isfinite(value) and value >= 1):
+        raise ConfigError("set_size_dist", "%s needs a value >= 1, got %r" % (kind, rest))
+    return SetSizes(kind, value)
+
+
+def draw_sizes(n: int, sizes_spec, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """n per-user set sizes (int64) of the spec, capped at `cap` (fixed: ValueError above)."""
+    spec = parse_sizes(sizes_spec)
+    if spec.kind == "fixed":
+        if spec.value > cap:
+            raise ValueError("set size %d is larger than the %d items with mass"
+                             % (spec.value, cap))
+        return np.full(int(n), int(spec.value), np.int64)
+    return np.minimum(rng.geometric(1.0 / spec.value, int(n)), cap).astype(np.int64)
+
+
+def draw_variable_sets(n: int, sizes_spec, domain_size: int, spec, rng: np.random.Generator):
+    """KeySets of n users' distinct items: sizes from `sizes_spec` (`parse_sizes`, capped at
+    the number of items with mass), each size group drawn by `draw_sets_from` (successive
+    sampling without replacement), so the cost is O(total items); users stay in the i.i.d.
+    order of their sizes (a random order)."""
+    from .mechanisms.sh import KeySets
+    p = probabilities(spec, int(domain_size))
+    sizes = draw_sizes(n, sizes_spec, int(np.count_nonzero(p)), rng)
+    offsets = np.zeros(sizes.size + 1, np.uint64)
+    np.cumsum(sizes, out=offsets[1:])
+    keys = np.empty(int(offsets[-1]), np.uint32)
+    starts = offsets[:-1].astype(np.int64)
+    for s in np.unique(sizes):
+        users = np.flatnonzero(sizes == s)
+        rows = draw_sets_from(p, users.size, int(s), rng)
+        keys[(starts[users][:, None] + np.arange(s)).ravel()] = rows.ravel()
+    return KeySets(keys, offsets)

@@ -24,3 +24,13 @@ class ConfigError(LdpError, ValueError):
 
 class BudgetExceeded(LdpError):
     """A report would exceed the per-report epsilon cap or the lifetime budget."""
+
+
+class DataFileError(LdpError, ValueError):
+    """A user-supplied data file (`simulate --data`) is malformed: `field` is what is wrong
+    ("header", "row", "device", "item", "duplicate"), the message names the file and line."""
+
+    def __init__(self, field, message, path=None, line=None):
+        where = "" if path is None else ("%s line %d: " % (path, line) if line else "%s: " % path)
+        super().__init__(field, where + message)
+        self.path, self.line = path, line

@@ -14,7 +14,8 @@ averaged over the domain's true frequencies: for an unbiased oracle E[MSE] equal
 """
 import math
 import time
-from dataclasses import dataclass, field
+from collections import namedtuple
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -41,18 +42,25 @@ class SimulationConfig:
     fast: bool = False
     params: dict = field(default_factory=dict)
     set_size: int = 1
+    data: str = None
+    """A `device,item` CSV (ldpfleet.datafile) whose values replace the drawn ones (one item
+    per device; `users` None: the file's devices, else resampled with replacement); `domain`
+    then comes from the file."""
 
 
 def check_population(cfg):
     """The settings every simulation shares (users, domain, seed, dist): ValueError naming the
     first bad one."""
+    if cfg.users is None:
+        raise ValueError("users: needed without a data file (--users N)")
     if cfg.users < 1:
         raise ValueError("users must be >= 1, got %d" % cfg.users)
     if cfg.domain < 2:
         raise ValueError("domain must be >= 2, got %d" % cfg.domain)
     if cfg.seed < 0:
         raise ValueError("seed must be >= 0, got %d" % cfg.seed)
-    datasets.parse_dist(cfg.dist)
+    if getattr(cfg, "data", None) is None:
+        datasets.parse_dist(cfg.dist)
 
 
 def check_config(cfg: SimulationConfig):
@@ -71,6 +79,9 @@ def check_config(cfg: SimulationConfig):
                          % (" and ".join(sorted(fastsim.FAST_MECHANISMS)), cfg.mechanism))
     if not 1 <= cfg.set_size <= cfg.domain:
         raise ValueError("set size must be in [1, domain], got %d" % cfg.set_size)
+    if cfg.data is not None and cfg.set_size != 1:
+        raise ValueError("set size: a data file gives one item per device (set size 1), got %d"
+                         % cfg.set_size)
 
 
 def build_mechanism(cfg: SimulationConfig):
@@ -89,8 +100,30 @@ def _mean_variance(mech, n, freqs):
     return value if math.isfinite(value) else None
 
 
-def _draw_truth(cfg, mech, rng):
-    if getattr(mech, "set_valued", False):
+def _file_values(cfg: SimulationConfig):
+    """(cfg with users and domain from cfg.data, (values, resample) or None): a data file's
+    one item per device (DataFileError for a device with 0 or 2+ items)."""
+    if cfg.data is None:
+        return cfg, None
+    from .datafile import load_item_csv
+    data = load_item_csv(cfg.data)
+    values = data.single_values()
+    resample = cfg.users is not None
+    return replace(cfg, users=cfg.users if resample else data.users, domain=data.domain), \
+        (values, resample)
+
+
+def _draw_truth(cfg, mech, rng, source=None):
+    """(values, true counts): drawn from cfg.dist, or a data file's values (`_file_values`),
+    resampled with `rng` to cfg.users when asked."""
+    set_valued = getattr(mech, "set_valued", False)
+    if source is not None:
+        values, resample = source
+        if resample:
+            values = values[rng.integers(0, values.size, cfg.users)]
+        if set_valued:
+            values = values.reshape(-1, 1)
+    elif set_valued:
         values = datasets.draw_sets(cfg.users, cfg.set_size, cfg.domain, cfg.dist, rng)
     else:
         values = datasets.draw_values(cfg.users, cfg.domain, cfg.dist, rng)
@@ -156,6 +189,7 @@ def _post_opts(cfg, mech, method):
 
 def simulate(cfg: SimulationConfig, progress=None) -> dict:
     """Run `cfg.repeat` rounds; returns the result dict (see commands/simulate.py)."""
+    cfg, source = _file_values(cfg)
     check_config(cfg)
     mech = build_mechanism(cfg)
     methods = ["base"] + [m for m in cfg.post if m != "base"]
@@ -165,7 +199,7 @@ def simulate(cfg: SimulationConfig, progress=None) -> dict:
     variances, client, aggregate = [], 0.0, 0.0
     for child in np.random.SeedSequence(cfg.seed).spawn(cfg.repeat):
         data_seq, noise_seq = child.spawn(2)
-        values, counts = _draw_truth(cfg, mech, np.random.default_rng(data_seq))
+        values, counts = _draw_truth(cfg, mech, np.random.default_rng(data_seq), source)
         freqs = counts / cfg.users
         noise_rng = np.random.default_rng(noise_seq)
         if cfg.fast:
@@ -200,7 +234,8 @@ def _result(cfg, mech, methods, sq_err, variances, client, aggregate, post_secon
         "eps_milli": cfg.eps_milli,
         "users": cfg.users,
         "domain": cfg.domain,
-        "dist": str(datasets.parse_dist(cfg.dist)),
+        "dist": None if cfg.data is not None else str(datasets.parse_dist(cfg.dist)),
+        "data": cfg.data,
         "repeat": r,
         "seed": cfg.seed,
         "params": mech.config_params(),
@@ -230,9 +265,11 @@ def eps_milli_from(epsilon: float) -> int:
 # --- two-phase protocols and their baselines (`ldpfleet simulate --protocol`) ------------------
 
 LDPMINER_PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh",
-                      "sampling-rappor": "rp", "sampling-sh": "sh"}
+                      "sampling-rappor": "rp", "sampling-sh": "sh",
+                      "svim": "svim", "psfo": "psfo", "auto": "auto"}
 """CLI names -> `ldpminer.PROTOCOLS` (LDPMiner §5.1.3's LDPMiner-RAPPOR, LDPMiner-SH and the
-single-phase sampling RAPPOR / sampling SH)."""
+single-phase sampling RAPPOR / sampling SH), svim_sim.PROTOCOLS (SVIM-style two phases with
+padding-and-sampling oracles, and one-phase PSFO) and auto (protocols.auto's choice)."""
 LDPLCM_PROTOCOLS = ("ldplcm", "cms", "hcms", "flh")
 """LDPLCM and the baselines of its §5 (Apple-CMS, Apple-HCMS, FLH) on the same data."""
 PROTOCOLS = tuple(LDPMINER_PROTOCOLS) + LDPLCM_PROTOCOLS
@@ -252,20 +289,41 @@ class ProtocolConfig:
     dist: str = "zipf:1.1"
     seed: int = 0
     options: ProtocolOptions = field(default_factory=ProtocolOptions)
+    data: str = None
+    """LDPMiner family: a `device,item` CSV (ldpfleet.datafile) instead of drawn sets; `users`
+    None: its devices as they are, else resampled with replacement; `domain` from the file."""
+    set_size_dist: str = None
+    """Synthetic sets' sizes (datasets.parse_sizes); None: fixed:set_size (set_size then
+    fixes l too), else `options.set_size` only overrides l (default: 90th percentile)."""
+    repeat: int = 1
+    """LDPMiner family: runs on fresh noise (and fresh data or resample); means reported."""
 
 
 def check_protocol_config(cfg: ProtocolConfig):
     """Raise ValueError naming the first bad setting (before any work is done)."""
     if cfg.protocol not in PROTOCOLS:
         raise ValueError("unknown protocol %r (known: %s)" % (cfg.protocol, ", ".join(PROTOCOLS)))
+    if cfg.protocol not in LDPMINER_PROTOCOLS:
+        for what, bad in (("--repeat", cfg.repeat != 1), ("--data", cfg.data is not None),
+                          ("--set-size-dist", cfg.set_size_dist is not None)):
+            if bad:
+                raise ValueError("%s with --protocol is for the set-valued (LDPMiner) family, "
+                                 "not %s" % (what, cfg.protocol))
     check_population(cfg)
     opts = cfg.options
+    if cfg.repeat < 1:
+        raise ValueError("repeat must be >= 1, got %d" % cfg.repeat)
     if cfg.protocol in LDPMINER_PROTOCOLS:
         if opts.top is None:
             raise ValueError("top: %s needs --top K" % cfg.protocol)
         if not 1 <= opts.top <= cfg.domain:
             raise ValueError("top must be in [1, domain], got %d" % opts.top)
-        if not 1 <= set_size(cfg) <= cfg.domain:
+        if cfg.data is not None and cfg.set_size_dist is not None:
+            raise ValueError("set_size_dist: the data file fixes the set sizes")
+        if cfg.set_size_dist is not None:
+            datasets.parse_sizes(cfg.set_size_dist)
+        if cfg.data is None and cfg.set_size_dist is None and \
+                not 1 <= set_size(cfg) <= cfg.domain:
             raise ValueError("set size must be in [1, domain], got %d" % set_size(cfg))
         if opts.k_max is not None and not opts.top <= opts.k_max <= cfg.domain:
             raise ValueError("k_max must be in [top, domain], got %d" % opts.k_max)
@@ -278,23 +336,82 @@ def set_size(cfg: ProtocolConfig) -> int:
     return 1 if cfg.options.set_size is None else cfg.options.set_size
 
 
+FileSource = namedtuple("FileSource", "data resample")
+FileSource.__doc__ = "A loaded data file (datafile.ItemData) and whether users are resampled."
+
+
+def _data_file(cfg: ProtocolConfig):
+    """(cfg with domain (and users, without --users) from cfg.data, FileSource or None)."""
+    if cfg.data is None or cfg.protocol not in LDPMINER_PROTOCOLS:
+        return cfg, None
+    from .datafile import load_item_csv
+    data = load_item_csv(cfg.data)
+    source = FileSource(data, cfg.users is not None)
+    return replace(cfg, domain=data.domain, dist=None,
+                   users=cfg.users if source.resample else data.users), source
+
+
+def sizes_spec(cfg: ProtocolConfig) -> str:
+    """The synthetic set-size spec: --set-size-dist, else fixed:set_size; None with data."""
+    if cfg.data is not None:
+        return None
+    if cfg.set_size_dist is None:
+        return "fixed:%d" % set_size(cfg)
+    return str(datasets.parse_sizes(cfg.set_size_dist))
+
+
+def protocol_set_data(cfg: ProtocolConfig, source=None, repeat: int = 0):
+    """The SetData of one repeat, from the seed's data stream (`Population.generators`): a
+    data file's devices (`source`, resampled to cfg.users if asked) or synthetic sets."""
+    from .protocols import ldpminer_sim
+    pop = datasets.Population(cfg.eps_milli / 1000.0, cfg.users, cfg.domain, cfg.dist, cfg.seed)
+    data_rng = pop.generators(repeat)[0]
+    if source is not None:
+        return ldpminer_sim.set_data_from_file(source.data,
+                                               cfg.users if source.resample else None, data_rng)
+    return ldpminer_sim.set_data_synthetic(cfg.users, sizes_spec(cfg), cfg.domain, cfg.dist,
+                                           data_rng)
+
+
+def _miner_runs(cfg: ProtocolConfig, source) -> dict:
+    """cfg.repeat runs of an LDPMiner-family protocol; metrics averaged (module doc of
+    commands/simulate.py), per-repeat lists kept; data keys of the first repeat."""
+    from .protocols import ldpminer_sim
+    opts = cfg.options
+    fixed_l = cfg.data is None and cfg.set_size_dist is None
+    tuning = ldpminer_sim.MinerTuning(l=None if fixed_l else opts.set_size, k_max=opts.k_max,
+                                      phase1_share=opts.ldpminer_share(), m=opts.ldpminer_m())
+    pop = datasets.Population(cfg.eps_milli / 1000.0, cfg.users, cfg.domain, cfg.dist, cfg.seed)
+    runs, data = [], None
+    for r in range(cfg.repeat):
+        if data is None or source is None or source.resample:
+            data = protocol_set_data(cfg, source, r)
+        runs.append(ldpminer_sim.simulate_ldpminer(LDPMINER_PROTOCOLS[cfg.protocol], pop, data,
+                                                   opts.top, tuning, repeat=r))
+    out = dict(runs[0])
+    for key in ("re", "re_list", "ndcg", "recall"):
+        out[key + "_per_repeat"] = [float(run[key]) for run in runs]
+        out[key] = float(np.mean(out[key + "_per_repeat"]))
+    out["l_per_repeat"] = [int(run["l"]) for run in runs]
+    out["set_size_mean"] = float(np.mean([run["set_size_mean"] for run in runs]))
+    out.update({"m": tuning.m, "repeat": cfg.repeat, "data": cfg.data,
+                "set_size_dist": sizes_spec(cfg)})
+    return out
+
+
 def simulate_protocol(cfg: ProtocolConfig) -> dict:
     """One simulated campaign (`ldpminer_sim.simulate_ldpminer` / `ldplcm_sim.simulate_ldplcm` /
     `ldplcm_sim.simulate_baseline`); the same seed gives the same dataset to every protocol of a
     family. Returns the core's result with `protocol` the CLI name (`core_protocol` the
-    core's); LDPMiner family: `re`, `re_list`, `ndcg`, `recall`, ...; LDPLCM family: `sse`,
-    `mse`, ..."""
-    from .protocols import ldplcm_sim, ldpminer_sim
+    core's); LDPMiner family: `re`, `re_list`, `ndcg`, `recall`, ... (means over cfg.repeat
+    runs); LDPLCM family: `sse`, `mse`, ..."""
+    from .protocols import ldplcm_sim
+    cfg, source = _data_file(cfg)
     check_protocol_config(cfg)
     pop = datasets.Population(cfg.eps_milli / 1000.0, cfg.users, cfg.domain, cfg.dist, cfg.seed)
     opts = cfg.options
     if cfg.protocol in LDPMINER_PROTOCOLS:
-        m = opts.ldpminer_m()
-        tuning = ldpminer_sim.MinerTuning(k_max=opts.k_max, phase1_share=opts.ldpminer_share(),
-                                          m=m)
-        out = ldpminer_sim.simulate_ldpminer(LDPMINER_PROTOCOLS[cfg.protocol], pop, set_size(cfg),
-                                             opts.top, tuning)
-        out["m"] = m
+        out = _miner_runs(cfg, source)
     else:
         rate, theta, k, m = opts.ldplcm()
         if cfg.protocol == "ldplcm":
@@ -305,5 +422,5 @@ def simulate_protocol(cfg: ProtocolConfig) -> dict:
             out = ldplcm_sim.simulate_baseline(cfg.protocol, pop, {"k": k, "m": m})
     out["core_protocol"] = out["protocol"]
     out.update({"protocol": cfg.protocol, "eps_milli": cfg.eps_milli,
-                "dist": str(datasets.parse_dist(cfg.dist))})
+                "dist": None if cfg.dist is None else str(datasets.parse_dist(cfg.dist))})
     return out

@@ -6,7 +6,14 @@ frequencies as fractions, mean over repeats; with --post an object keyed by meth
 always present), mse_per_repeat (base), theory_variance (the mechanism's variance averaged over
 the true frequencies; null where the mechanism has none), mse_ratio (mse / theory_variance,
 keyed like mse), client_seconds and aggregate_seconds (mean per round; client null with --fast),
-client_reports_per_second, post_seconds (with --post), set_size (set-valued mechanisms).
+client_reports_per_second, post_seconds (with --post), set_size (set-valued mechanisms), data.
+
+`--data FILE` (ldpfleet.datafile): users' own data instead of drawn values, a CSV with the header
+`device,item`, one row per device and item (`dev7,`: a device holding no item); items are ints
+if all are, else strings, the domain is the distinct items (no --domain, --dist). `--users N`
+resamples the devices with replacement to N (seeded), else the file's devices are the users.
+--mechanism needs exactly one item per device, e.g.
+    ldpfleet simulate --mechanism grr --data apps.csv --users 100000 --epsilon 2 --json
 
 `--protocol` (instead of `--mechanism`) simulates one campaign of a two-phase protocol or a
 baseline on the same seeded data (ldpfleet.simulation.simulate_protocol):
@@ -14,11 +21,28 @@ baseline on the same seeded data (ldpfleet.simulation.simulate_protocol):
   --set-size L --top K [--k-max --budget-split --sketch-m]): keys protocol, core_protocol,
   epsilon, users, domain, dist, set_size, k, k_max, l2, seed, re (median relative error over
   the true top-k), re_list, ndcg (NDCG of the true top-k's ranks), recall;
+- svim | psfo | auto, the same keys: svim is the SVIM-style two-phase protocol (Wang, Li, Jha,
+  S&P 2018; protocols.svim: devices split between the phases, padding-and-sampling GRR/OLH at
+  the full eps, phase 1 at l = 1), psfo one-phase padding-and-sampling at length l, auto the
+  protocol protocols.auto predicts best for (n, eps, d, l, k) -- run as itself, plus keys
+  chosen_protocol, predicted_error (standard deviation of a top-k frequency estimate) and plan
+  (every protocol's prediction; `ldpfleet plan --top K --set-size L` prints the same);
 - ldplcm | cms | hcms | flh (LDPLCM §5, one item per user, --sketch-k K --sketch-m M; ldplcm
   also --sample-rate R --theta T, which the baselines ignore so one command line serves a
   comparison; flh uses k' = 128): keys protocol, core_protocol, epsilon, users, domain, dist,
   seed, sse and mse over the whole domain (frequencies as fractions), and for ldplcm
   phase1_users, phase2_users, high_items, theta_measured, sse_high, sse_low, ...
+
+The LDPMiner family also takes variable-size sets: `--data FILE` (devices may hold any number of
+items, none included) or `--set-size-dist geometric:MEAN` (synthetic sizes on 1, 2, ...; fixed:L
+is --set-size L). The padded length l (§3: shorter sets are padded, longer ones sampled) is
+then the 90th percentile of the set sizes unless --set-size L is given. `--repeat R`: R runs on
+fresh noise (synthetic data: fresh data; --data --users N: a fresh resample); re, re_list, ndcg,
+recall are means, with re_per_repeat, ... lists. Further keys: data (path or null),
+set_size_dist, set_size (null for variable sizes), set_size_p90, set_size_mean, l, l_per_repeat,
+repeat, top_items and true_top_items (labels of the file's items; first repeat), e.g.
+    ldpfleet simulate --protocol ldpminer-rappor --data baskets.csv --users 200000 \\
+        --epsilon 4 --top 10 --repeat 5 --json
 """
 import argparse
 import json
@@ -80,15 +104,25 @@ def register(subparsers):
                       help="a two-phase protocol or a baseline (one run; see the keys below)")
     p.add_argument("--epsilon", required=True, type=_epsilon, metavar="E",
                    help="privacy budget per report (multiple of 0.001)")
-    p.add_argument("--users", required=True, type=_positive_int, metavar="N",
-                   help="simulated devices (users) per round")
-    p.add_argument("--domain", required=True, type=_positive_int, metavar="D",
-                   help="integer domain 0..D-1")
-    p.add_argument("--dist", default="zipf:1.1",
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="users' own data instead of drawn values: a CSV with the header "
+                        "device,item, one row per device and item ('dev7,' = no item); "
+                        "--mechanism needs exactly one item per device")
+    p.add_argument("--users", type=_positive_int, metavar="N",
+                   help="simulated devices (users) per round (required without --data; with "
+                        "--data: resample the file's devices with replacement to N)")
+    p.add_argument("--domain", type=_positive_int, metavar="D",
+                   help="integer domain 0..D-1 (required without --data)")
+    p.add_argument("--dist", default=None,
                    help="true-value distribution: zipf:S | uniform | normal:MU,SIGMA | laplace:MU,B "
                         "(default zipf:1.1; Zipf ranks items in index order)")
+    p.add_argument("--set-size-dist", default=None, metavar="SPEC",
+                   help="--protocol (LDPMiner family): per-user set sizes geometric:MEAN (on "
+                        "1, 2, ...; l defaults to their 90th percentile) | fixed:L (default: "
+                        "fixed:--set-size)")
     p.add_argument("--repeat", type=_positive_int, default=1, metavar="R",
-                   help="rounds on fresh data (the JSON reports their mean)")
+                   help="rounds on fresh data (the JSON reports their mean); --protocol "
+                        "(LDPMiner family): runs on fresh noise and data or resample")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="aggregator-side seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--post", type=_methods, default=[], metavar="M1,M2",
@@ -97,15 +131,17 @@ def register(subparsers):
                    help="grr/oue: draw aggregate counts from their exact distribution")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="k=v",
                    help="mechanism parameter (e.g. g=8, kp=1024, k=256, m=1024, l=4)")
-    p.add_argument("--set-size", type=_positive_int, default=1, metavar="L",
-                   help="items per user for set-valued mechanisms (sh) and LDPMiner protocols")
+    p.add_argument("--set-size", type=_positive_int, default=None, metavar="L",
+                   help="items per user for set-valued mechanisms (sh) and LDPMiner protocols "
+                        "(default 1); with --data or --set-size-dist: the padded set length l")
     add_protocol_arguments(p, int_type=_positive_int, who="users")
     p.set_defaults(func=run)
     p.epilog = "output keys:\n" + __doc__[__doc__.index("Prints one JSON"):]
     return p
 
 
-PROTOCOLS = ("ldpminer-rappor", "ldpminer-sh", "sampling-rappor", "sampling-sh",
+PROTOCOLS = ("ldpminer-rappor", "ldpminer-sh", "sampling-rappor", "sampling-sh", "svim", "psfo",
+             "auto",
              "ldplcm", "cms", "hcms", "flh")
 
 
@@ -130,17 +166,38 @@ def _progress(total):
                 ncols=size.columns or 80, nrows=size.lines or 24)
 
 
+def _population_flags(args):
+    """The error message for --data / --users / --domain / --dist that do not fit, or None."""
+    if args.data is None:
+        for flag, value in (("--users", args.users), ("--domain", args.domain)):
+            if value is None:
+                return "%s N is required without --data" % flag
+        return None
+    for flag, value in (("--domain", args.domain), ("--dist", args.dist),
+                        ("--set-size-dist", args.set_size_dist)):
+        if value is not None:
+            return "%s does not go with --data (the file gives the items and the domain)" % flag
+    return None
+
+
 def run_protocol(args):
+    from ..errors import DataFileError
     from ..simulation import ProtocolConfig, simulate_protocol
-    for flag, bad in (("--repeat", args.repeat != 1), ("--post", bool(args.post)),
+    for flag, bad in (("--post", bool(args.post)),
                       ("--fast", args.fast), ("--param", bool(args.param))):
         if bad:
             return _fail("%s is for --mechanism runs, not --protocol" % flag)
+    problem = _population_flags(args)
+    if problem:
+        return _fail(problem)
     cfg = ProtocolConfig(protocol=args.protocol, eps_milli=args.epsilon, users=args.users,
-                         domain=args.domain, dist=args.dist, seed=args.seed,
-                         options=ProtocolOptions.from_args(args))
+                         domain=args.domain, dist=args.dist or "zipf:1.1", seed=args.seed,
+                         options=ProtocolOptions.from_args(args), data=args.data,
+                         set_size_dist=args.set_size_dist, repeat=args.repeat)
     try:
         result = simulate_protocol(cfg)
+    except DataFileError:
+        raise  # cli.exit_codes: one line naming the file and line
     except (ValueError, TypeError) as exc:
         return _fail(exc)
     if args.json:
@@ -151,11 +208,14 @@ def run_protocol(args):
 
 
 def protocol_summary(r) -> str:
-    head = "%s  eps=%g  users=%d  domain=%d  dist=%s  seed=%d" % (
-        r["protocol"], r["epsilon"], r["users"], r["domain"], r["dist"], r["seed"])
+    head = "%s  eps=%g  users=%d  domain=%d  %s  seed=%d" % (
+        r["protocol"], r["epsilon"], r["users"], r["domain"],
+        "data=%s" % r["data"] if r.get("data") else "dist=%s" % r["dist"], r["seed"])
     if "re" in r:
-        return "\n".join([head, "set size %d  k=%d  k_max=%s  l2=%s" % (
-            r["set_size"], r["k"], r["k_max"], r["l2"]),
+        sizes = ("set size %d" % r["set_size"] if r["set_size"] is not None else
+                 "set sizes mean %.3g, p90 %d" % (r["set_size_mean"], r["set_size_p90"]))
+        return "\n".join([head, "%s  l=%d  k=%d  k_max=%s  l2=%s  repeat=%d" % (
+            sizes, r["l"], r["k"], r["k_max"], r["l2"], r["repeat"]),
             "RE %s  (listed only: %s)  NDCG %s  recall %s" % (
                 _fmt(r["re"]), _fmt(r["re_list"]), _fmt(r["ndcg"]), _fmt(r["recall"]))])
     lines = [head, "sse %s  mse %s" % (_fmt(r["sse"]), _fmt(r["mse"]))]
@@ -168,19 +228,27 @@ def protocol_summary(r) -> str:
 
 
 def run(args):
+    from ..errors import DataFileError
     from ..simulation import SimulationConfig, simulate
     if args.protocol:
         return run_protocol(args)
     given = [f for f in ProtocolOptions.from_args(args).given() if f != "set_size"]
+    if args.set_size_dist is not None:
+        given.insert(0, "set_size_dist")
     if given:
         return _fail("--%s is for --protocol runs" % given[0].replace("_", "-"))
+    problem = _population_flags(args)
+    if problem:
+        return _fail(problem)
     cfg = SimulationConfig(mechanism=args.mechanism, eps_milli=args.epsilon, users=args.users,
-                           domain=args.domain, dist=args.dist, repeat=args.repeat, seed=args.seed,
-                           post=args.post, fast=args.fast, params=dict(args.param),
-                           set_size=args.set_size)
-    bar = _progress(cfg.users * cfg.repeat)
+                           domain=args.domain, dist=args.dist or "zipf:1.1", repeat=args.repeat,
+                           seed=args.seed, post=args.post, fast=args.fast,
+                           params=dict(args.param), set_size=args.set_size or 1, data=args.data)
+    bar = _progress((cfg.users or 0) * cfg.repeat or None)
     try:
         result = simulate(cfg, progress=bar)
+    except DataFileError:
+        raise  # cli.exit_codes: one line naming the file and line
     except (ValueError, TypeError) as exc:
         return _fail(exc)
     except ImportError as exc:
@@ -200,8 +268,9 @@ def _fmt(x):
 
 
 def summary(r) -> str:
-    lines = ["%s  eps=%g  users=%d  domain=%d  dist=%s  repeat=%d  seed=%d%s"
-             % (r["mechanism"], r["epsilon"], r["users"], r["domain"], r["dist"], r["repeat"],
+    lines = ["%s  eps=%g  users=%d  domain=%d  %s  repeat=%d  seed=%d%s"
+             % (r["mechanism"], r["epsilon"], r["users"], r["domain"],
+                "data=%s" % r["data"] if r.get("data") else "dist=%s" % r["dist"], r["repeat"],
                 r["seed"], "  (fast)" if r["fast"] else ""),
              "params: %s   report: %d bytes" % (json.dumps(r["params"], sort_keys=True), r["report_bytes"]),
              "theory variance: %s" % _fmt(r["theory_variance"])]

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import config, datasets, metrics, protocol
 from ..mechanisms.cms import as_keys
+from ..mechanisms.sh import KeySets
 from .ldpminer import (DEFAULT_M, DEFAULT_SHARE, SINGLE_MECHANISM, _combined, _frequencies,
                        campaign_phases, candidates_from_phase1, check_protocol, phase1_mechanism,
                        phase2_length, phase2_mechanism, trim_sets)
@@ -21,7 +22,8 @@ SIM_SALT_BITS = 32
 
 @dataclass(frozen=True)
 class MinerTuning:
-    """LDPMiner's knobs: `l` the padded set length (default: the sets' width), `k_max`
+    """LDPMiner's knobs: `l` the padded set length (default `default_l`: the sets' width, or
+    the 90th percentile of variable set sizes), `k_max`
     candidates (default k_max_factor * k, §4.1's O(k)), phase 1's share of ε (§5.1.2), `m` SH
     projection rows, `combine` ("phase2" or "ivw") and `phase2_pad` ("kmax" or "l")."""
 
@@ -52,11 +54,42 @@ def draw_sets(n: int, set_size: int, d: int, dist: str, rng) -> np.ndarray:
     return out
 
 
+def users_of(sets) -> int:
+    """Number of users of an (n, l) array or of KeySets."""
+    return sets.offsets.size - 1 if isinstance(sets, KeySets) else int(sets.shape[0])
+
+
+def chunk_of(sets, start: int, stop: int):
+    """Users start..stop-1: rows of an (n, l) array, or KeySets with rebased offsets."""
+    if not isinstance(sets, KeySets):
+        return as_keys(sets[start:stop]).reshape(-1, sets.shape[1])
+    off = sets.offsets[start:stop + 1]
+    return KeySets(sets.keys[int(off[0]):int(off[-1])], off - off[0])
+
+
+def set_sizes(sets) -> np.ndarray:
+    """Items per user (int64)."""
+    if isinstance(sets, KeySets):
+        return np.diff(sets.offsets.astype(np.int64))
+    return np.full(users_of(sets), sets.shape[1], np.int64)
+
+
+def default_l(sets) -> int:
+    """The padded set length l when none is given: an (n, l) array's width; for variable-size
+    sets the 90th percentile of the sizes, at least 1 (LDPMiner §3: longer sets are sampled)."""
+    if not isinstance(sets, KeySets):
+        return int(sets.shape[1])
+    sizes = set_sizes(sets)
+    return max(1, int(np.percentile(sizes, 90, method="higher"))) if sizes.size else 1
+
+
 def _run_phase(mech, sets, rng, candidates=None):
-    """All users through `mech` (C kernels), chunk by chunk; phase-2 sets trimmed first."""
+    """All users through `mech` (C kernels), chunk by chunk; phase-2 sets trimmed first.
+    `sets`: an (n, l) array or KeySets (variable sizes, empty sets report the dummy)."""
     sketch = mech.new_sketch()
-    for start in range(0, sets.shape[0], CHUNK_USERS):
-        chunk = as_keys(sets[start:start + CHUNK_USERS]).reshape(-1, sets.shape[1])
+    n = users_of(sets)
+    for start in range(0, n, CHUNK_USERS):
+        chunk = chunk_of(sets, start, min(n, start + CHUNK_USERS))
         values = chunk if candidates is None else trim_sets(chunk, candidates)
         sketch.update(mech.perturb_batch(values, rng))
     return sketch
@@ -68,14 +101,21 @@ def _ranked(first, rest_scores, rest_index):
     return np.concatenate([first, tail])
 
 
-def run_ldpminer(name: str, sets: np.ndarray, d: int, eps_milli: int, ks, rng,
+def run_ldpminer(name: str, sets, d: int, eps_milli: int, ks, rng,
                  tuning: MinerTuning = MinerTuning()) -> dict:
-    """One simulated campaign per k of `ks` over the given sets (int domain 0..d-1); the
+    """One simulated campaign per k of `ks` over the given sets (int domain 0..d-1): an (n, l)
+    array or KeySets (variable sizes, empty sets allowed; l defaults to `default_l`); the
     two-phase protocols share one phase-1 run across the ks. Returns {k: Answer}. The salt of
-    the hash functions is drawn from `rng`, so repeated runs average over hash functions too."""
+    the hash functions is drawn from `rng`, so repeated runs average over hash functions too.
+    `name` may also be one of svim_sim.PROTOCOLS ("svim", "psfo") or "auto" (`run_auto`)."""
+    from . import svim_sim
+    if name == "auto":
+        return run_auto(sets, d, eps_milli, ks, rng, tuning)
+    if name in svim_sim.PROTOCOLS:
+        return svim_sim.run_svim(name, sets, d, eps_milli, ks, rng, tuning)
     check_protocol(name)
     t = tuning
-    l = int(sets.shape[1]) if t.l is None else int(t.l)
+    l = default_l(sets) if t.l is None else int(t.l)
     keys = np.arange(d, dtype=np.uint32)
     salt = int(rng.integers(0, 1 << SIM_SALT_BITS))
 
@@ -111,6 +151,24 @@ def run_ldpminer(name: str, sets: np.ndarray, d: int, eps_milli: int, ks, rng,
     return out
 
 
+def auto_choice(sets, d: int, eps_milli: int, k: int, tuning: MinerTuning) -> dict:
+    """protocols.auto's choice for these (n, eps, d, l, k): {"chosen", "predicted_error", ...}."""
+    from . import auto
+    l = default_l(sets) if tuning.l is None else int(tuning.l)
+    return auto.choose(users_of(sets), eps_milli, d, l, k, tuning.k_max)
+
+
+def run_auto(sets, d: int, eps_milli: int, ks, rng, tuning: MinerTuning) -> dict:
+    """`--protocol auto`: per k the protocol protocols.auto predicts best, run as itself (the
+    ks that chose the same protocol share its run, so auto's answer IS that protocol's)."""
+    chosen = {k: auto_choice(sets, d, eps_milli, k, tuning)["chosen"] for k in ks}
+    out = {}
+    for name in dict.fromkeys(chosen.values()):
+        out.update(run_ldpminer(name, sets, d, eps_milli, [k for k in ks if chosen[k] == name],
+                                rng, tuning))
+    return out
+
+
 def score(f_true: np.ndarray, answer: Answer, k: int) -> dict:
     """§5.1.3's RE and NDCG, plus two diagnostics.
 
@@ -133,24 +191,91 @@ def score(f_true: np.ndarray, answer: Answer, k: int) -> dict:
             "recall": len(set(truth.tolist()) & set(np.asarray(answer.top_index).tolist())) / k}
 
 
-def simulate_ldpminer(protocol_name: str, pop: datasets.Population, set_size: int, k: int,
-                      tuning: MinerTuning = MinerTuning()) -> dict:
-    """Draw pop.users sets of `set_size` items from pop.dist over pop.domain items, run one
-    protocol, score its top-k: {"re", "re_list", "ndcg", "recall", ...}. The same seed gives
-    the same dataset for every protocol (paired comparisons)."""
-    check_protocol(protocol_name)
-    t, n, d = tuning, pop.users, pop.domain
-    data_rng, noise_rng = pop.generators()
-    sets = draw_sets(n, set_size, d, pop.dist, data_rng)
-    f_true = datasets.true_counts(sets, d) / n
-    answers = run_ldpminer(protocol_name, sets, d, protocol.eps_to_milli(pop.eps), [k], noise_rng,
-                           tuning)
-    two = protocol_name not in SINGLE_MECHANISM
+@dataclass(frozen=True)
+class SetData:
+    """One simulated dataset, the same for every protocol of a seed (paired comparisons):
+    `sets` an (n, l) array (fixed size) or KeySets (variable sizes) over the int domain
+    0..domain-1, `f_true` the fraction of users holding each item, `labels` the items of a
+    data file (None: the indices are the items), `l_p90` the default padded length
+    (`default_l`: the 90th percentile of the sizes, LDPMiner §3)."""
+
+    sets: object
+    domain: int
+    f_true: np.ndarray
+    labels: list = None
+    l_p90: int = 1
+
+    @property
+    def users(self) -> int:
+        return users_of(self.sets)
+
+    @property
+    def fixed_size(self):
+        """The common set size of an (n, l) array, else None."""
+        return None if isinstance(self.sets, KeySets) else int(self.sets.shape[1])
+
+    def label(self, index) -> list:
+        if self.labels is None:
+            return [int(i) for i in index]
+        return [self.labels[int(i)] for i in index]
+
+
+def set_data(sets, domain: int, labels=None) -> SetData:
+    """SetData of given sets: true frequencies (users holding each item / n) and l_p90."""
+    n = users_of(sets)
+    keys = sets.keys if isinstance(sets, KeySets) else sets
+    f_true = datasets.true_counts(keys, int(domain)) / max(n, 1)
+    return SetData(sets, int(domain), f_true, labels, default_l(sets))
+
+
+def set_data_synthetic(n: int, sizes_spec, d: int, dist: str, rng) -> SetData:
+    """n users' sets over 0..d-1 from `dist`: "fixed:L" as an (n, L) array (`draw_sets`),
+    "geometric:MEAN" as KeySets (`datasets.draw_variable_sets`)."""
+    sizes = datasets.parse_sizes(sizes_spec)
+    if sizes.kind == "fixed":
+        return set_data(draw_sets(n, int(sizes.value), d, dist, rng), d)
+    return set_data(datasets.draw_variable_sets(n, sizes, d, dist, rng), d)
+
+
+def set_data_from_file(data, users, rng) -> SetData:
+    """A loaded data file (`datafile.ItemData`): its devices as they are (users None), or
+    `users` devices resampled with replacement with `rng`."""
+    sets = data.sets if users is None else data.resample(users, rng)
+    return set_data(sets, data.domain, data.labels)
+
+
+def simulate_ldpminer(protocol_name: str, pop: datasets.Population, data, k: int,
+                      tuning: MinerTuning = MinerTuning(), repeat: int = 0) -> dict:
+    """Run one protocol on `data` (SetData; an int L: fixed-size sets of L items drawn from
+    pop.dist with pop's data stream) with the noise stream of `repeat` (Population.generators)
+    and score its top-k: {"re", "re_list", "ndcg", "recall", ...}. The same seed and repeat
+    give the same dataset and streams to every protocol (paired comparisons)."""
+    if protocol_name not in ("auto", "svim", "psfo"):
+        check_protocol(protocol_name)
+    data_rng, noise_rng = pop.generators(repeat)
+    if not isinstance(data, SetData):
+        data = set_data_synthetic(pop.users, "fixed:%d" % int(data), pop.domain, pop.dist,
+                                  data_rng)
+    t, n, d = tuning, data.users, data.domain
+    answers = run_ldpminer(protocol_name, data.sets, d, protocol.eps_to_milli(pop.eps), [k],
+                           noise_rng, tuning)
+    plan = auto_choice(data.sets, d, protocol.eps_to_milli(pop.eps), k, t) \
+        if protocol_name == "auto" else None
+    ran = plan["chosen"] if plan else protocol_name
+    two = ran not in SINGLE_MECHANISM and ran != "psfo"
     kc = (t.k_max if t.k_max is not None else min(d, t.k_max_factor * k)) if two else None
-    l = set_size if t.l is None else t.l
-    result = score(f_true, answers[k], k)
+    l = data.l_p90 if t.l is None else t.l
+    result = score(data.f_true, answers[k], k)
+    if plan:
+        result.update({"chosen_protocol": plan["chosen_cli"], "chosen_core": plan["chosen"],
+                       "predicted_error": plan["predicted_error"], "plan": plan["rows"]})
     result.update({"protocol": protocol_name, "epsilon": pop.eps, "users": n, "domain": d,
-                   "set_size": set_size, "l": l, "dist": pop.dist, "k": k, "k_max": kc,
-                   "l2": phase2_length(l, kc, t.phase2_pad) if two else None,
-                   "phase1_share": t.phase1_share, "combine": t.combine, "seed": pop.seed})
+                   "set_size": data.fixed_size, "l": l, "set_size_p90": data.l_p90,
+                   "set_size_mean": float(np.mean(set_sizes(data.sets))) if n else 0.0,
+                   "dist": pop.dist, "k": k, "k_max": kc,
+                   "l2": (min(l, kc) if ran == "svim" else phase2_length(l, kc, t.phase2_pad))
+                   if two else None,
+                   "phase1_share": t.phase1_share, "combine": t.combine, "seed": pop.seed,
+                   "top_items": data.label(answers[k].top_index),
+                   "true_top_items": data.label(metrics.top_indices(data.f_true, k))})
     return result
