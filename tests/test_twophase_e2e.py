@@ -229,3 +229,62 @@ def test_ldplcm_sampled_phases_and_the_wrong_phase_rule(service, run_cli, tmp_pa
     assert freqs.size == 64 and np.all(np.isfinite(freqs))
     assert answer["high_items"] and 0 in answer["high_items"]  # the Zipf head (f ~ 0.2)
     assert [row["item"] for row in answer["items"] if row["high"]] == answer["high_items"]
+
+
+@pytest.mark.parametrize("kinds", [(0, 0), (3, 2)], ids=["simulated", "with-real-devices"])
+def test_auto_picks_svim_and_it_finds_the_planted_heavy_hitters(service, run_cli, tmp_path, kinds):
+    """`campaign create --protocol auto` for a fleet: svim (protocols.svim) is predicted better
+    than LDPMiner-RAPPOR here and chosen; the public split sends each device to one phase only
+    (ledger: eps once), phase 1 (PSOLH, l = 1) finds the planted items among the candidates and
+    phase 2 (PSGRR over the 4 candidates, l2 = 4) estimates them within z standard deviations of
+    the exact PSGRR variance (unbiased: nobody holds more than 4 candidates after trimming)."""
+    broker, serve, state, key_file, key = service
+    mp, cc = kinds
+    dist = tmp_path / "planted.txt"
+    dist.write_text("".join("%d %d\n" % (i, 40 if i in PLANTED else 1) for i in range(64)))
+    made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
+                   "--signing-key", key_file, "--name", "sv", "--protocol", "auto",
+                   "--fleet-size", DEVICES, "--epsilon", 2, "--domain", 64, "--set-size", 6,
+                   "--top", 2, "--salt", 5)
+    proto = made["protocol"]
+    assert proto["protocol"] == "svim" and proto["plan"]["chosen_cli"] == "svim"
+    assert proto["plan"]["predicted_error"] == min(
+        r["predicted_sd"] for r in proto["plan"]["rows"]
+        if r["feasible"] and r["protocol"] in ("lm-rp", "svim"))
+    phases = made["config"]["phases"]
+    assert [(p["mechanism"], p["eps_milli"], p["params"]["l"]) for p in phases] == [
+        ("psolh", 2000, 1), ("psgrr", 2000, 4)]
+    ppm = phases[0]["sample_rate_ppm"]
+    workdir = str(tmp_path / "devices")
+    run = dict(devices=DEVICES, micropython=mp, c_clients=cc, dist=str(dist), seed=SEED,
+               workdir=workdir, c_client=str(build_client()) if cc else None)
+
+    first = run_fleet(broker.url, "sv", key, FleetOptions(phase=1, **run))
+    counters = serve.wait_counts("sv", settled(first.sent), timeout=60)
+    assert counters.get("accepted") == first.sent and 0 < first.sent < DEVICES + mp + cc
+    advanced = run_cli("campaign", "advance", "sv", "--state", state, "--broker", broker.url)
+    assert set(PLANTED) <= set(advanced["candidates"]) and len(advanced["candidates"]) == 4
+
+    second = run_fleet(broker.url, "sv", key, FleetOptions(phase=2, **run))
+    assert first.sent + second.sent == DEVICES + mp + cc  # each device in exactly one phase
+    counters = serve.wait_counts("sv", settled(first.sent + second.sent), timeout=60)
+    assert counters.get("accepted") == first.sent + second.sent
+    assert counters.get("wrong_phase_device", 0) == 0
+    for kind, dirname in (("micropython", "mp"), ("c", "c")):
+        for device_id in first.device_ids.get(kind, []) + second.device_ids.get(kind, []):
+            book = ledger(workdir, dirname, device_id)
+            phase = 1 if ldplcm.in_phase1(device_id, 5, ppm) else 2
+            assert book["spent_milli"] == 2000 and list(book["reports"]) == [
+                "%d:%d" % (made["campaign_id"], phase)], device_id
+
+    answer = run_cli("estimate", "sv", "--state", state)
+    top = {row["item"]: row["frequency"] for row in answer["items"]}
+    assert set(top) == set(PLANTED)
+    with Store(state) as store:
+        mech = store.require_campaign("sv").mechanism(2)
+    n = second.sent
+    z = stats.norm.ppf(1 - ALPHA / 4)
+    for item in PLANTED:
+        f = second.true_counts[item] / n
+        sd = math.sqrt(float(mech.item_variances(n, [f])[0]))
+        assert abs(top[item] - f) <= z * sd, (item, top[item], f, sd)

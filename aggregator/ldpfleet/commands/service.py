@@ -65,7 +65,9 @@ def register(subparsers):
         "create", help="build, sign and publish (retained) a campaign config",
         description="One mechanism (--mechanism), or a two-phase protocol (--protocol): "
                     "ldpminer-rappor / ldpminer-sh (LDPMiner heavy hitters over sets: --set-size "
-                    "L --top K [--k-max] [--budget-split]) or ldplcm (LDPLCM learned sketch: "
+                    "L --top K [--k-max] [--budget-split]), svim (padding-and-sampling oracles, "
+                    "devices split between the phases: --set-size L --top K [--k-max]), auto "
+                    "(the better of ldpminer-rappor and svim for --fleet-size N) or ldplcm (LDPLCM learned sketch: "
                     "[--sample-rate R] [--theta T] [--sketch-k K --sketch-m M]); then `campaign "
                     "advance`. Hand-made two-phase campaigns: --mechanism sh,srappor --epsilon "
                     "1,3 and phase-2 parameters as --param 2:NAME=VALUE.")
@@ -77,13 +79,17 @@ def register(subparsers):
     kind = cr.add_mutually_exclusive_group(required=True)
     kind.add_argument("--mechanism", help="grr, olh, flh, oue, cms, hcms, sh, ... "
                       "(comma-separated for two phases)")
-    kind.add_argument("--protocol", choices=("ldpminer-rappor", "ldpminer-sh", "ldplcm"),
+    kind.add_argument("--protocol", choices=("ldpminer-rappor", "ldpminer-sh", "svim", "ldplcm",
+                                             "auto"),
                       help="a two-phase protocol (see above)")
     cr.add_argument("--epsilon", required=True, help="epsilon in nats (comma-separated per phase; "
                     "with --protocol the whole budget of a device)")
     cr.add_argument("--set-size", type=int, default=None, metavar="L",
                     help="LDPMiner: set length l of phase 1 (phase 2 uses min(l, k_max))")
     add_protocol_arguments(cr)
+    cr.add_argument("--fleet-size", type=int, default=None, metavar="N",
+                    help="--protocol auto: devices expected to report (the choice between "
+                         "ldpminer-rappor and svim depends on it; ldpfleet plan --top shows it)")
     cr.add_argument("--domain", required=True,
                     help="N or 0-M (integer items) or a file with one string item per line")
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",

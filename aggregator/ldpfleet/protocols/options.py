@@ -45,6 +45,7 @@ class ProtocolOptions:
     theta: float = None
     sketch_k: int = None
     sketch_m: int = None
+    fleet_size: int = None
 
     LDPLCM_ONLY = ("sample_rate", "theta", "sketch_k")
     LDPMINER_ONLY = ("set_size", "top", "k_max", "budget_split")

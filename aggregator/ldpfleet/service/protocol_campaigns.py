@@ -22,8 +22,13 @@ from .campaigns import (Issuance, fresh_campaign_id, parse_domain, parse_epsilon
                         read_signing_key, sign_store_publish, validity_window)
 from .store import Campaign, Store
 
-PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm"}
-"""CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner)."""
+PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm",
+             "svim": "svim", "auto": "auto"}
+"""CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner; svim,
+protocols.svim; auto, protocols.auto's choice between ldpminer-rappor and svim)."""
+CAMPAIGN_AUTO = ("lm-rp", "svim")
+"""What `--protocol auto` chooses among for a campaign (the two-phase protocols; a one-phase
+campaign is `--mechanism srappor|psgrr|psolh`)."""
 
 
 def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
@@ -39,13 +44,15 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
     if protocol_name == "ldplcm":
         opts.refuse(("budget_split",), "ldplcm", " (each device reports once, with the whole "
                     "epsilon)")
-        opts.refuse(("set_size", "top", "k_max"), "ldplcm")
+        opts.refuse(("set_size", "top", "k_max", "fleet_size"), "ldplcm")
         rate, theta, k, m = opts.ldplcm()
         ppm = ldplcm.rate_ppm(rate)
         phases = ldplcm.campaign_phases(eps_milli, k, m, ppm)
         return phases, {"protocol": protocol_name, "theta": theta, "sample_rate_ppm": ppm,
                         "train_seed": 0}
     opts.refuse(ProtocolOptions.LDPLCM_ONLY, protocol_name)
+    if protocol_name != "auto":
+        opts.refuse(("fleet_size",), protocol_name, " (only --protocol auto plans for a fleet)")
     if opts.set_size is None or opts.top is None:
         raise ConfigError("set_size" if opts.set_size is None else "top",
                           "%s needs --set-size L and --top K" % protocol_name)
@@ -54,11 +61,34 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
     if not k <= kc <= min(size, ldpminer.MAX_CANDIDATES):
         raise ConfigError("k_max", "need top <= k_max <= min(domain size, %d), got k=%d, k_max=%d"
                           % (ldpminer.MAX_CANDIDATES, k, kc))
+    plan = None
+    if protocol_name == "auto":
+        from ..protocols import auto
+        if opts.fleet_size is None:
+            raise ConfigError("fleet_size", "--protocol auto needs --fleet-size N (the devices "
+                              "expected to report)")
+        plan = auto.choose(check_positive(opts.fleet_size, "fleet_size"), eps_milli, size, l, k,
+                           kc, allowed=CAMPAIGN_AUTO)
+        protocol_name = plan["chosen_cli"]
+    if protocol_name == "svim":
+        from ..protocols import svim
+        opts.refuse(("budget_split",), "svim", " (each device reports once, with the whole "
+                    "epsilon; half of the devices in each phase)")
+        phases = svim.campaign_phases(eps_milli, size, l, kc)
+        return phases, _with_plan({"protocol": "svim", "k": k, "k_max": kc, "set_size": l,
+                                    "budget_split": None}, plan)
     share = opts.ldpminer_share()
     phases = ldpminer.campaign_phases(PROTOCOLS[protocol_name], eps_milli, l, kc,
                                       opts.ldpminer_m(), share)
-    return phases, {"protocol": protocol_name, "k": k, "k_max": kc, "set_size": l,
-                    "budget_split": share}
+    return phases, _with_plan({"protocol": protocol_name, "k": k, "k_max": kc, "set_size": l,
+                               "budget_split": share}, plan)
+
+
+def _with_plan(doc: dict, plan) -> dict:
+    """The protocol document, with `--protocol auto`'s plan (what was chosen and why)."""
+    if plan is not None:
+        doc["plan"] = plan
+    return doc
 
 
 def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
@@ -69,7 +99,7 @@ def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
     for ph in phases:
         kw = dict(ph["params"], **domain_extras(probe, ph["mechanism"]))
         size = cfgmod.mechanism_domain_size(probe, ph["mechanism"])
-        if ph["mechanism"] == "srappor":
+        if ph["phase"] == 2 and "candidates" in cfgmod.phase2_parameters(ph["mechanism"]):
             kw["candidates"] = [0, 1]  # placeholder: the list comes with the phase-2 message
         try:
             mech = make_mechanism(ph["mechanism"], ph["eps_milli"], size, salt=salt,

@@ -1,0 +1,119 @@
+"""`--protocol auto` and `ldpfleet plan --top K --set-size L`: choose a heavy-hitter protocol
+for set-valued data from (n, eps, d, l, k) with the mechanisms' exact variance formulas.
+
+The predicted error of a protocol is the standard deviation of its final frequency estimate of
+a top-k item (a fraction of the devices; taken at f = 0, the usual small-f approximation, each
+mechanism's `item_variances` with its realised integer thresholds):
+
+* rp (sampling RAPPOR, one phase): srappor over the domain, length l, all n devices, eps;
+* psfo (padding-and-sampling, one phase): PSGRR/PSOLH over the domain, length l, n, eps;
+* lm-rp (LDPMiner-RAPPOR): phase 2 srappor over k_max = 2k candidates, l2 = min(l, k_max), n
+  devices at eps2 = eps/2 (sequential composition);
+* svim (protocols.svim): phase 2 PSGRR/PSOLH over k_max candidates, l2 = min(l, k_max), the
+  (1 - share) n devices of phase 2, eps.
+
+Two-phase rows also carry `phase1_sd`: the standard deviation of the score the candidates are
+chosen by (LDPMiner: sampling SH at eps1 and length l; svim: PSFO at eps and length 1 on the
+share n devices of phase 1, whose score is the sum of 1/|set|, at most the frequency) -- what the
+recall depends on. The choice: `choose`.
+"""
+import math
+
+from ..errors import ConfigError
+from ..mechanisms import make_mechanism
+from ..mechanisms.psfo import MAX_DOMAIN, choose_oracle
+from . import ldpminer, svim
+
+CHOICES = ("rp", "psfo", "lm-rp", "svim")
+CLI_NAMES = {"rp": "sampling-rappor", "psfo": "psfo", "lm-rp": "ldpminer-rappor",
+             "svim": "svim"}
+
+
+def _sd(name: str, eps_milli: int, d: int, l: int, n: float, **params) -> float:
+    mech = make_mechanism(name, int(eps_milli), int(d), l=int(l), **params)
+    return math.sqrt(float(mech.item_variances(1, [0.0])[0]) / n)
+
+
+def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
+            k_max: int = None) -> list:
+    """One row per protocol: {"protocol", "cli_name", "feasible", "predicted_sd",
+    "phase1_sd", "params"} (module docstring)."""
+    n, d, l, k = int(users), int(domain), int(set_size), int(top)
+    for name, value, low in (("users", n, 1), ("domain", d, 2), ("set_size", l, 1), ("top", k, 1)):
+        if value < low:
+            raise ConfigError(name, "must be >= %d, got %d" % (low, value))
+    if k > d:
+        raise ConfigError("top", "must be at most the domain size %d, got %d" % (d, k))
+    kc = min(d, 2 * k, ldpminer.MAX_CANDIDATES) if k_max is None else int(k_max)
+    l2 = min(l, kc)
+    share = svim.DEFAULT_PHASE1_SHARE
+    eps1, eps2 = ldpminer.split_budget(int(eps_milli))
+    rows = []
+
+    def row(proto, fn, params):
+        out = {"protocol": proto, "cli_name": CLI_NAMES[proto], "params": params,
+               "feasible": True, "predicted_sd": None, "phase1_sd": None}
+        try:
+            out["predicted_sd"], out["phase1_sd"] = fn()
+        except (ConfigError, ValueError) as exc:
+            out.update(feasible=False, reason=str(exc))
+        rows.append(out)
+
+    row("rp", lambda: (_check_rp(d) or _sd("srappor", eps_milli, d, l, n), None), {"l": l})
+    row("psfo", lambda: (_sd(choose_oracle(eps_milli, d), eps_milli, _check_ps(d), l, n), None),
+        {"l": l, "oracle": choose_oracle(eps_milli, d)})
+    row("lm-rp", lambda: (_sd("srappor", eps2, d, l2, n, candidates=list(range(kc))),
+                          _sh_sd(eps1, d, l, n)),
+        {"k_max": kc, "l2": l2, "eps1_milli": eps1, "eps2_milli": eps2})
+    row("svim", lambda: (_sd(choose_oracle(eps_milli, kc), eps_milli, d, l2, (1 - share) * n,
+                             candidates=list(range(kc))),
+                         _sd(choose_oracle(eps_milli, d), eps_milli, _check_ps(d), 1, share * n)),
+        {"k_max": kc, "l1": 1, "l2": l2, "phase1_share": share,
+         "oracle1": choose_oracle(eps_milli, d), "oracle2": choose_oracle(eps_milli, kc)})
+    return rows
+
+
+def _check_rp(d):
+    if d > ldpminer.MAX_CANDIDATES:
+        raise ConfigError("domain", "one-phase sampling RAPPOR needs at most %d items (one bit "
+                          "each)" % ldpminer.MAX_CANDIDATES)
+
+
+def _check_ps(d):
+    if d > MAX_DOMAIN:
+        raise ConfigError("domain", "PSFO over the whole domain needs at most %d items" % MAX_DOMAIN)
+    return d
+
+
+def _sh_sd(eps_milli, d, l, n):
+    mech = make_mechanism("sh", int(eps_milli), int(d), l=int(l), m=ldpminer.DEFAULT_M)
+    return math.sqrt(float(mech.item_variances(1, [0.0])[0]) / n)
+
+
+def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
+           k_max: int = None, allowed=CHOICES) -> dict:
+    """{"chosen": core name, "chosen_cli": CLI name, "predicted_sd", "rows": predict(...)}:
+    the feasible protocol with the smallest predicted_sd; LDPMiner only if its phase 1 (an
+    estimate of the frequency itself) is no noisier than the best one-phase protocol. svim's
+    phase-1 score is the frequency divided by the sizes of the sets that hold the item, which
+    (n, eps, d, l, k) do not give, so its phase1_sd is reported but not used."""
+    rows = predict(users, eps_milli, domain, set_size, top, k_max)
+    ok = {r["protocol"]: r for r in rows if r["feasible"] and r["protocol"] in allowed}
+    if not ok:
+        raise ConfigError("domain", "no protocol is feasible: " + "; ".join(
+            "%s: %s" % (r["protocol"], r.get("reason")) for r in rows))
+    single = min((r for p, r in ok.items() if p in ("rp", "psfo")),
+                 key=lambda r: r["predicted_sd"], default=None)
+    best = single
+    for proto in ("lm-rp", "svim"):
+        r = ok.get(proto)
+        if r is None or (best is not None and r["predicted_sd"] >= best["predicted_sd"]):
+            continue
+        if proto == "lm-rp" and single is not None and r["phase1_sd"] > single["predicted_sd"]:
+            continue
+        best = r
+    if best is None:
+        best = min(ok.values(), key=lambda r: r["predicted_sd"])
+    return {"chosen": best["protocol"], "chosen_cli": best["cli_name"],
+            "predicted_error": best["predicted_sd"], "predicted_sd": best["predicted_sd"],
+            "params": best["params"], "rows": rows}

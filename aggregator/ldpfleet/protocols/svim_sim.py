@@ -1,0 +1,83 @@
+"""SVIM-style protocols simulated in process (`simulate --protocol svim|psfo|auto`,
+tools/reproduce_twophase.py): the campaign runs as `protocols.svim` prescribes for a real fleet
+(public device split, PSFO phases, candidate list, trimmed phase-2 sets), devices simulated
+with the C kernels. Returns the same `Answer`s as `ldpminer_sim.run_ldpminer`.
+"""
+import numpy as np
+
+from .. import config
+from ..mechanisms.sh import KeySets, key_sets, take_sets
+from . import svim
+from .ldpminer import trim_sets
+
+CHUNK_USERS = 1 << 16
+SIM_SALT_BITS = 32
+PROTOCOLS = ("svim", "psfo")
+
+
+def run_phase(mech, sets: KeySets, rng):
+    """Every user of `sets` through `mech`, chunk by chunk; returns the sketch."""
+    sketch = mech.new_sketch()
+    n = sets.offsets.size - 1
+    for start in range(0, n, CHUNK_USERS):
+        stop = min(n, start + CHUNK_USERS)
+        part = take_sets(sets, np.arange(start, stop))
+        sketch.update(mech.perturb_batch(part, rng))
+    return sketch
+
+
+def _campaign(phases, d, salt):
+    return config.make_config("sim-svim", phases, {"type": "int", "size": int(d)}, salt,
+                              campaign_id=1)
+
+
+def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
+    """One simulated campaign per k (phase 1 shared across the ks): {k: Answer}.
+    `tuning`: ldpminer_sim.MinerTuning (l, k_max / k_max_factor, phase1_share)."""
+    from .ldpminer_sim import Answer, _ranked, default_l
+    sets = key_sets(sets)
+    n = sets.offsets.size - 1
+    l = int(tuning.l) if tuning.l is not None else default_l(sets)
+    keys = np.arange(d, dtype=np.uint32)
+    salt = int(rng.integers(0, 1 << SIM_SALT_BITS))
+    out = {}
+    if name == "psfo":
+        cfg = _campaign(svim.single_phase(eps_milli, d, l), d, salt)
+        f = _freqs(run_phase(config.mechanism_for_phase(cfg, 1), sets, rng), keys)
+        order = np.argsort(-f, kind="stable")
+        return {k: Answer(order[:k], f[order[:k]], order, f) for k in ks}
+    if name != "svim":
+        raise ValueError("unknown protocol %r" % name)
+    share = svim.DEFAULT_PHASE1_SHARE if tuning.phase1_share in (None, 0.5) \
+        else tuning.phase1_share
+    in1 = rng.random(n) < share  # the public split of spec §5, as a draw per simulated device
+    group1, group2 = take_sets(sets, np.flatnonzero(in1)), take_sets(sets, np.flatnonzero(~in1))
+    f1 = None
+    for k in ks:
+        kc = int(tuning.k_max) if tuning.k_max is not None \
+            else min(d, svim.DEFAULT_K_MAX_FACTOR * int(k))
+        cfg = _campaign(svim.campaign_phases(eps_milli, d, l, kc, share), d, salt)
+        if f1 is None:
+            sketch1 = run_phase(config.mechanism_for_phase(cfg, 1), group1, rng)
+            f1 = _freqs(sketch1, keys)
+        cand = svim.top_candidates(sketch1, kc, keys)
+        mech2 = config.mechanism_for_phase(cfg, 2, candidates=[int(c) for c in cand])
+        sketch2 = run_phase(mech2, trim_sets(group2, cand), rng)
+        f = _freqs(sketch2, cand)
+        scale = svim.phase1_scale(f1[cand], f)
+        if tuning.combine == "ivw":
+            v1 = sketch1.mechanism.item_variances(max(sketch1.n, 1), np.clip(f1[cand], 0, 1))
+            v2 = mech2.item_variances(max(sketch2.n, 1), np.clip(f, 0, 1))
+            f = svim.combined(f1[cand], f, v1, v2, scale)
+        by_final = np.argsort(-f, kind="stable")
+        rest = np.setdiff1d(keys, cand).astype(np.int64)
+        order = _ranked(cand[by_final].astype(np.int64), f1[rest], rest)
+        estimates = scale * f1
+        estimates[cand] = f
+        out[k] = Answer(cand[by_final[:k]].astype(np.int64), f[by_final[:k]], order, estimates)
+    return out
+
+
+def _freqs(sketch, keys):
+    return np.asarray(sketch.estimate(keys), np.float64) / max(sketch.n, 1)
+

@@ -1,0 +1,103 @@
+"""`--protocol auto`, `ldpfleet plan --top K --set-size L` and the SVIM-style protocol
+(protocols.auto, protocols.svim, mechanisms.psfo): the predicted errors are the mechanisms'
+exact variances, the choice is the smallest, and a simulated auto run IS the chosen protocol's
+run (same seed, same answer)."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldpfleet import cli, datasets
+from ldpfleet.mechanisms import make_mechanism
+from ldpfleet.mechanisms.psfo import choose_oracle
+from ldpfleet.protocols import auto, ldpminer_sim, svim
+
+
+def run_json(capsys, *args):
+    capsys.readouterr()
+    assert cli.main([str(a) for a in args] + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_oracle_choice_follows_the_domain_size_rule():
+    # GRR iff D + 1 < 3 e^eps + 2 (Wang et al. USENIX Sec 2017 §4.5): at eps = 2, 3e^2 + 2 = 24.2
+    assert choose_oracle(2000, 23) == "psgrr" and choose_oracle(2000, 24) == "psolh"
+    g, o = (make_mechanism(n, 2000, 1000, l=1, candidates=list(range(23))) for n in ("psgrr", "psolh"))
+    assert g.item_variances(1000, [0.0])[0] < o.item_variances(1000, [0.0])[0]
+    g, o = (make_mechanism(n, 2000, 1000, l=1, candidates=list(range(40))) for n in ("psgrr", "psolh"))
+    assert g.item_variances(1000, [0.0])[0] > o.item_variances(1000, [0.0])[0]
+
+
+def test_plan_predicts_each_protocol_from_its_variance_and_picks_the_smallest(capsys):
+    out = run_json(capsys, "plan", "--epsilon", 2, "--domain", 10000, "--users", 1000000,
+                   "--top", 10, "--set-size", 60)
+    rows = {r["protocol"]: r for r in out["rows"]}
+    n, l, l2 = 1e6, 60, 20
+    rp = make_mechanism("srappor", 2000, 10000, l=l).item_variances(n, [0.0])[0]
+    assert rows["rp"]["predicted_sd"] == pytest.approx(math.sqrt(rp))
+    ph2 = make_mechanism(choose_oracle(2000, 20), 2000, 10000, l=l2,
+                         candidates=list(range(20))).item_variances(n / 2, [0.0])[0]
+    assert rows["svim"]["predicted_sd"] == pytest.approx(math.sqrt(ph2))
+    assert rows["lm-rp"]["params"]["eps2_milli"] == 1000 and rows["svim"]["params"]["l2"] == l2
+    best = min((r for r in out["rows"] if r["feasible"]), key=lambda r: r["predicted_sd"])
+    assert out["chosen"] == best["protocol"] == "svim"
+    assert out["predicted_error"] == best["predicted_sd"]
+
+
+def test_plan_refuses_incomplete_protocol_questions(capsys):
+    assert cli.main(["plan", "--epsilon", "2", "--domain", "100", "--users", "10", "--top", "3"]) == 2
+    assert "--set-size" in capsys.readouterr().err
+
+
+def test_simulated_auto_is_the_chosen_protocols_run(capsys):
+    common = ["simulate", "--users", 20000, "--domain", 300, "--dist", "zipf:1.0",
+              "--set-size-dist", "geometric:6", "--epsilon", 3, "--top", 5, "--seed", 9]
+    picked = run_json(capsys, *common, "--protocol", "auto")
+    assert picked["chosen_protocol"] == "svim" and picked["predicted_error"] > 0
+    again = run_json(capsys, *common, "--protocol", picked["chosen_protocol"])
+    for key in ("re", "recall", "ndcg", "top_items"):
+        assert picked[key] == again[key]
+    assert picked["recall"] == 1.0  # an easy head at eps 3 (seeded)
+
+
+def test_svim_phase2_estimates_are_unbiased_within_their_variance():
+    """Phase 2 alone over fixed candidates: PSGRR/PSOLH padded to l2 = min(l, k_max) on
+    trimmed sets; z-scores of the candidates' estimates over 20 seeded runs."""
+    rng = np.random.default_rng(4)
+    n, d, kc = 20000, 200, 8
+    sets = datasets.draw_variable_sets(n, "geometric:5", d, "zipf:1.0", rng)
+    f = np.bincount(sets.keys, minlength=d)[:d] / n
+    cand = np.arange(kc, dtype=np.uint32)
+    from ldpfleet.protocols.ldpminer import trim_sets
+    from ldpfleet.protocols.svim_sim import run_phase
+    trimmed = trim_sets(sets, cand)
+    for name in ("psgrr", "psolh"):
+        mech = make_mechanism(name, 2000, d, l=svim.phase2_length(30, kc),
+                              candidates=[int(c) for c in cand])
+        z = []
+        for r in range(20):
+            sk = run_phase(mech, trimmed, np.random.default_rng(100 + r))
+            z.append((sk.estimate(cand) / n - f[cand]) / np.sqrt(mech.item_variances(n, f[cand])))
+        z = np.concatenate(z)
+        # mean of 160 z-scores: sd 1/sqrt(160) if independent (they are positively correlated
+        # within a run for PSOLH, so allow 4 sd); spread within 25 % of 1
+        assert abs(z.mean()) < 4 / math.sqrt(z.size), (name, z.mean())
+        assert 0.75 < z.std() < 1.25, (name, z.std())
+
+
+def test_svim_campaign_phases_split_devices_not_the_budget():
+    phases = svim.campaign_phases(2000, 10000, 60, 20)
+    assert [p["eps_milli"] for p in phases] == [2000, 2000]
+    assert phases[0]["sample_rate_ppm"] == phases[1]["sample_rate_ppm"] == 500000
+    assert phases[0]["params"] == {"l": 1} and phases[1]["params"] == {"l": 20}
+    assert [p["mechanism"] for p in phases] == ["psolh", "psgrr"]
+
+
+def test_auto_choice_matches_predict():
+    rows = auto.predict(10 ** 6, 1000, 1000, 50, 20)
+    choice = auto.choose(10 ** 6, 1000, 1000, 50, 20)
+    assert choice["rows"] == rows
+    assert choice["chosen"] == min((r for r in rows if r["feasible"]),
+                                   key=lambda r: r["predicted_sd"])["protocol"]
+    assert ldpminer_sim.default_l(np.zeros((3, 4), np.uint32)) == 4
