@@ -11,7 +11,7 @@ import pytest
 from ldpfleet import cli, datasets
 from ldpfleet.mechanisms import make_mechanism
 from ldpfleet.mechanisms.psfo import choose_oracle
-from ldpfleet.protocols import auto, ldpminer_sim, svim
+from ldpfleet.protocols import auto, svim
 
 
 def run_json(capsys, *args):
@@ -42,12 +42,26 @@ def test_plan_predicts_each_protocol_from_its_variance_and_picks_the_smallest(ca
     assert rows["lm-rp"]["params"]["eps2_milli"] == 1000 and rows["svim"]["params"]["l2"] == l2
     best = min((r for r in out["rows"] if r["feasible"]), key=lambda r: r["predicted_sd"])
     assert out["chosen"] == best["protocol"] == "svim"
-    assert out["predicted_error"] == best["predicted_sd"]
+    assert out["predicted_error"] == best["predicted_sd"] and out["chosen_protocol"] == "svim"
 
 
 def test_plan_refuses_incomplete_protocol_questions(capsys):
     assert cli.main(["plan", "--epsilon", "2", "--domain", "100", "--users", "10", "--top", "3"]) == 2
     assert "--set-size" in capsys.readouterr().err
+    for k_max in ("2", "0", "101"):  # below top, zero, above the domain
+        assert cli.main(["plan", "--epsilon", "2", "--domain", "100", "--users", "10", "--top",
+                         "3", "--set-size", "5", "--k-max", k_max]) == 2
+        assert "k_max" in capsys.readouterr().err
+
+
+def test_lm_rp_is_only_chosen_when_its_phase1_is_no_noisier_than_one_phase():
+    """The gate of auto.choose: LDPMiner-RAPPOR's phase 1 (sampling SH at eps/2 over the
+    domain) must not be noisier than the best one-phase protocol."""
+    rows = auto.predict(10 ** 6, 4000, 1000, 50, 5)
+    lm = next(r for r in rows if r["protocol"] == "lm-rp")
+    single = min(r["predicted_sd"] for r in rows if r["protocol"] in ("rp", "psfo"))
+    assert lm["predicted_sd"] < single < lm["phase1_sd"]  # better phase 2, noisier phase 1
+    assert auto.choose(10 ** 6, 4000, 1000, 50, 5, allowed=("rp", "lm-rp"))["chosen"] == "rp"
 
 
 def test_simulated_auto_is_the_chosen_protocols_run(capsys):
@@ -100,4 +114,28 @@ def test_auto_choice_matches_predict():
     assert choice["rows"] == rows
     assert choice["chosen"] == min((r for r in rows if r["feasible"]),
                                    key=lambda r: r["predicted_sd"])["protocol"]
-    assert ldpminer_sim.default_l(np.zeros((3, 4), np.uint32)) == 4
+
+
+def test_listless_psfo_and_svim_refuse_a_string_domain():
+    """Without a candidate list psgrr/psolh run over the int items 0..d-1; on a string domain
+    they would measure nothing, so the config and the campaign are refused (domain.type)."""
+    from ldpfleet import config
+    from ldpfleet.errors import ConfigError
+    from ldpfleet.protocols.options import ProtocolOptions
+    from ldpfleet.service.protocol_campaigns import protocol_phases
+    words = {"type": "str", "items": ["apple", "pear", "kiwi"]}
+    for name in ("psgrr", "psolh"):
+        with pytest.raises(ConfigError) as err:
+            config.make_config("c", [{"phase": 1, "mechanism": name, "eps_milli": 2000,
+                                      "params": {"l": 2}}], words, 7)
+        assert err.value.field == "domain.type"
+    opts = ProtocolOptions(set_size=2, top=1, fleet_size=1000)
+    for proto in ("svim", "auto"):
+        with pytest.raises(ConfigError) as err:
+            protocol_phases(proto, 2000, words, opts if proto == "auto" else
+                            ProtocolOptions(set_size=2, top=1))
+        assert err.value.field == "domain.type"
+    with pytest.raises(ConfigError) as err:
+        protocol_phases("auto", 2000, {"type": "int", "size": 50},
+                        ProtocolOptions(set_size=2, top=1, fleet_size=1000, budget_split=0.3))
+    assert err.value.field == "budget_split"

@@ -284,3 +284,23 @@ def test_flags_that_do_not_go_with_data(tmp_path, run, extra, needle):
 def test_population_flag_errors(run, args, needle):
     status, out, err = run(*args, "--epsilon", 2)
     assert status == 2 and needle in err and out == "", err
+
+
+def test_leading_zeros_keep_items_apart_as_strings(tmp_path):
+    """'7' and '007' are different items (ZIP-like codes keep their zeros)."""
+    data = datafile.load_item_csv(write_csv(tmp_path / "z.csv", [("a", "7"), ("b", "007"),
+                                                                  ("a", "8")]))
+    assert data.domain == 3 and sorted(data.labels) == ["007", "7", "8"]
+
+
+@pytest.mark.parametrize("raw, field", [
+    (b'device,item\nd1,"unterminated\nd2,x\n', "row"),
+    (b"device,item\nd1,caf\xe9\n", "encoding"),
+    (b"device,item\nd1,a\x00b\n", "row"),
+])
+def test_broken_csv_bytes_are_typed_errors_with_the_file(tmp_path, raw, field):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(raw)
+    with pytest.raises(DataFileError) as err:
+        datafile.load_item_csv(path)
+    assert err.value.field == field and str(path) in str(err.value)

@@ -247,7 +247,7 @@ def test_auto_picks_svim_and_it_finds_the_planted_heavy_hitters(service, run_cli
                    "--fleet-size", DEVICES, "--epsilon", 2, "--domain", 64, "--set-size", 6,
                    "--top", 2, "--salt", 5)
     proto = made["protocol"]
-    assert proto["protocol"] == "svim" and proto["plan"]["chosen_cli"] == "svim"
+    assert proto["protocol"] == "svim" and proto["plan"]["chosen_protocol"] == "svim"
     assert proto["plan"]["predicted_error"] == min(
         r["predicted_sd"] for r in proto["plan"]["rows"]
         if r["feasible"] and r["protocol"] in ("lm-rp", "svim"))

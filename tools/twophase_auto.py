@@ -63,7 +63,7 @@ def task(name, repeat, users, eps_list, ks, seed):
     for eps in eps_list:
         e = protocol.eps_to_milli(eps)
         for method in METHODS:
-            noise = np.random.default_rng(np.random.SeedSequence([seed, repeat, e, 7]))
+            noise = np.random.default_rng(np.random.SeedSequence([seed, SEED_INDEX[name], repeat, e, 7]))
             answers = ldpminer_sim.run_ldpminer(method, sets, d, e, ks, noise,
                                                 ldpminer_sim.MinerTuning(l=l))
             for k in ks:
@@ -72,7 +72,7 @@ def task(name, repeat, users, eps_list, ks, seed):
                     out.append(((name, "eps-k", "%g/%d" % (eps, k), method, metric), res[metric]))
         for k in ks:
             plan = ldpminer_sim.auto_choice(sets, d, e, k, ldpminer_sim.MinerTuning(l=l))
-            out.append(((name, "chosen", "%g/%d" % (eps, k), plan["chosen_cli"], "count"), 1))
+            out.append(((name, "chosen", "%g/%d" % (eps, k), plan["chosen_protocol"], "count"), 1))
     out.append(((name, "shape", "l", "p90", "value"), l))
     out.append(((name, "shape", "d", "items", "value"), d))
     return out

@@ -165,6 +165,7 @@ def check_config(doc: dict, now: int = None) -> dict:
                           "(one public split, spec §5): %s" % sorted(rates))
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
+        check_listless_domain(ph, doc["domain"])
     if "delivery" in doc:
         check_delivery(doc["delivery"])
     return doc
@@ -189,6 +190,15 @@ def check_delivery(delivery) -> dict:
 def acknowledged(doc: dict) -> bool:
     """Whether devices of this config wait for acknowledgements (spec §6)."""
     return bool(doc.get("delivery", {}).get("ack", False))
+
+
+def check_listless_domain(phase: dict, domain: dict):
+    """psgrr/psolh without a candidate list (phase 1) run over the integer items 0..d-1
+    (spec §3 ids 10, 11): refuse them on a string domain, where they would measure nothing."""
+    if phase["mechanism"] in ("psgrr", "psolh") and phase.get("phase") == 1 \
+            and domain.get("type") != "int":
+        raise ConfigError("domain.type", "%s in phase 1 (no candidate list) needs an integer "
+                          "domain" % phase["mechanism"])
 
 
 def check_grr_bound(phase: dict, d: int):

@@ -73,16 +73,26 @@ def load_item_csv(path) -> ItemData:
     """Read FILE (module docstring) in one streaming pass; DataFileError on any problem."""
     name = str(path)
     with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.reader(fh)
+        reader = csv.reader(fh, strict=True)
+        try:
+            return _parse(reader, name)
+        except csv.Error as exc:
+            raise DataFileError("row", "not valid CSV: %s" % exc, name, reader.line_num) from None
+        except UnicodeDecodeError as exc:
+            raise DataFileError("encoding", "not UTF-8 text (%s) after" % exc.reason, name,
+                                reader.line_num) from None
+
+
+def _parse(reader, name) -> ItemData:
+    head = next(reader, None)
+    while head == []:
         head = next(reader, None)
-        while head == []:
-            head = next(reader, None)
-        if head is None:
-            raise DataFileError("header", "empty file (expected the header 'device,item')", name)
-        if [h.strip() for h in head] != HEADER:
-            raise DataFileError("header", "expected the header 'device,item', got %r"
-                                % ",".join(head), name, reader.line_num)
-        rows = _read_rows(reader, name)
+    if head is None:
+        raise DataFileError("header", "empty file (expected the header 'device,item')", name)
+    if [h.strip() for h in head] != HEADER:
+        raise DataFileError("header", "expected the header 'device,item', got %r"
+                            % ",".join(head), name, reader.line_num)
+    rows = _read_rows(reader, name)
     return _build(name, *rows)
 
 
@@ -98,6 +108,8 @@ def _read_rows(reader, name):
             raise DataFileError("row", "expected 2 columns (device,item), got %d" % len(row),
                                 name, line)
         dev, item = row[0].strip(), row[1].strip()
+        if "\0" in dev or "\0" in item:
+            raise DataFileError("row", "a NUL byte in a field", name, line)
         if not dev:
             raise DataFileError("device", "empty device id", name, line)
         d = dev_index.get(dev)
@@ -120,7 +132,7 @@ def _read_rows(reader, name):
 
 def _labels(items):
     """(sorted labels, map from first-seen item number to index)."""
-    if all(s.isascii() and s.isdigit() for s in items):
+    if all(s.isascii() and s.isdigit() and s == str(int(s)) for s in items):
         values = np.array([int(s) for s in items], dtype=object)
         labels = sorted(set(values.tolist()))
         pos = {v: j for j, v in enumerate(labels)}

@@ -314,6 +314,9 @@ def check_protocol_config(cfg: ProtocolConfig):
     if cfg.repeat < 1:
         raise ValueError("repeat must be >= 1, got %d" % cfg.repeat)
     if cfg.protocol in LDPMINER_PROTOCOLS:
+        if cfg.protocol in ("svim", "psfo", "auto") and opts.budget_split is not None:
+            raise ValueError("budget_split: %s splits devices, not epsilon (no --budget-split)"
+                             % cfg.protocol)
         if opts.top is None:
             raise ValueError("top: %s needs --top K" % cfg.protocol)
         if not 1 <= opts.top <= cfg.domain:

@@ -28,8 +28,8 @@ def run_protocols(args):
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
-    print("chosen: %s (predicted sd of a top-%d frequency %.4g)"
-          % (result["chosen_cli"], args.top, result["predicted_sd"]))
+    print("chosen: %s (predicted error: sd of a top-%d frequency %.4g)"
+          % (result["chosen_protocol"], args.top, result["predicted_error"]))
     for row in result["rows"]:
         if row["feasible"]:
             extra = "" if row["phase1_sd"] is None else "  phase-1 sd %.4g" % row["phase1_sd"]

@@ -45,6 +45,9 @@ def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
     if k > d:
         raise ConfigError("top", "must be at most the domain size %d, got %d" % (d, k))
     kc = min(d, 2 * k, ldpminer.MAX_CANDIDATES) if k_max is None else int(k_max)
+    if not k <= kc <= min(d, ldpminer.MAX_CANDIDATES):
+        raise ConfigError("k_max", "need top <= k_max <= min(domain size, %d), got k=%d, "
+                          "k_max=%d" % (ldpminer.MAX_CANDIDATES, k, kc))
     l2 = min(l, kc)
     share = svim.DEFAULT_PHASE1_SHARE
     eps1, eps2 = ldpminer.split_budget(int(eps_milli))
@@ -92,7 +95,8 @@ def _sh_sd(eps_milli, d, l, n):
 
 def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
            k_max: int = None, allowed=CHOICES) -> dict:
-    """{"chosen": core name, "chosen_cli": CLI name, "predicted_sd", "rows": predict(...)}:
+    """{"chosen_protocol": CLI name, "chosen": core name, "predicted_error", "params",
+    "rows": predict(...)}:
     the feasible protocol with the smallest predicted_sd; LDPMiner only if its phase 1 (an
     estimate of the frequency itself) is no noisier than the best one-phase protocol. svim's
     phase-1 score is the frequency divided by the sizes of the sets that hold the item, which
@@ -114,6 +118,5 @@ def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
         best = r
     if best is None:
         best = min(ok.values(), key=lambda r: r["predicted_sd"])
-    return {"chosen": best["protocol"], "chosen_cli": best["cli_name"],
-            "predicted_error": best["predicted_sd"], "predicted_sd": best["predicted_sd"],
-            "params": best["params"], "rows": rows}
+    return {"chosen_protocol": best["cli_name"], "chosen": best["protocol"],
+            "predicted_error": best["predicted_sd"], "params": best["params"], "rows": rows}

@@ -267,7 +267,7 @@ def simulate_ldpminer(protocol_name: str, pop: datasets.Population, data, k: int
     l = data.l_p90 if t.l is None else t.l
     result = score(data.f_true, answers[k], k)
     if plan:
-        result.update({"chosen_protocol": plan["chosen_cli"], "chosen_core": plan["chosen"],
+        result.update({"chosen_protocol": plan["chosen_protocol"],
                        "predicted_error": plan["predicted_error"], "plan": plan["rows"]})
     result.update({"protocol": protocol_name, "epsilon": pop.eps, "users": n, "domain": d,
                    "set_size": data.fixed_size, "l": l, "set_size_p90": data.l_p90,

@@ -48,8 +48,7 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
         return {k: Answer(order[:k], f[order[:k]], order, f) for k in ks}
     if name != "svim":
         raise ValueError("unknown protocol %r" % name)
-    share = svim.DEFAULT_PHASE1_SHARE if tuning.phase1_share in (None, 0.5) \
-        else tuning.phase1_share
+    share = svim.DEFAULT_PHASE1_SHARE
     in1 = rng.random(n) < share  # the public split of spec §5, as a draw per simulated device
     group1, group2 = take_sets(sets, np.flatnonzero(in1)), take_sets(sets, np.flatnonzero(~in1))
     f1 = None

@@ -62,6 +62,12 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
         raise ConfigError("k_max", "need top <= k_max <= min(domain size, %d), got k=%d, k_max=%d"
                           % (ldpminer.MAX_CANDIDATES, k, kc))
     plan = None
+    if protocol_name in ("svim", "auto"):
+        opts.refuse(("budget_split",), protocol_name, " (svim gives every device the whole "
+                    "epsilon once; auto plans with LDPMiner's even split)")
+        if domain["type"] != "int":
+            raise ConfigError("domain.type", "%s needs an integer domain: its phase 1 runs "
+                              "psgrr/psolh over the items 0..d-1 (spec §3)" % protocol_name)
     if protocol_name == "auto":
         from ..protocols import auto
         if opts.fleet_size is None:
@@ -69,11 +75,9 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
                               "expected to report)")
         plan = auto.choose(check_positive(opts.fleet_size, "fleet_size"), eps_milli, size, l, k,
                            kc, allowed=CAMPAIGN_AUTO)
-        protocol_name = plan["chosen_cli"]
+        protocol_name = plan["chosen_protocol"]
     if protocol_name == "svim":
         from ..protocols import svim
-        opts.refuse(("budget_split",), "svim", " (each device reports once, with the whole "
-                    "epsilon; half of the devices in each phase)")
         phases = svim.campaign_phases(eps_milli, size, l, kc)
         return phases, _with_plan({"protocol": "svim", "k": k, "k_max": kc, "set_size": l,
                                     "budget_split": None}, plan)
