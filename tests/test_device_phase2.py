@@ -118,14 +118,14 @@ def svim_config(domain, l, k_max, eps_milli):
 
 
 def svim_campaigns():
-    """(config, candidate keys, device values): phase 2 psgrr (int domain) and psolh (str)."""
+    """(config, candidate keys, device values): phase 2 psgrr (eps 3, k_max 3) and psolh
+    (eps 0.5, k_max 6), int domains (a listless phase 1 refuses a string domain)."""
     cfg = svim_config({"type": "int", "size": 200}, l=2, k_max=3, eps_milli=3000)
     values = [[5, 9, 17, 130, 120], [9, 11], [120], [17, 5, 17, 44], [3, 120, 5, 17], []]
     out = [(cfg, [17, 5, 120], values)]
-    cfg = svim_config({"type": "str", "items": STR_ITEMS}, l=3, k_max=6, eps_milli=500)
-    cands = [protocol.item_key(x) for x in ("io", "idle", "gpu", "net", "irq", "usb")]
-    values = [["idle", "busy", "io", "gpu", "net"], ["busy"], ["gpu", "io"], ["idle", "io", "idle"],
-              ["usb", "irq", "net", "spi", "dma"]]
+    cfg = svim_config({"type": "int", "size": 400}, l=3, k_max=6, eps_milli=500)
+    cands = [250, 1, 3, 99, 12, 33]  # psgrr/psolh without a list need an int domain (spec §3)
+    values = [[1, 7, 3, 300, 250], [7], [3, 250], [1, 250, 1], [33, 12, 99, 250, 301]]
     out.append((cfg, cands, values))
     assert [c["phases"][1]["mechanism"] for c, _, _ in out] == ["psgrr", "psolh"]
     return out
@@ -251,7 +251,7 @@ def refusal_jobs():
     """Signed but unusable phase-2 bodies: (job, field) -- candidates and models."""
     jobs = []
     for cfg, cands, values in miner_campaigns()[::2] + svim_campaigns():  # int domain, srappor,
-        # sh; psgrr (int domain) and psolh (str domain)
+        # sh; psgrr and psolh
         for bad in ("missing", None, [], [5, 5], ["5"], [W], [True], [1.5], 17):
             p2 = campaign_config.make_phase2(cfg)
             if bad != "missing":
@@ -681,7 +681,7 @@ def test_ldplcm_live_model_decides_and_phase_membership(mosquitto, tmp_path, cli
 @pytest.mark.parametrize("client", CLIENTS)
 def test_svim_live_public_split_between_phases(mosquitto, tmp_path, client, which):
     """SVIM (spec §3, §5): the same `sample_rate_ppm` split as LDPLCM, unchanged. A device below
-    the split reports phase 1 only (PSFO over the int/str domain, no list) and skips the phase-2
+    the split reports phase 1 only (PSFO over the int domain, no list) and skips the phase-2
     message; the others report phase 2 only (the set trimmed to the signed candidates); each
     spends eps once, and every report is valid for the aggregator's mechanism of its phase."""
     cfg, cands, values = svim_campaigns()[which]
