@@ -80,10 +80,3 @@ def combined(f1_cand, f2_cand, var1, var2, scale: float) -> np.ndarray:
     """Inverse-variance mean of a candidate's phase-2 estimate and its scaled phase-1 score."""
     a, b = 1.0 / (scale * scale * np.asarray(var1)), 1.0 / np.asarray(var2)
     return (a * scale * np.asarray(f1_cand) + b * np.asarray(f2_cand)) / (a + b)
-
-
-def top_candidates(phase1_sketch, k_max: int, domain_keys) -> np.ndarray:
-    """The k_max domain keys with the highest phase-1 scores, best first (ties: domain order)."""
-    keys = np.asarray(domain_keys, np.uint32)
-    est = np.asarray(phase1_sketch.estimate(keys), np.float64)
-    return keys[np.argsort(-est, kind="stable")[:int(k_max)]]

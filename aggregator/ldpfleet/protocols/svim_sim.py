@@ -6,24 +6,14 @@ with the C kernels. Returns the same `Answer`s as `ldpminer_sim.run_ldpminer`.
 import numpy as np
 
 from .. import config
-from ..mechanisms.sh import KeySets, key_sets, take_sets
+from ..mechanisms.sh import key_sets, take_sets
 from . import svim
-from .ldpminer import trim_sets
+from .ldpminer import _frequencies as _freqs
+from .ldpminer import candidates_from_phase1
+from .ldpminer_sim import SIM_SALT_BITS, Answer, _ranked, default_l
+from .ldpminer_sim import _run_phase as run_phase
 
-CHUNK_USERS = 1 << 16
-SIM_SALT_BITS = 32
 PROTOCOLS = ("svim", "psfo")
-
-
-def run_phase(mech, sets: KeySets, rng):
-    """Every user of `sets` through `mech`, chunk by chunk; returns the sketch."""
-    sketch = mech.new_sketch()
-    n = sets.offsets.size - 1
-    for start in range(0, n, CHUNK_USERS):
-        stop = min(n, start + CHUNK_USERS)
-        part = take_sets(sets, np.arange(start, stop))
-        sketch.update(mech.perturb_batch(part, rng))
-    return sketch
 
 
 def _campaign(phases, d, salt):
@@ -34,7 +24,6 @@ def _campaign(phases, d, salt):
 def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
     """One simulated campaign per k (phase 1 shared across the ks): {k: Answer}.
     `tuning`: ldpminer_sim.MinerTuning (l, k_max / k_max_factor, phase1_share)."""
-    from .ldpminer_sim import Answer, _ranked, default_l
     sets = key_sets(sets)
     n = sets.offsets.size - 1
     l = int(tuning.l) if tuning.l is not None else default_l(sets)
@@ -59,9 +48,9 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
         if f1 is None:
             sketch1 = run_phase(config.mechanism_for_phase(cfg, 1), group1, rng)
             f1 = _freqs(sketch1, keys)
-        cand = svim.top_candidates(sketch1, kc, keys)
+        cand = candidates_from_phase1(sketch1, kc, keys)
         mech2 = config.mechanism_for_phase(cfg, 2, candidates=[int(c) for c in cand])
-        sketch2 = run_phase(mech2, trim_sets(group2, cand), rng)
+        sketch2 = run_phase(mech2, group2, rng, candidates=cand)
         f = _freqs(sketch2, cand)
         scale = svim.phase1_scale(f1[cand], f)
         if tuning.combine == "ivw":
@@ -75,8 +64,3 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
         estimates[cand] = f
         out[k] = Answer(cand[by_final[:k]].astype(np.int64), f[by_final[:k]], order, estimates)
     return out
-
-
-def _freqs(sketch, keys):
-    return np.asarray(sketch.estimate(keys), np.float64) / max(sketch.n, 1)
-
