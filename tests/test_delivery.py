@@ -191,7 +191,8 @@ def test_burst_behind_a_stock_broker_is_accepted_exactly_once(tmp_path):
             time.sleep(1.5)  # late duplicates still get counted as such, never accepted
             with Store(state) as store:
                 counts = store.counters("burst")
-                seen = store.db.execute("SELECT COUNT(*), COUNT(DISTINCT device) FROM seen").fetchone()
+                seen = (store.seen_count("burst"),
+                        store.devices_per_campaign().get("burst", 0))
             assert counts["accepted"] == total, counts
             assert counts.get("second_report", 0) == 0, counts
             assert seen == (total, total)

@@ -137,7 +137,7 @@ def test_schema2_sqlite_state_is_migrated(tmp_path, mosquitto):
         UPDATE meta SET value='2' WHERE key='schema';""")
     db.close()
     with Store(state) as store:
-        assert store.meta("schema") == "4"
+        assert store.meta("schema") == "5"
         assert store.counters("cpu") == {"received": 200, "accepted": 200}
         blob = store.sketch_blob("cpu", 1)[1]
     assert blob == direct_sketch(camp.mechanism(1), reports).serialize()
@@ -149,10 +149,10 @@ def as_schema3_seen(path, campaign, messages):
     with Store("sqlite:///" + path) as store:
         keys = {store.device_keys.of(topic.split("/")[-1]): topic.split("/")[-1]
                 for topic, _payload in messages}
+        rows = store.dedupe_rows()
     db = sqlite3.connect(path)
-    rows = db.execute("SELECT campaign, phase, device, seq FROM seen").fetchall()
     db.executescript("""
-        DROP TABLE seen; DROP TABLE purges; DELETE FROM meta WHERE key='dedupe_key';
+        DROP TABLE seen; DROP TABLE purges; DROP TABLE seen_log; DELETE FROM meta WHERE key='dedupe_key';
         CREATE TABLE seen (campaign TEXT NOT NULL, phase INTEGER NOT NULL, device TEXT NOT NULL,
             seq BIGINT NOT NULL, PRIMARY KEY (campaign, phase, device)) WITHOUT ROWID;
         UPDATE meta SET value='3' WHERE key='schema';""")
@@ -184,7 +184,7 @@ def test_schema3_dedupe_keys_become_keyed_hashes(tmp_path, mosquitto):
     counts = fold(state, "", msgs[:10] + [(msgs[3][0], bytes(second))])
     assert counts[("cpu", "duplicate")] == 10 and counts[("cpu", "second_report")] == 1
     with Store(state) as store:
-        assert store.meta("schema") == "4"
+        assert store.meta("schema") == "5"
         assert store.counters("cpu")["accepted"] == 50
         assert store.seen_count("cpu") == 50
     with open(path, "rb") as f:

@@ -312,13 +312,13 @@ def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candida
 def expected_error(campaign: Campaign, phase: int, n: int, confidence: float = 0.95) -> dict:
     """Standard deviation of one item's estimate from `mech.variance(n)` (f -> 0), as a fraction
     and as a count, and the half-width of the two-sided `confidence` interval."""
-    from scipy import stats
+    from .estimates import two_sided_z
     if n <= 0:
         return {"n": 0, "stddev_fraction": None, "stddev_count": None, "ci_halfwidth_count": None,
                 "confidence": confidence}
     var = campaign.mechanism(phase).variance(n)
     sd = math.sqrt(var)
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = two_sided_z(confidence)
     return {"n": n, "stddev_fraction": sd, "stddev_count": sd * n,
             "ci_halfwidth_count": z * sd * n, "confidence": confidence}
 

@@ -37,6 +37,13 @@ from ..errors import ConfigError
 from ..mechanisms.base import Sketch
 from .store import Store
 
+
+def two_sided_z(confidence: float) -> float:
+    """z of a two-sided `confidence` interval, finite for every confidence < 1 (isf of the tail,
+    not ppf(0.5 + c/2), which rounds to ppf(1) = inf for c within 1e-16 of 1)."""
+    from scipy import stats
+    return float(stats.norm.isf((1 - confidence) / 2))
+
 MAX_ENUMERATED_DOMAIN = 1 << 22
 """Domains larger than this need an explicit list of items to estimate."""
 
@@ -250,7 +257,7 @@ def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> E
     freq = counts / n
     var = float(mech.variance(n))
     sd = math.sqrt(var)
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = two_sided_z(confidence)
     table.stddev_fraction = sd
     value = freq
     post_values = None

@@ -24,8 +24,8 @@ import numpy as np
 from .. import config as cfgmod
 from .. import protocol
 from ..mechanisms.base import ERROR_FIELDS, Sketch, first_faults
-from . import dedupe
 from .batch import AckBatch, ReportBatch
+from .seen_log import unique_keys
 from .store import GLOBAL
 
 log = logging.getLogger("ldpfleet.service")
@@ -160,9 +160,10 @@ class BatchFolder:
         self._reject(np.flatnonzero(~ok & ~too_large), BAD_TOPIC, batch)
         self._reject(np.flatnonzero(~ok & too_large), TOO_LARGE, batch, status=None)
         okidx = np.flatnonzero(ok)
-        names, inverse = np.unique(batch.strings(coff, clen, okidx), return_inverse=True)
+        raw, inverse = np.unique(batch.strings(coff, clen, okidx, text=False), return_inverse=True)
+        names = [b.decode("ascii") for b in raw.tolist()]
         taken = {}
-        for u, name in enumerate(names.tolist()):
+        for u, name in enumerate(names):
             members = okidx[inverse.ravel() == u]
             camp = self.campaigns.get(name)
             big = too_large[members]
@@ -176,7 +177,7 @@ class BatchFolder:
                 self._reject(members, CLOSED_CAMPAIGN, batch, what=" for campaign %s" % name)
             elif len(members):
                 taken[name] = members
-        self._names = names.tolist()
+        self._names = names
         return taken
 
     def _check_headers(self, name, members, batch) -> dict:
@@ -200,6 +201,7 @@ class BatchFolder:
     def _fold_in_savepoint(self, name, phase, idx, batch) -> bool:
         """`_fold_group` in a savepoint: a bug must not wedge the queue on one report, and
         nothing of a failed group (dedupe keys included) is committed. True if it accepted."""
+        mark = self.store.savepoint_mark()
         self.store.conn.execute("SAVEPOINT fold_group")
         try:
             accepted = self._fold_group(name, phase, idx, batch)
@@ -207,6 +209,7 @@ class BatchFolder:
             return accepted
         except Exception as exc:
             self.store.conn.execute("ROLLBACK TO SAVEPOINT fold_group")
+            self.store.savepoint_rolled_back(mark)
             self.status[idx] = -1
             self.reason[idx] = CODE[INTERNAL_ERROR]
             self._sketches.pop((name, phase), None)
@@ -248,26 +251,23 @@ class BatchFolder:
         """The rows whose report is the first of its device in this phase: the first of the
         batch per device whose dedupe key this transaction claimed (`Store.claim_keys`). The
         keys are the keyed hashes of the rows' device ids (dedupe.py), made in one C call over
-        their spans in the batch's buffer; the batch's devices are told apart by np.unique over
-        the 16-byte hashes (a collision: about n^2 / 2^129). The others are `_seen_before` (the
+        their spans in the batch's buffer; the batch's devices are told apart by
+        `seen_log.unique_keys` over the 16-byte hashes (a collision: about n^2 / 2^129). The others are `_seen_before` (the
         stored nonce, or the batch's first one)."""
         if rows.size == 0:
             return rows[:0]
         _ok, _coff, _clen, doff, dlen = batch.split_topics()
         hashes = self.store.device_keys.spans(batch.data, doff[rows], dlen[rows])
-        uniq, first, inverse = np.unique(hashes.view(np.dtype((np.void, 16))).ravel(),
-                                         return_index=True, return_inverse=True)
-        inverse = inverse.ravel()
-        keys = dedupe.as_keys(uniq.view(np.uint8))
-        claimed, prior = self.store.claim_keys(name, phase, keys, seqs[first].tolist())
-        claimed = np.asarray(claimed, bool)
+        uniq, first, inverse = unique_keys(hashes)
+        claimed, prior = self.store.claim_key_array(name, phase, uniq, seqs[first])
         new = np.zeros(rows.size, bool)
         new[first[claimed]] = True
         for i in np.flatnonzero(~new).tolist():  # redeliveries, second reports, lost races
             row = int(rows[i])
             device = bytes(batch.data[doff[row]:doff[row] + dlen[row]]).decode()
+            stored = int(prior[inverse[i]])
             self._seen_before(name, phase, row, device, int(seqs[i]),
-                              prior.get(keys[inverse[i]], int(seqs[first[inverse[i]]])))
+                              stored if stored >= 0 else int(seqs[first[inverse[i]]]))
         return rows[new]
 
     def _seen_before(self, name, phase, row, device, seq, prior):

@@ -148,10 +148,10 @@ class StoreCollector:
                     fams["received"].add_metric([name], int(n))
                 elif reason != ACCEPTED:
                     fams["rejected"].add_metric([name, reason], int(n))
-            for name, n in sorted(self._device_counts(db, accepted).items()):
+            for name, n in sorted(self._device_counts(store, accepted).items()):
                 fams["devices"].add_metric([name], n)
 
-    def _device_counts(self, db, accepted: int) -> dict:
+    def _device_counts(self, store, accepted: int) -> dict:
         """{campaign: distinct devices}: the one query whose cost grows with the fleet, so it
         is re-run when reports were accepted since its last run, no sooner than
         `DEVICES_SLOWDOWN` times its last duration after it (capped at `devices_ttl` seconds: a
@@ -164,8 +164,7 @@ class StoreCollector:
                     or age < min(self.devices_ttl, self.DEVICES_SLOWDOWN * seconds)):
                 return counts
             started = time.perf_counter()
-            counts = {name: int(n) for name, n in db.execute(
-                "SELECT campaign, count(DISTINCT device) FROM seen GROUP BY campaign").fetchall()}
+            counts = store.devices_per_campaign()
             self._devices = (time.monotonic(), accepted, time.perf_counter() - started, counts)
             return counts
 

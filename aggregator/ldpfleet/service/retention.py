@@ -9,6 +9,7 @@ start and then hourly (`RetentionTimer`).
 import time
 
 from ..errors import ConfigError
+from . import seen_log
 
 DAY_S = 86400.0
 CHECK_EVERY_S = 3600.0
@@ -29,11 +30,14 @@ def purge(store, name: str) -> int:
             raise ConfigError("name", "campaign %s was closed %.0f s ago: purge at least %.0f s "
                                       "after the close (batches in flight may still claim keys)"
                               % (name, time.time() - camp.closed_at, CLOSE_GRACE_S))
+        keys = store.seen_count(name)
         store.conn.zero_deleted(True)
         try:
-            keys = store.conn.execute("DELETE FROM seen WHERE campaign=?", (name,)).rowcount
+            store.conn.execute("DELETE FROM seen WHERE campaign=?", (name,))
+            store.conn.execute("DELETE FROM seen_log WHERE campaign=?", (name,))
         finally:
             store.conn.zero_deleted(False)
+        seen_log.bump_epoch(store.conn)
         store.conn.execute(
             "INSERT INTO purges VALUES (?, ?, ?) ON CONFLICT (campaign) DO UPDATE SET "
             "purged_at=excluded.purged_at, keys=purges.keys + excluded.keys",
@@ -48,7 +52,8 @@ def closed_before(store, days: float, now: float = None) -> list:
     rows = store.conn.execute(
         "SELECT name FROM campaigns WHERE state='closed' AND closed_at IS NOT NULL AND "
         "closed_at < ? AND (name NOT IN (SELECT campaign FROM purges) OR EXISTS "
-        "(SELECT 1 FROM seen WHERE seen.campaign = campaigns.name)) ORDER BY name",
+        "(SELECT 1 FROM seen WHERE seen.campaign = campaigns.name) OR EXISTS "
+        "(SELECT 1 FROM seen_log WHERE seen_log.campaign = campaigns.name)) ORDER BY name",
         (cutoff,)).fetchall()
     return [r[0] for r in rows]
 

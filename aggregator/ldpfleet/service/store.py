@@ -10,7 +10,9 @@ Tables
   a worker only ever writes its own row, so workers never contend on one.
 - `seen`: dedupe keys, one row per (campaign, phase, keyed hash of the device id: dedupe.py)
   holding the nonce accepted from that device (devices send one report per phase, spec §6);
-  the primary key dedupes across workers. `purges`: when a closed campaign's keys were dropped.
+  the primary key dedupes across PostgreSQL workers. `seen_log`: a SQLite state's dedupe keys
+  instead, one row of blobs per claimed (campaign, phase, batch), indexed in memory by the
+  writer (seen_log.py). `purges`: when a closed campaign's keys were dropped.
 - `counters`: (campaign, reason, worker) -> count, summed by readers. Reasons of messages that
   name no known campaign are kept under campaign "" so attacker-chosen names cannot grow it.
 - `meta`: schema version, readiness of the ingest, key set, broker drops.
@@ -30,10 +32,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .. import config as cfgmod
 from .. import protocol
 from ..errors import ConfigError
-from . import dedupe, store_sql
+from . import dedupe, seen_log, store_sql
 from .store_sql import SCHEMA_VERSION, is_postgres, redact  # noqa: F401 (re-exported)
 
 GLOBAL = ""
@@ -133,6 +137,8 @@ class Store:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.conn = store_sql.connect(url, timeout)
         self.path = self.conn.where
+        # SQLite (one writer): dedupe keys in an append-only log + this index (seen_log.py)
+        self.seen_index = seen_log.SeenIndex() if self.conn.kind == "sqlite" else None
         if not create and self._schema_version() is None:
             raise ConfigError("state", "no ldpfleet state in %s" % self.path)
         if self._schema_version() != SCHEMA_VERSION:  # readers never write unless it must
@@ -182,13 +188,17 @@ class Store:
         self.conn.execute(self.conn.BEGIN_WRITE)
         try:
             yield self
+            self.conn.execute("COMMIT")
         except BaseException:
+            if self.seen_index is not None:
+                self.seen_index.rolled_back()
             try:
                 self.conn.execute("ROLLBACK")
             except Exception:  # noqa: BLE001 (a dead connection rolled back by itself)
                 pass
             raise
-        self.conn.execute("COMMIT")
+        if self.seen_index is not None:
+            self.seen_index.committed()
 
     def data_version(self):
         """Changes whenever another connection changed the campaigns."""
@@ -257,9 +267,10 @@ class Store:
         """Undo `add_campaign` (only used when publishing the config failed)."""
         with self.batch():
             for table, col in (("campaigns", "name"), ("sketches", "campaign"),
-                               ("seen", "campaign"), ("counters", "campaign"),
-                               ("protocols", "campaign")):
+                               ("seen", "campaign"), ("seen_log", "campaign"),
+                               ("counters", "campaign"), ("protocols", "campaign")):
                 self.conn.execute("DELETE FROM %s WHERE %s=?" % (table, col), (name,))
+            seen_log.bump_epoch(self.conn)
 
     def set_state(self, name: str, state: str):
         with self.batch():
@@ -333,7 +344,10 @@ class Store:
         """device -> nonce already accepted, for the given devices."""
         devices = list(devices)
         hashed = self.device_keys.many(devices)
-        stored = self.conn.seen_seqs(name, phase, hashed)
+        if self.seen_index is not None:
+            stored = seen_log.stored_seqs(self.conn, name, phase, hashed)
+        else:
+            stored = self.conn.seen_seqs(name, phase, hashed)
         return {d: stored[k] for d, k in zip(devices, hashed) if k in stored}
 
     def claim_keys(self, name: str, phase: int, keys: list, seqs: list):
@@ -342,7 +356,47 @@ class Store:
         others) (`dedupe.claim`)."""
         return dedupe.claim(self.conn, name, phase, keys, seqs)
 
+    def claim_key_array(self, name: str, phase: int, keys: np.ndarray, seqs: np.ndarray):
+        """`claim_keys` over arrays: `keys` (n, 16) uint8 distinct hashes, `seqs` their nonces.
+        Returns (claimed bool array, prior nonce int64 array, -1 where claimed). SQLite: the
+        log and its index (seen_log.py); PostgreSQL: `seen`'s unique key (dedupe.claim)."""
+        if self.seen_index is not None:
+            self.seen_index.sync(self.conn)
+            return self.seen_index.claim(self.conn, name, phase, keys, seqs)
+        listed = dedupe.as_keys(keys)
+        claimed, prior = dedupe.claim(self.conn, name, phase, listed, np.asarray(seqs).tolist())
+        return (np.asarray(claimed, bool),
+                np.asarray([prior.get(k, -1) for k in listed], np.int64))
+
+    def savepoint_mark(self):
+        """Before a SAVEPOINT: what `savepoint_rolled_back` returns the index to."""
+        return self.seen_index.mark() if self.seen_index is not None else 0
+
+    def savepoint_rolled_back(self, mark):
+        if self.seen_index is not None:
+            self.seen_index.rollback_to(mark)
+
+    def dedupe_rows(self) -> list:
+        """Every stored dedupe key as (campaign, phase, key bytes, nonce), on either backend
+        (for migrations, tools and tests; the ingest never reads them all)."""
+        rows = [(c, int(p), bytes(k), int(q)) for c, p, k, q in self.conn.execute(
+            "SELECT campaign, phase, device, seq FROM seen").fetchall()]
+        for c, p, keys, seqs in self.conn.execute(
+                "SELECT campaign, phase, keys, seqs FROM seen_log ORDER BY id").fetchall():
+            keys, seqs = bytes(keys), np.frombuffer(bytes(seqs), "<u4").tolist()
+            rows += [(c, int(p), keys[16 * i:16 * i + 16], q) for i, q in enumerate(seqs)]
+        return rows
+
+    def devices_per_campaign(self) -> dict:
+        """campaign -> distinct devices with an accepted report (any phase)."""
+        if self.seen_index is not None:
+            return seen_log.devices_per_campaign(self.conn)
+        return {name: int(n) for name, n in self.conn.execute(
+            "SELECT campaign, count(DISTINCT device) FROM seen GROUP BY campaign").fetchall()}
+
     def seen_count(self, name: str, phase: int = None) -> int:
+        if self.seen_index is not None:
+            return seen_log.count(self.conn, name, phase)
         if phase is None:
             q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,))
         else:

@@ -15,13 +15,16 @@ Schema versions (`meta.schema`) and their migrations (`migrate`), applied in one
 workers never contend on one row; readers merge the partials: sketches are linear).
 3 -> 4: `seen` keeps a keyed hash of each device id instead of the id (`dedupe.DeviceKeys`, the
 key in `meta.dedupe_key`); `purges` records when a closed campaign's dedupe keys were dropped.
+4 -> 5: `seen_log`, SQLite's dedupe keys as an append-only log of claimed batches
+(`seen_log.py`; PostgreSQL keeps claiming through `seen`'s unique key). A SQLite state's `seen`
+rows move into the log.
 """
 import sqlite3
 
 from ..errors import ConfigError
-from . import dedupe
+from . import dedupe, seen_log
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,6 +50,10 @@ CREATE TABLE IF NOT EXISTS seen (
     campaign TEXT NOT NULL, phase INTEGER NOT NULL, device {blob} NOT NULL, seq BIGINT NOT NULL,
     PRIMARY KEY (campaign, phase, device)
 ){without_rowid};
+CREATE TABLE IF NOT EXISTS seen_log (
+    id {autoid}, campaign TEXT NOT NULL, phase INTEGER NOT NULL, n BIGINT NOT NULL,
+    keys {blob} NOT NULL, seqs {blob} NOT NULL
+);
 CREATE TABLE IF NOT EXISTS purges (
     campaign TEXT PRIMARY KEY, purged_at DOUBLE PRECISION NOT NULL, keys BIGINT NOT NULL
 );
@@ -88,8 +95,15 @@ CREATE TABLE IF NOT EXISTS purges (
     campaign TEXT PRIMARY KEY, purged_at DOUBLE PRECISION NOT NULL, keys BIGINT NOT NULL
 )
 """,
+    # 4 -> 5: SQLite's dedupe log (its `seen` rows move in: `seen_log.from_seen`)
+    4: """
+CREATE TABLE IF NOT EXISTS seen_log (
+    id {autoid}, campaign TEXT NOT NULL, phase INTEGER NOT NULL, n BIGINT NOT NULL,
+    keys {blob} NOT NULL, seqs {blob} NOT NULL
+)
+""",
 }
-AFTER_MIGRATION = {3: dedupe.rekey_seen}
+AFTER_MIGRATION = {3: dedupe.rekey_seen, 4: seen_log.from_seen}
 """version -> callable(conn) run after that version's SQL (data that SQL alone cannot move)."""
 
 
@@ -145,7 +159,8 @@ class SQLiteConnection:
         self.db.execute("PRAGMA busy_timeout=%d" % int(timeout * 1000))
 
     def ddl(self, text: str):
-        return text.format(blob="BLOB", without_rowid=" WITHOUT ROWID")
+        return text.format(blob="BLOB", without_rowid=" WITHOUT ROWID",
+                           autoid="INTEGER PRIMARY KEY")
 
     def execute(self, sql, params=()):
         return self.db.execute(sql, params)
@@ -230,7 +245,7 @@ class PostgresConnection:
                               % (self.where, str(exc).strip().splitlines()[0])) from None
 
     def ddl(self, text: str):
-        return text.format(blob="BYTEA", without_rowid="")
+        return text.format(blob="BYTEA", without_rowid="", autoid="BIGSERIAL PRIMARY KEY")
 
     def execute(self, sql, params=()):
         return self.db.execute(sql.replace("?", "%s"), params)

@@ -1,0 +1,220 @@
+"""SQLite's dedupe keys: an append-only log of claimed batches and an in-memory index of it.
+
+PostgreSQL's workers claim dedupe keys through the unique key of `seen` (concurrent writers:
+the index decides who wins). A SQLite state has one writer at a time (`BEGIN IMMEDIATE`), so it
+does not need a B-tree of random 16-byte keys on disk: inserting a batch of them dirtied about
+one page per key, and the commit wrote the whole index again (the ingest's largest cost, and
+growing with the fleet). Instead every claim appends ONE row per (campaign, phase) and batch to
+`seen_log` — the batch's keys and nonces as two blobs — in the same transaction as the sketch
+delta and the counters, so a commit still covers dedupe keys + sketch + counters, then the
+acknowledgements. Lookups go to `SeenIndex`, this process's index of the log.
+
+The index stays exact whatever else writes the file: inside each write transaction (which holds
+SQLite's write lock) it first reads the log's highest row id and the purge epoch; rows appended
+by another process since are loaded, and a purge (which deletes rows) makes it reload. Keys
+this transaction claims enter the index only after COMMIT (`Store.batch`): a rolled-back batch
+leaves no trace. Memory: 20 bytes per accepted (device, phase) of the open campaigns; a closed
+campaign's keys are not loaded (its reports are rejected before dedupe).
+
+Per (campaign, phase) the index is a few sorted runs (16-byte keys as two uint64 words, with
+their nonces); a new batch adds a run and runs of similar size merge (a binary counter), so a batch's
+lookup is O(log n) `searchsorted` calls and the total merging work O(n log n).
+"""
+import numpy as np
+
+KEY = np.dtype((np.void, 16))
+EPOCH_META = "seen_log_epoch"
+
+
+def key_words(keys: np.ndarray):
+    """(n, 16) uint8 keys (or void16) -> (hi, lo) uint64 arrays: integer sorts and binary
+    searches are several times faster than numpy's on 16-byte voids."""
+    words = np.ascontiguousarray(keys).view("<u8").reshape(-1, 2)
+    return words[:, 0].copy(), words[:, 1].copy()
+
+
+def unique_keys(keys: np.ndarray):
+    """np.unique(keys, return_index, return_inverse) for (n, 16) uint8 keys, exact on all 128
+    bits: (unique (m, 16) uint8, first index of each, inverse)."""
+    hi, lo = key_words(keys)
+    order = np.lexsort((lo, hi))  # stable: the first of equal keys is the earliest row
+    shi, slo = hi[order], lo[order]
+    start = np.ones(order.size, bool)
+    start[1:] = (shi[1:] != shi[:-1]) | (slo[1:] != slo[:-1])
+    first = order[start]
+    inverse = np.empty(order.size, np.int64)
+    inverse[order] = np.cumsum(start) - 1
+    return np.ascontiguousarray(keys)[first].reshape(-1, 16), first, inverse
+
+
+class _Run:
+    """Sorted (hi, lo) keys with their nonces."""
+
+    __slots__ = ("hi", "lo", "seqs")
+
+    def __init__(self, hi, lo, seqs):
+        order = np.lexsort((lo, hi))
+        self.hi, self.lo, self.seqs = hi[order], lo[order], seqs[order]
+
+    @property
+    def size(self):
+        return self.hi.size
+
+    def find(self, hi, lo, prior):
+        """Set prior[i] to the nonce of key i where this run holds it."""
+        if self.hi.size == 0:
+            return
+        pos = np.searchsorted(self.hi, hi)
+        pos = np.minimum(pos, self.hi.size - 1)
+        same_hi = self.hi[pos] == hi
+        hit = same_hi & (self.lo[pos] == lo)
+        prior[hit] = self.seqs[pos[hit]]
+        for i in np.flatnonzero(same_hi & ~hit).tolist():  # 64-bit prefix shared: ~2^-64 odds
+            j = int(pos[i])
+            while j < self.hi.size and self.hi[j] == hi[i]:
+                if self.lo[j] == lo[i]:
+                    prior[i] = self.seqs[j]
+                    break
+                j += 1
+
+
+class SeenIndex:
+    """(campaign, phase) -> the claimed keys and their nonces, caught up with `seen_log`."""
+
+    def __init__(self):
+        self.runs = {}
+        self.loaded_id = 0
+        self.epoch = None
+        self.staged = []
+
+    # --- keeping up with the log -----------------------------------------------------------
+    def sync(self, conn):
+        """Load what other connections appended (or reload after a purge). Call inside the
+        write transaction, before any lookup."""
+        row = conn.execute("SELECT value FROM meta WHERE key=?", (EPOCH_META,)).fetchone()
+        epoch = row[0] if row else "0"
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM seen_log").fetchone()[0]
+        if epoch != self.epoch or top < self.loaded_id:
+            self.runs, self.loaded_id, self.epoch = {}, 0, epoch
+        if top > self.loaded_id:
+            rows = conn.execute(
+                "SELECT id, campaign, phase, keys, seqs FROM seen_log WHERE id > ? AND campaign IN"
+                " (SELECT name FROM campaigns WHERE state='open') ORDER BY id",
+                (self.loaded_id,)).fetchall()
+            grouped = {}
+            for _id, name, phase, keys, seqs in rows:
+                grouped.setdefault((name, int(phase)), []).append((keys, seqs))
+            for where, parts in grouped.items():
+                keys = np.frombuffer(b"".join(bytes(k) for k, _s in parts), np.uint8)
+                seqs = np.frombuffer(b"".join(bytes(s) for _k, s in parts), "<u4").astype(np.int64)
+                self._add(where, *key_words(keys), seqs)
+            self.loaded_id = top
+
+    def _add(self, where, hi, lo, seqs):
+        runs = self.runs.setdefault(where, [])
+        runs.append(_Run(hi, lo, seqs))
+        while len(runs) > 1 and runs[-2].size <= 2 * runs[-1].size:
+            b, a = runs.pop(), runs.pop()
+            runs.append(_Run(np.concatenate([a.hi, b.hi]), np.concatenate([a.lo, b.lo]),
+                             np.concatenate([a.seqs, b.seqs])))
+
+    # --- one transaction -------------------------------------------------------------------
+    def lookup(self, name: str, phase: int, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """The stored nonce of each key (int64), -1 where the key is not claimed yet."""
+        prior = np.full(hi.size, -1, np.int64)
+        for run in self.runs.get((name, phase), ()):
+            run.find(hi, lo, prior)
+        return prior
+
+    def claim(self, conn, name: str, phase: int, keys: np.ndarray, seqs: np.ndarray):
+        """Inside the write transaction (after `sync`): claim the distinct `keys` ((n, 16)
+        uint8) not claimed yet, appending one `seen_log` row. Returns (claimed bool array,
+        prior nonces with -1 for the claimed)."""
+        keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
+        seqs = np.ascontiguousarray(seqs, np.int64)
+        hi, lo = key_words(keys)
+        prior = self.lookup(name, phase, hi, lo)
+        new = prior < 0
+        if new.any():
+            cur = conn.execute("INSERT INTO seen_log (campaign, phase, n, keys, seqs) VALUES"
+                               " (?, ?, ?, ?, ?)", (name, phase, int(new.sum()),
+                                                    keys[new].tobytes(),
+                                                    seqs[new].astype("<u4").tobytes()))
+            self.staged.append(((name, phase), hi[new], lo[new], seqs[new], cur.lastrowid))
+        return new, prior
+
+    def mark(self) -> int:
+        return len(self.staged)
+
+    def rollback_to(self, mark: int):
+        """A savepoint rolled back: forget what was claimed since `mark`."""
+        del self.staged[mark:]
+
+    def committed(self):
+        """The transaction committed: its claims enter the index (in log order)."""
+        for where, hi, lo, seqs, rowid in self.staged:
+            self._add(where, hi, lo, seqs)
+            self.loaded_id = max(self.loaded_id, int(rowid))
+        self.staged = []
+
+    def rolled_back(self):
+        self.staged = []
+
+
+def bump_epoch(conn):
+    """After deleting `seen_log` rows (purge, a removed campaign): every index reloads."""
+    row = conn.execute("SELECT value FROM meta WHERE key=?", (EPOCH_META,)).fetchone()
+    conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+                 (EPOCH_META, str(int(row[0]) + 1 if row else 1)))
+
+
+def count(conn, name: str, phase: int = None) -> int:
+    if phase is None:
+        q = conn.execute("SELECT coalesce(sum(n), 0) FROM seen_log WHERE campaign=?", (name,))
+    else:
+        q = conn.execute("SELECT coalesce(sum(n), 0) FROM seen_log WHERE campaign=? AND phase=?",
+                         (name, phase))
+    return int(q.fetchone()[0])
+
+
+def stored_seqs(conn, name: str, phase: int, keys: list) -> dict:
+    """{key: nonce} of the given keys (bytes) found in the log (a scan: for tools and tests)."""
+    want = set(keys)
+    out = {}
+    for blob, seqs in conn.execute("SELECT keys, seqs FROM seen_log WHERE campaign=? AND phase=?",
+                                   (name, phase)).fetchall():
+        blob, seqs = bytes(blob), np.frombuffer(bytes(seqs), "<u4")
+        for i in range(len(seqs)):
+            k = blob[16 * i:16 * i + 16]
+            if k in want:
+                out[k] = int(seqs[i])
+    return out
+
+
+def devices_per_campaign(conn) -> dict:
+    """campaign -> distinct devices that have a claimed report in any phase."""
+    parts = {}
+    for name, blob in conn.execute("SELECT campaign, keys FROM seen_log").fetchall():
+        parts.setdefault(name, []).append(bytes(blob))
+    return {name: int(np.unique(np.frombuffer(b"".join(p), KEY)).size)
+            for name, p in parts.items()}
+
+
+def from_seen(conn):
+    """Migration 4 -> 5 (SQLite): the rows of `seen` into `seen_log`, one row per (campaign,
+    phase); `seen` is emptied (its keys zeroed on disk)."""
+    if conn.kind != "sqlite":
+        return
+    pairs = conn.execute("SELECT DISTINCT campaign, phase FROM seen").fetchall()
+    for name, phase in pairs:
+        rows = conn.execute("SELECT device, seq FROM seen WHERE campaign=? AND phase=?",
+                            (name, phase)).fetchall()
+        keys = b"".join(bytes(r[0]) for r in rows)
+        seqs = np.asarray([r[1] for r in rows], np.int64).astype("<u4").tobytes()
+        conn.execute("INSERT INTO seen_log (campaign, phase, n, keys, seqs) VALUES (?, ?, ?, ?, ?)",
+                     (name, phase, len(rows), keys, seqs))
+    conn.zero_deleted(True)
+    try:
+        conn.execute("DELETE FROM seen")
+    finally:
+        conn.zero_deleted(False)

@@ -1,0 +1,120 @@
+"""SQLite's dedupe log and its in-memory index (service/seen_log.py): exact on all 128 bits,
+caught up with other writers of the same file, reloaded after a purge, and never holding a
+key whose transaction (or savepoint) rolled back."""
+import numpy as np
+import pytest
+
+from ldpfleet.service import seen_log
+from ldpfleet.service.store import Store
+
+
+def keys_of(rng, n):
+    return rng.integers(0, 256, (n, 16), dtype=np.uint8)
+
+
+@pytest.fixture
+def state(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "s.db")
+    with Store(url) as store:
+        with store.batch():
+            store.conn.execute(
+                "INSERT INTO campaigns (name, campaign_id, config_payload, config_body,"
+                " signing_key_ref, state, phase, created_at) VALUES"
+                " ('c', 1, x'00', '{}', '', 'open', 1, 0)")
+    return url
+
+
+def claim(store, keys, seqs, name="c", phase=1):
+    with store.batch():
+        return store.claim_key_array(name, phase, keys, np.asarray(seqs, np.int64))
+
+
+def test_unique_keys_matches_numpy_unique_on_128_bits():
+    rng = np.random.default_rng(1)
+    keys = keys_of(rng, 500)
+    keys[100:150] = keys[0:50]  # repeats
+    keys[200, 8:] ^= 1  # shares its first 64 bits with row 199's copy below
+    keys[201] = keys[200]
+    keys[201, 8:] = keys[199, 8:]
+    keys[201, :8] = keys[200, :8]
+    uniq, first, inverse = seen_log.unique_keys(keys)
+    ref, ref_first, ref_inv = np.unique(keys.view(np.dtype((np.void, 16))).ravel(),
+                                        return_index=True, return_inverse=True)
+    assert sorted(map(bytes, uniq)) == sorted(bytes(r) for r in ref)
+    assert sorted(first.tolist()) == sorted(ref_first.tolist())
+    assert np.array_equal(uniq[inverse], keys)
+
+
+def test_claims_are_exact_when_keys_share_their_first_64_bits(state):
+    rng = np.random.default_rng(2)
+    a = keys_of(rng, 4)
+    b = a.copy()
+    b[:, 8:] ^= 0xFF  # same high word, other low word
+    with Store(state) as store:
+        new, prior = claim(store, a, [1, 2, 3, 4])
+        assert new.all() and (prior == -1).all()
+        new, prior = claim(store, np.concatenate([b, a[:2]]), [5, 6, 7, 8, 9, 9])
+        assert new.tolist() == [True] * 4 + [False, False]
+        assert prior.tolist() == [-1] * 4 + [1, 2]
+        assert store.seen_count("c", 1) == 8
+
+
+def test_another_writer_of_the_file_is_seen(state):
+    rng = np.random.default_rng(3)
+    keys = keys_of(rng, 50)
+    with Store(state) as first, Store(state) as second:
+        claim(first, keys[:30], range(30))
+        claim(second, keys[20:40], range(100, 120))  # 20..29 were claimed by `first`
+        new, prior = claim(first, keys[35:50], range(200, 215))
+        assert new.tolist() == [False] * 5 + [True] * 10
+        assert prior[:5].tolist() == list(range(115, 120))
+        assert first.seen_count("c") == 50
+
+
+def test_a_rolled_back_claim_leaves_no_trace(state):
+    rng = np.random.default_rng(4)
+    keys = keys_of(rng, 10)
+    with Store(state) as store:
+        with pytest.raises(RuntimeError):
+            with store.batch():
+                store.claim_key_array("c", 1, keys, np.arange(10))
+                raise RuntimeError("the sketch write failed")
+        assert store.seen_count("c") == 0
+        mark = None
+        with store.batch():
+            mark = store.savepoint_mark()
+            store.conn.execute("SAVEPOINT g")
+            store.claim_key_array("c", 1, keys[:5], np.arange(5))
+            store.conn.execute("ROLLBACK TO SAVEPOINT g")
+            store.savepoint_rolled_back(mark)
+            store.conn.execute("RELEASE SAVEPOINT g")
+            store.claim_key_array("c", 1, keys[5:], np.arange(5, 10))
+        new, _prior = claim(store, keys, np.arange(10))
+        assert new.tolist() == [True] * 5 + [False] * 5
+    with Store(state) as fresh:  # and a restarted process agrees
+        new, prior = claim(fresh, keys, np.arange(10))
+        assert not new.any() and sorted(prior.tolist()) == list(range(10))
+
+
+def test_a_purge_elsewhere_makes_the_index_reload(state):
+    rng = np.random.default_rng(5)
+    keys = keys_of(rng, 8)
+    with Store(state) as serve, Store(state) as admin:
+        claim(serve, keys, range(8))
+        with admin.batch():  # what `campaign purge` / remove_campaign do to the log
+            admin.conn.execute("DELETE FROM seen_log WHERE campaign='c'")
+            seen_log.bump_epoch(admin.conn)
+        new, _prior = claim(serve, keys[:3], range(3))
+        assert new.all()
+
+
+def test_many_batches_merge_into_few_runs(state):
+    rng = np.random.default_rng(6)
+    all_keys = keys_of(rng, 64 * 100)
+    with Store(state) as store:
+        for i in range(64):
+            claim(store, all_keys[i * 100:(i + 1) * 100], np.arange(100))
+        runs = store.seen_index.runs[("c", 1)]
+        assert len(runs) <= 7 and sum(r.size for r in runs) == 6400
+        new, _prior = claim(store, all_keys[::7], np.arange(all_keys[::7].shape[0]))
+        assert not new.any()
