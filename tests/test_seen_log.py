@@ -57,6 +57,9 @@ def test_claims_are_exact_when_keys_share_their_first_64_bits(state):
         assert new.tolist() == [True] * 4 + [False, False]
         assert prior.tolist() == [-1] * 4 + [1, 2]
         assert store.seen_count("c", 1) == 8
+        assert len(store.seen_index.runs[("c", 1)]) == 1  # merged: equal high words side by side
+        new, prior = claim(store, np.concatenate([a, b]), [0] * 8)
+        assert not new.any() and prior.tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_another_writer_of_the_file_is_seen(state):

@@ -17,8 +17,9 @@ leaves no trace. Memory: 20 bytes per accepted (device, phase) of the open campa
 campaign's keys are not loaded (its reports are rejected before dedupe).
 
 Per (campaign, phase) the index is a few sorted runs (16-byte keys as two uint64 words, with
-their nonces); a new batch adds a run and runs of similar size merge (a binary counter), so a batch's
-lookup is O(log n) `searchsorted` calls and the total merging work O(n log n).
+their nonces); a new batch adds a run and runs of similar size merge in linear time (a binary
+counter), so a batch's lookup is O(log n) `searchsorted` calls and the total merging work
+O(n log n).
 """
 import numpy as np
 
@@ -48,13 +49,30 @@ def unique_keys(keys: np.ndarray):
 
 
 class _Run:
-    """Sorted (hi, lo) keys with their nonces."""
+    """Keys sorted by their high word (hi, lo) with their nonces. Equal high words (odds about
+    2^-64 per pair) may sit in any order: `find` scans all of them."""
 
     __slots__ = ("hi", "lo", "seqs")
 
-    def __init__(self, hi, lo, seqs):
-        order = np.lexsort((lo, hi))
-        self.hi, self.lo, self.seqs = hi[order], lo[order], seqs[order]
+    def __init__(self, hi, lo, seqs, presorted: bool = False):
+        if not presorted:
+            order = np.argsort(hi)
+            hi, lo, seqs = hi[order], lo[order], seqs[order]
+        self.hi, self.lo, self.seqs = hi, lo, seqs
+
+    @classmethod
+    def merged(cls, a: "_Run", b: "_Run") -> "_Run":
+        """Two sorted runs as one, in linear time (b's keys go after a's equal ones)."""
+        at_b = np.searchsorted(a.hi, b.hi, side="right") + np.arange(b.size)
+        from_a = np.ones(a.size + b.size, bool)
+        from_a[at_b] = False
+        out = []
+        for xa, xb in ((a.hi, b.hi), (a.lo, b.lo), (a.seqs, b.seqs)):
+            merged = np.empty(a.size + b.size, xa.dtype)
+            merged[at_b] = xb
+            merged[from_a] = xa
+            out.append(merged)
+        return cls(*out, presorted=True)
 
     @property
     def size(self):
@@ -115,8 +133,7 @@ class SeenIndex:
         runs.append(_Run(hi, lo, seqs))
         while len(runs) > 1 and runs[-2].size <= 2 * runs[-1].size:
             b, a = runs.pop(), runs.pop()
-            runs.append(_Run(np.concatenate([a.hi, b.hi]), np.concatenate([a.lo, b.lo]),
-                             np.concatenate([a.seqs, b.seqs])))
+            runs.append(_Run.merged(a, b))
 
     # --- one transaction -------------------------------------------------------------------
     def lookup(self, name: str, phase: int, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
