@@ -23,6 +23,7 @@
 #define LDP_MECHANISM_ID_LCM 9
 #define LDP_MECHANISM_ID_PSGRR 10
 #define LDP_MECHANISM_ID_PSOLH 11
+#define LDP_MECHANISM_ID_SHC 12
 
 /* cdef-begin */
 void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce);

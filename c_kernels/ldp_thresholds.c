@@ -7,6 +7,7 @@
  *   ceil(2^128 / D)                   = floor((2^128 - 1) / D) + 1        (D >= 1)
  */
 #include "ldp_thresholds.h"
+#include "ldp_bignum.h"
 
 /* ---- 128-bit unsigned arithmetic: native where available, two 64-bit words otherwise ---- */
 
@@ -321,4 +322,107 @@ uint64_t ldp_bucket_count(uint64_t r, uint64_t n)
     den = u128_make(0, n);
     return ceil_div_small(u128_make((r + 1) >> 32, (r + 1) << 32), den)
            - ceil_div_small(u128_make(r >> 32, r << 32), den);
+}
+
+/* ---- spec §3.1: `shc`, LDPMiner-SH with correlated phases ---------------------------------- */
+
+/* Big-integer values of one (eps1, eps2): T1, A, B, E2 = E(eps1 + eps2, 1000). */
+typedef struct {
+    ldp_big t1, a, b, e2;
+} shc_values;
+
+static int shc_compute(uint32_t eps1, uint32_t eps2, shc_values *v)
+{
+    ldp_big w, s, g, sg, gms, tmp, num, den, wt1;
+    uint32_t t1;
+    int rc;
+    if (eps1 == 0 || eps2 == 0)
+        return LDP_THRESH_EINVAL;
+    if (eps1 > LDP_EPS_MILLI_MAX || eps2 > LDP_EPS_MILLI_MAX || eps1 + eps2 > LDP_EPS_MILLI_MAX)
+        return LDP_THRESH_ERANGE;
+    rc = ldp_t_rr(eps1, &t1);
+    if (rc != LDP_THRESH_OK)
+        return rc;
+    if (!ldp_big_exp_lower(eps1 + eps2, 1000u, &v->e2))
+        return LDP_THRESH_ERANGE;
+    ldp_big_set_u64(&v->t1, t1);
+    ldp_big_set_u64(&w, 1ull << 32);
+    ldp_big_set_u64(&s, 0);
+    s.w[2] = 1;                                          /* S = 2^64 */
+    ldp_big_shr(&tmp, &v->e2, 16);
+    ldp_big_sub(&g, &v->e2, &tmp);                       /* G = E2 - (E2 >> 16) */
+    if (!ldp_big_add(&sg, &s, &g) || !ldp_big_sub(&gms, &g, &s) || ldp_big_is_zero(&gms))
+        return LDP_THRESH_ERANGE;
+    ldp_big_set_u64(&wt1, (1ull << 32) - t1);            /* W - T1 >= 1 */
+    /* A = floor(W G (T1 (S+G) - W S) / ((S+G) (G-S) T1)) */
+    if (!ldp_big_mul(&num, &v->t1, &sg) || !ldp_big_mul(&tmp, &w, &s)
+        || !ldp_big_sub(&num, &num, &tmp) || !ldp_big_mul(&num, &num, &g)
+        || !ldp_big_mul(&num, &num, &w) || !ldp_big_mul(&den, &sg, &gms)
+        || !ldp_big_mul(&den, &den, &v->t1) || !ldp_big_div(&v->a, &num, &den))
+        return LDP_THRESH_ERANGE;
+    /* B = floor(W G (G W - T1 (S+G)) / ((S+G) (G-S) (W-T1))) */
+    if (!ldp_big_mul(&num, &g, &w) || !ldp_big_mul(&tmp, &v->t1, &sg)
+        || !ldp_big_sub(&num, &num, &tmp) || !ldp_big_mul(&num, &num, &g)
+        || !ldp_big_mul(&num, &num, &w) || !ldp_big_mul(&den, &sg, &gms)
+        || !ldp_big_mul(&den, &den, &wt1) || !ldp_big_div(&v->b, &num, &den))
+        return LDP_THRESH_ERANGE;
+    return LDP_THRESH_OK;
+}
+
+/* A u32 strictly between 0 and 2^32, else 0. */
+static uint32_t open_word(const ldp_big *x)
+{
+    uint64_t v;
+    if (!ldp_big_to_u64(x, &v) || v == 0 || v >= (1ull << 32))
+        return 0;
+    return (uint32_t)v;
+}
+
+int ldp_t_shc(uint32_t eps1_milli, uint32_t eps2_milli, uint32_t *t1, uint32_t *a, uint32_t *b)
+{
+    shc_values v;
+    uint32_t ta, tb;
+    uint64_t t;
+    int rc = shc_compute(eps1_milli, eps2_milli, &v);
+    if (rc != LDP_THRESH_OK)
+        return rc;
+    ta = open_word(&v.a);
+    tb = open_word(&v.b);
+    if (ta == 0 || tb == 0)
+        return LDP_THRESH_ERANGE;
+    ldp_big_to_u64(&v.t1, &t);
+    *t1 = (uint32_t)t;
+    *a = ta;
+    *b = tb;
+    return LDP_THRESH_OK;
+}
+
+/* l1 * l2 * S <= E2 * r1 * r2: one output's joint count under x against the other x's. */
+static int within(const ldp_big *l1, const ldp_big *l2, const ldp_big *e2, const ldp_big *r1,
+                  const ldp_big *r2)
+{
+    ldp_big lhs, rhs, s;
+    ldp_big_set_u64(&s, 0);
+    s.w[2] = 1; /* S = 2^64 */
+    if (!ldp_big_mul(&lhs, l1, l2) || !ldp_big_mul(&lhs, &lhs, &s) || !ldp_big_mul(&rhs, r1, r2)
+        || !ldp_big_mul(&rhs, &rhs, e2))
+        return 0;
+    return ldp_big_cmp(&lhs, &rhs) <= 0;
+}
+
+int ldp_shc_ok(uint32_t eps1_milli, uint32_t eps2_milli)
+{
+    shc_values v;
+    ldp_big w, wt1, wa, wb;
+    if (shc_compute(eps1_milli, eps2_milli, &v) != LDP_THRESH_OK)
+        return 0;
+    if (open_word(&v.a) == 0 || open_word(&v.b) == 0)
+        return 0;
+    ldp_big_set_u64(&w, 1ull << 32);
+    ldp_big_sub(&wt1, &w, &v.t1);
+    ldp_big_sub(&wa, &w, &v.a);
+    ldp_big_sub(&wb, &w, &v.b);
+    /* every output pair between x = +1 and x = -1 (spec §3.1) */
+    return within(&v.t1, &v.a, &v.e2, &wt1, &wb) && within(&wt1, &wb, &v.e2, &v.t1, &v.a)
+           && within(&v.t1, &wa, &v.e2, &wt1, &v.b) && within(&wt1, &v.b, &v.e2, &v.t1, &wa);
 }

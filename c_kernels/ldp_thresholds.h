@@ -22,6 +22,12 @@
  * has reached its limit there (T_rr = T_grr = 2^32 - 1, T_oue_q = 1) and the code saturates. */
 #define LDP_EPS_MILLI_MAX 64000u
 
+/* `shc` (spec §3.1): ldp_t_shc writes T1 = T_rr(eps1), T_shc_a and T_shc_b, or returns
+ * LDP_THRESH_EINVAL (an eps of 0) / LDP_THRESH_ERANGE (eps above the limit, eps1 + eps2 > 64000,
+ * or A, B outside 0 < T < 2^32); ldp_shc_ok(eps1, eps2) is 1 iff shc_ok holds, else 0 (also for
+ * eps outside the ranges: the predicate includes them). Exact at every eps (512-bit
+ * arithmetic, ldp_bignum.h). */
+
 #define LDP_T_OUE_P 0x80000000u
 #define LDP_T_HALF 0x80000000u
 
@@ -36,6 +42,8 @@ uint32_t ldp_t_half(void);
 uint64_t ldp_cmin(uint64_t n);
 int ldp_grr_ok(uint32_t eps_milli, uint64_t n);
 uint64_t ldp_bucket_count(uint64_t r, uint64_t n);
+int ldp_t_shc(uint32_t eps1_milli, uint32_t eps2_milli, uint32_t *t1, uint32_t *a, uint32_t *b);
+int ldp_shc_ok(uint32_t eps1_milli, uint32_t eps2_milli);
 /* cdef-end */
 
 #endif

@@ -32,7 +32,7 @@ from test_device_config import PRIOR_GEN, PRIOR_LEDGER, envelopes, mutated_confi
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
-                     "psolh"}
+                     "psolh", "shc"}
 
 
 def report_cases(name):
@@ -125,6 +125,33 @@ def test_thresholds_match_vectors(no_int128):
     over = subprocess.run([str(binary), "thresholds", "--eps-milli", str(protocol.MAX_EPS_MILLI + 1)],
                           capture_output=True, text=True)
     assert over.returncode == 1 and over.stdout == ""
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_shc_ledger_bit_and_thresholds_match_vectors(sanitize):
+    """Spec §3.1: the bit x the client ledgers with an shc phase-1 report (`vector --print-x`)
+    is every phase-1 vector's; phase 2 prints none. thresholds_shc.json: shc_ok of every pair and
+    T1, T_shc_a, T_shc_b where the vector has them, from the kernel the client links."""
+    binary = build_client(sanitize=sanitize)
+    cases = report_cases("shc")
+    assert {c["phase"] for c in cases} == {1, 2}
+    for case in cases:
+        proc = subprocess.run(vector_argv(binary, case) + ["--print-x"], capture_output=True, text=True,
+                              env=client_env(), timeout=60)
+        assert_no_sanitizer_report(proc.stderr)
+        want = [case["report_hex"]] + (["x=%d" % case["x"]] if case["phase"] == 1 else [])
+        assert proc.returncode == 0 and proc.stdout.split() == want, (case, proc.stdout, proc.stderr)
+    rows = json.loads((VECTORS / "thresholds_shc.json").read_text())
+    assert any(not r["shc_ok"] for r in rows)
+    for row in rows:
+        proc = subprocess.run([str(binary), "shc-thresholds", "--eps1", str(row["eps1_milli"]),
+                               "--eps2", str(row["eps2_milli"])], capture_output=True, text=True,
+                              env=client_env(), timeout=60)
+        assert_no_sanitizer_report(proc.stderr)
+        got = json.loads(proc.stdout)
+        assert got["shc_ok"] == row["shc_ok"], row
+        for key in ("T1", "T_shc_a", "T_shc_b"):
+            assert got.get(key) == row.get(key), (row, key)
 
 
 # --- envelope and config rules ---------------------------------------------------------------
@@ -563,7 +590,7 @@ def test_production_build_has_no_test_modes(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     binary = out / "ldp_client"
-    for mode in ("vector", "thresholds", "check-model", "verify-config"):
+    for mode in ("vector", "thresholds", "check-model", "verify-config", "shc-thresholds"):
         refused = subprocess.run([str(binary), mode], capture_output=True, text=True)
         assert refused.returncode == 1 and "production build" in refused.stderr, (mode, refused.stderr)
     assert subprocess.run([str(build_client()), "thresholds", "--eps-milli", "1000"],

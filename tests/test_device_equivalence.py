@@ -4,12 +4,18 @@ Each client (the real MicroPython interpreter and the C client) runs once per va
 domain, plus out-of-domain values (too large, negative, wrong type, no value, a list) and, for
 set-valued campaigns, sets of every size 0..l+1 with and without out-of-domain elements, for
 every mechanism and phase (one-phase campaigns, LDPMiner's sampling SH then sampling RAPPOR /
-SH, SVIM's padding-and-sampling GRR / OLH over the candidates, LDPLCM's learned-sketch phase 2). Every run gets the SAME "OS randomness" (a test-only seam:
+SH, SVIM's padding-and-sampling GRR / OLH over the candidates, LDPLCM's learned-sketch phase 2,
+`shc`'s correlated phases). Every run gets the SAME "OS randomness" (a test-only seam:
 a driver script on MicroPython, LDPC_TEST_RANDOM_SEED in the C client's test build), so the
 runs may differ only where the value legitimately goes: the report body. The test asserts that
 everything else is identical across values: the exit code, every log line, every MQTT packet
 the device sends as the broker logs it (type, QoS, retain, message id, topic, length), every
 header field of every report, and the ledger's spend.
+
+`shc` phase 2 (spec §3.1) reads its phase-1 memo and ledger bit, never the value: devices with
+the same ledger and the same randomness send the SAME phase-2 bytes whatever their values (both
+clients), and the MicroPython device makes its phase-2 report with a value that raises on any
+use.
 """
 import json
 import os
@@ -24,7 +30,7 @@ from support.c_client import build_client, client_cmd, client_env
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
 from ldpfleet import device_runner, protocol
-from ldpfleet.protocols import ldplcm
+from ldpfleet.protocols import ldplcm, ldpminer
 
 HERE = Path(__file__).resolve().parent
 DEVICE_ID = "eq-dev"
@@ -106,6 +112,11 @@ def campaigns():
         doc = config_doc("eq-svim-" + second, phases=phases, domain=sets)
         p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
         out.append(("svim-" + second, doc, p2, SET_VALUES))
+    # shc (spec §3.1): both phases in one run, phase 2 from the ledger (ldpminer-sh-opt)
+    doc = config_doc("eq-miner-shc", phases=ldpminer.campaign_phases("lm-sho", 2000, 2, 3, 8),
+                     domain=sets)
+    p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
+    out.append(("miner-shc", doc, p2, SET_VALUES))
     ppm = 500000
     phases = [{"phase": 1, "mechanism": "cms", "eps_milli": 1000, "sample_rate_ppm": ppm,
                "params": {"k": 4, "m": 16}},
@@ -148,8 +159,9 @@ def c_cmd(work, state, port, campaign, value):
     return argv, dict(client_env(), LDPC_TEST_RANDOM_SEED="12345")
 
 
-def observe(client, broker, work, name, doc, p2, values):
-    """Run every value of one campaign in parallel; per value, what is observable."""
+def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=False):
+    """Run every value of one campaign in parallel; per value, what is observable. `prior`: a
+    ledger document every device starts from (generation 1); `bodies`: keep whole reports."""
     campaign = doc["campaign"]
     ids = device_ids(doc, len(values))
     collector = ReportCollector(broker.port)
@@ -162,6 +174,8 @@ def observe(client, broker, work, name, doc, p2, values):
         for dev, value in zip(ids, values):
             state = device_runner.prepare_device(work / client / name / dev, dev, SIGNING_KEY,
                                                  eps_cap_milli=8000, lifetime_budget_milli=100000)
+            if prior is not None:
+                device_runner.write_ledger(state, prior, 1)
             argv, env = make(work, state, broker.port, campaign, value)
             procs.append((dev, value, state, subprocess.Popen(
                 argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
@@ -183,7 +197,7 @@ def observe(client, broker, work, name, doc, p2, values):
     packets = broker_packets(broker)
     for r in results.values():
         dev = r.pop("dev")
-        r["reports"] = [(len(p), protocol.parse_header(p)) for t, p in reports
+        r["reports"] = [p.hex() if bodies else (len(p), protocol.parse_header(p)) for t, p in reports
                         if t.rsplit("/", 1)[-1] == dev]
         r["packets"] = packets.get(dev, [])
     return results
@@ -225,3 +239,87 @@ def test_device_behaviour_does_not_depend_on_the_value(broker, tmp_path, client,
     assert any(p.startswith("Received PUBLISH") for p in reference["packets"]), reference["packets"]
     for value, got in results.items():
         assert got == reference, "value %s behaves differently from %r" % (value, values[0])
+
+
+def shc_prior(doc):
+    """A ledger holding an shc phase-1 memo and its bit x (the aggregator's reference report)."""
+    mech1 = ldpminer.phase1_mechanism(doc)
+    report, x = mech1.reference_phase1([1, 2], [5, 6, 7, 8], 77)
+    cid = doc["campaign_id"]
+    return {"spent_milli": doc["phases"][0]["eps_milli"], "closed": [],
+            "reports": {"%d:1" % cid: [77, doc["phases"][0]["eps_milli"], report.hex()]},
+            "shc": {str(cid): x}}
+
+
+@pytest.mark.parametrize("client", ["micropython", "c"])
+def test_shc_phase2_is_the_same_for_every_value(broker, tmp_path, client):
+    """Devices whose ledgers hold the same shc phase-1 memo and bit, with the same randomness:
+    phase 2 is computed from the ledger alone, so every value gives the same bytes (not only the
+    same header), the same log and the same packets."""
+    name, doc, p2, values = next(c for c in campaigns() if c[0] == "miner-shc")
+    results = observe(client, broker, tmp_path, name, doc, p2, values, prior=shc_prior(doc),
+                      bodies=True)
+    reference = results[json.dumps(values[0])]
+    assert reference["code"] == 0, reference["log"]
+    assert any("memo phase=1" in line for line in reference["log"])
+    assert len(reference["reports"]) == 2 and reference["reports"][1][4:6] == "02"  # phase 2 byte
+    for value, got in results.items():
+        assert got == reference, "value %s behaves differently from %r" % (value, values[0])
+
+
+POISON_DRIVER = r'''
+import json
+import sys
+
+from ldp.device import Device
+
+
+class Poison:
+    """A value that raises on any use: phase 2 of shc must not touch it."""
+    def __getattr__(self, name):
+        raise RuntimeError("the value was read (%s)" % name)
+
+    def __iter__(self):
+        raise RuntimeError("the value was iterated")
+
+    def __len__(self):
+        raise RuntimeError("the value was measured")
+
+
+job = json.load(open(sys.argv[1]))
+identity = {"device_id": "poison", "eps_cap_milli": 8000, "trusted_keys": job["keys"],
+            "lifetime_budget_milli": 100000}
+dev = Device(sys.argv[2], identity, job["campaign"], [1, 2], "127.0.0.1")
+dev.value = Poison()
+dev.on_config(job["config"].encode())
+dev.on_phase2(job["phase2"].encode())
+print(json.dumps([[p, "".join("%02x" % b for b in r)] for p, r in dev.outbox]))
+'''
+
+
+def test_micropython_shc_phase2_never_reads_the_value(tmp_path):
+    """The real device code, given a value that raises on any use once the phase-1 memo is in its
+    ledger: the config trigger re-sends the memo and the phase-2 trigger makes the phase-2 report
+    (the value is never read, only the ledger)."""
+    name, doc, p2, _ = next(c for c in campaigns() if c[0] == "miner-shc")
+    prior = shc_prior(doc)
+    state = device_runner.prepare_device(tmp_path / "poison", "poison", SIGNING_KEY,
+                                         eps_cap_milli=8000, lifetime_budget_milli=100000)
+    device_runner.write_ledger(state, prior, 1)
+    job = {"campaign": doc["campaign"], "keys": [SIGNING_KEY.public.to_doc()],
+           "config": campaign_config.sign(doc, SIGNING_KEY).decode(),
+           "phase2": campaign_config.sign(p2, SIGNING_KEY).decode()}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    (tmp_path / "poison.py").write_text(POISON_DRIVER)
+    proc = subprocess.run([device_runner.micropython_binary(), str(tmp_path / "poison.py"),
+                           str(tmp_path / "job.json"), str(state)],
+                          env=device_runner.micropython_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outbox = json.loads(proc.stdout.strip().splitlines()[-1])
+    cid = doc["campaign_id"]
+    memo = prior["reports"]["%d:1" % cid][2]
+    assert [p for p, _ in outbox] == [1, 2] and outbox[0][1] == memo
+    assert outbox[1][1][24:32] == memo[24:32]  # phase 2 repeats the phase-1 row
+    ledger = device_runner.read_ledger(state)
+    assert ledger["reports"]["%d:2" % cid][2] == outbox[1][1] and ledger["shc"] == prior["shc"]

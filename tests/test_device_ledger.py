@@ -2,14 +2,23 @@
 report per (campaign, phase), spent and memoised on flash before it leaves; a repeated trigger
 re-sends the memo; an exhausted budget means no report; a reset at any step of a ledger write
 never lowers the spend nor loses a memo (two checksummed generations, nothing deleted or
-renamed, so FAT's delete-then-rename cannot bite); a device without a valid ledger stops."""
+renamed, so FAT's delete-then-rename cannot bite); a device without a valid ledger stops.
+
+`shc` (spec §3.1, §7.4), on both clients (the MicroPython interpreter and the C client): the
+phase-1 bit x is in the very generation that holds the phase-1 memo (a reset after that commit
+finds both, a reset half-way through it neither), it survives restarts, and a device restarted
+between the phases -- by the same client or the other one, on the same state directory --
+reports phase 2 from its ledger (the phase-1 row, whatever value it is started with now)."""
 import json
+import subprocess
 
 import pytest
 
+from support.c_client import build_client, client_cmd, client_env, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
+from ldpfleet import device_runner, protocol
+from ldpfleet.protocols import ldpminer
 
 
 def device(tmp_path, budget=10000, cap=4000, value=9, name="dev-1"):
@@ -216,3 +225,120 @@ def test_reset_at_every_step_of_a_ledger_commit(mosquitto, tmp_path, step):
         assert after == final and "memo phase=1" in resumed.stdout
     else:
         assert after == committed and "spent phase=1" in resumed.stdout
+
+
+# --- shc: the phase-1 bit x in the ledger (spec §3.1, §7.4) -----------------------------------
+
+SHC_CANDIDATES = [3, 8, 21]
+
+
+def shc_campaign(name):
+    return config_doc(name, phases=ldpminer.campaign_phases("lm-sho", 3000, 2, 3, 128),
+                      domain={"type": "int", "size": 32})
+
+
+def run_client_kind(kind, state, broker, campaign, value, crash=None, wait=40):
+    """One --once run of the MicroPython device or the C client; (exit code, output). `crash`: a
+    ledger step (before-ledger-write / mid-ledger-write / after-ledger-write) or after-commit.
+    Before the phase-2 message is out a --once device waits for it: give it a short `wait`
+    (it then exits EXIT_TIMEOUT having delivered phase 1)."""
+    if kind == "micropython":
+        extra = ["--crash-point", crash] if crash else []
+        proc = device_runner.run_device(state, "127.0.0.1", broker.port, campaign, value=value,
+                                        wait=wait, extra_args=extra)
+        return proc.returncode, proc.stdout
+    env = client_env()
+    extra = []
+    if crash == "after-commit":
+        extra = ["--crash-point", "after-commit"]
+    elif crash:
+        env = dict(env, LDPC_LEDGER_CRASH=crash.replace("-ledger", ""))
+    argv = client_cmd(build_client(), state, broker.port, campaign, value, once=True,
+                      timeout=max(1, wait - 5), extra=extra)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=wait, env=env)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def shc_state(tmp_path, name="shc-1"):
+    return device(tmp_path, budget=20000, cap=8000, value=None, name=name)
+
+
+@pytest.mark.parametrize("crash", ["after-commit", "after-ledger-write", "mid-ledger-write"])
+@pytest.mark.parametrize("kind", ["micropython", "c"])
+def test_shc_bit_is_committed_with_the_phase1_memo(mosquitto, tmp_path, kind, crash):
+    """A reset right after the phase-1 commit (before the report leaves) finds memo and x in
+    the same new generation; a reset half-way through writing it finds neither (the torn file
+    is invalid, generation 0 stands). The restarted device then completes phase 1 exactly once:
+    from the memo after a full commit (x unchanged), fresh after the torn one."""
+    cfg = shc_campaign("shc-crash")
+    cid = cfg["campaign_id"]
+    state = shc_state(tmp_path)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/%s/config" % cfg["campaign"], campaign_config.sign(cfg, SIGNING_KEY))
+        code, out = run_client_kind(kind, state, mosquitto, cfg["campaign"], [3, 4, 5], crash)
+        assert code == device_runner.EXIT_CRASH_POINT, out
+        assert collector.barrier() == []  # the report never left
+        gens = dict(device_runner.ledger_generations(state))
+        if crash == "mid-ledger-write":
+            assert list(gens) == [0] and device_runner.read_ledger(state) is None
+        else:
+            assert sorted(gens) == [0, 1]  # one commit: memo, spend and x together
+            doc = gens[1]
+            assert list(doc["reports"]) == ["%d:1" % cid] and doc["spent_milli"] == 1500
+            assert list(doc["shc"]) == [str(cid)] and doc["shc"][str(cid)] in (0, 1)
+        code, out = run_client_kind(kind, state, mosquitto, cfg["campaign"], [3, 4, 5], wait=10)
+        assert code == device_runner.EXIT_TIMEOUT, out  # phase 1 delivered, waits for phase 2
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    final = device_runner.read_ledger(state)
+    assert [p[2] for _, p in reports] == [1] and reports[0][1].hex() == final["reports"]["%d:1" % cid][2]
+    assert final["spent_milli"] == 1500 and list(final["shc"]) == [str(cid)]
+    if crash != "mid-ledger-write":
+        assert final == gens[1] and "memo phase=1" in out and "spent" not in out
+
+
+@pytest.mark.parametrize("first,second", [("micropython", "micropython"), ("c", "c"),
+                                          ("micropython", "c"), ("c", "micropython")])
+def test_shc_restarted_between_phases_reports_phase2_from_its_ledger(mosquitto, tmp_path, first,
+                                                                     second):
+    """Phase 1 while only the config is out; the device stops. The phase-2 message comes; the
+    device starts again (the same client or the other one on the same state directory, with
+    another value): it re-sends its phase-1 memo, reports phase 2 with the phase-1 row and
+    spends eps2 once; x stays in the ledger. A third start re-sends both memos."""
+    cfg = shc_campaign("shc-restart")
+    cid = cfg["campaign_id"]
+    eps1, eps2 = (ph["eps_milli"] for ph in cfg["phases"])
+    state = shc_state(tmp_path)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/%s/config" % cfg["campaign"], campaign_config.sign(cfg, SIGNING_KEY))
+        code, out1 = run_client_kind(first, state, mosquitto, cfg["campaign"], [3, 8, 9], wait=10)
+        assert code == device_runner.EXIT_TIMEOUT and "spent phase=1" in out1, out1
+        after1 = device_runner.read_ledger(state)
+        phase1 = collector.barrier()
+        collector.publish("ldp/%s/phase2" % cfg["campaign"],
+                          campaign_config.sign(ldpminer.phase2_message(cfg, SHC_CANDIDATES), SIGNING_KEY))
+        code, out2 = run_client_kind(second, state, mosquitto, cfg["campaign"], [30, 31])
+        assert code == 0, out2
+        after2 = device_runner.read_ledger(state)
+        both = collector.barrier()
+        code, out3 = run_client_kind(first, state, mosquitto, cfg["campaign"], None)
+        assert code == 0, out3
+        third = collector.barrier()[len(both):]
+    finally:
+        collector.close()
+    assert "memo phase=1" in out2 and "spent phase=2 eps_milli=%d" % eps2 in out2, out2
+    assert "spent phase=1" not in out2
+    assert [p[2] for _, p in phase1] == [1]
+    p1, p2 = phase1[0][1], both[-1][1]
+    assert both[:-1] == phase1 + phase1 and p2[2] == 2  # phase 1 again (the memo), then phase 2
+    assert p2[1] == p1[1] == protocol.MECHANISM_IDS["shc"] and p2[12:16] == p1[12:16]
+    ldpminer.phase2_mechanism(cfg, SHC_CANDIDATES).check(p2)
+    assert after2["shc"] == after1["shc"] and after1["shc"][str(cid)] in (0, 1)
+    assert after2["spent_milli"] == eps1 + eps2
+    assert after2["reports"]["%d:1" % cid] == after1["reports"]["%d:1" % cid]
+    assert after2["reports"]["%d:2" % cid][2] == p2.hex()
+    assert sorted(p for _, p in third) == sorted([p1, p2]) and "spent" not in out3
+    assert device_runner.read_ledger(state) == after2

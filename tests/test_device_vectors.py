@@ -1,7 +1,7 @@
 """The MicroPython device client reproduces every shared vector byte for byte, run by the real
 `micropython` interpreter from the `.py` sources and from `.mpy` files (mpy-cross -march=x64):
 hash.json, thresholds.json, acks.json, signatures.json and reports_<mech>.json of every mechanism
-(protocol_spec/v2)."""
+(protocol_spec/v2); for `shc` also the ledger bit x of every phase-1 case and thresholds_shc.json."""
 import json
 import subprocess
 from pathlib import Path
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 RUNNER = ROOT / "device" / "tests" / "vectors.py"
 DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
-                     "psolh"]
+                     "psolh", "shc"]
 
 
 def load(name):
@@ -121,3 +121,18 @@ def test_report_vectors(device_results, name):
         assert mine == case["report_hex"], (
             "%s eps_milli=%d params=%s value=%r seq=%d" % (name, case["eps_milli"], case["params"],
                                                        case["value"], case["nonce"]))
+
+
+def test_shc_ledger_bits_and_thresholds(device_results):
+    """Spec §3.1: every shc phase-1 vector's bit x (what the device commits to its ledger with
+    the memo) is the device's; phase 2 keeps none. thresholds_shc.json: shc_ok of every pair
+    (out-of-range ones false) and T1, T_shc_a, T_shc_b, E2 where the vector has them."""
+    cases = load("reports_shc.json")
+    assert {c["phase"] for c in cases} == {1, 2}
+    assert device_results["shc_x"] == [c["x"] if c["phase"] == 1 else None for c in cases]
+    rows = load("thresholds_shc.json")
+    got = device_results["thresholds_shc"]
+    assert len(got) == len(rows) and any(not r["shc_ok"] for r in rows)
+    for mine, row in zip(got, rows):
+        assert set(mine) == set(row) - {"p2_num"}, row
+        assert mine == {k: row[k] for k in mine}, row

@@ -262,3 +262,58 @@ def test_simulate_ldpminer_pairs_datasets_and_is_finite(monkeypatch):
     assert runs["lm-rp"]["k_max"] == 6 and runs["lm-rp"]["l2"] == 5 and runs["rp"]["k_max"] is None
     again = lms.simulate_ldpminer("lm-rp", POP, 5, 3)
     assert again == runs["lm-rp"]
+
+
+# --- ldpminer-sh-opt: shc in both phases (LDPMiner §4.4, spec §3.1) ---------------------------
+
+def test_correlated_protocol_configs_and_mechanisms():
+    """lm-sho: shc in both phases with the same m and l (no trimming, so no l2 = min(l, k_max)),
+    the budget split as lm-sh's; phase 2 carries eps1 for its thresholds and the candidates only
+    as what the answer is for; a config whose phases differ is refused."""
+    cfg = campaign("lm-sho", eps_milli=3001, l=50, k_max=20)
+    p1, p2 = cfg["phases"]
+    assert p1["mechanism"] == p2["mechanism"] == "shc"
+    assert (p1["eps_milli"], p2["eps_milli"]) == lm.split_budget(3001)
+    assert p1["params"] == p2["params"] == {"m": lm.DEFAULT_M, "l": 50}
+    assert lm.phase2_length(50, 20, "kmax", "lm-sho") == 50
+    mech1 = lm.phase1_mechanism(cfg)
+    mech2 = lm.phase2_mechanism(cfg, [9, 3, 7])
+    assert (mech1.name, mech1.random_words, mech2.name, mech2.random_words) == ("shc", 4, "shc", 1)
+    assert mech2.eps1_milli == p1["eps_milli"] and list(mech2.candidates) == [9, 3, 7]
+    assert mech2.t_rr == mech1.t_rr == protocol.t_rr(p1["eps_milli"])
+    bad = [dict(p1), dict(p2, params={"m": lm.DEFAULT_M, "l": 20})]
+    with pytest.raises(ConfigError) as err:
+        config.make_config("x", bad, {"type": "int", "size": 200}, 1)
+    assert err.value.field == "params.l"
+
+
+def test_correlated_protocol_answer_is_the_phase2_estimate(planted):
+    """The same users report both phases (phase 2 from their kept (t, y1, x), untrimmed); the
+    candidates' answer is the phase-2 estimate, within Z sd of the truth with the phase-2 sd
+    (keep probability p2), which is below lm-sh's at eps2; combining with phase 1 is refused."""
+    d, heavy, sets, f_true = planted
+    cfg = campaign("lm-sho", d=d, l=5)
+    rng = np.random.default_rng(8)
+    s1, memo = lms._run_correlated_phase1(lm.phase1_mechanism(cfg), sets, rng)
+    assert memo.t.size == sets.shape[0] and set(np.unique(memo.x).tolist()) <= {0, 1}
+    cand = lm.candidates_from_phase1(s1, 6, np.arange(d))
+    mech2 = lm.phase2_mechanism(cfg, cand)
+    s2 = lms._run_correlated_phase2(mech2, memo, rng)
+    assert s1.n == s2.n == sets.shape[0]
+    top = lm.final_topk(s1, s2, 3)
+    assert set(top.keys.tolist()) == set(heavy)
+    assert np.allclose(top.frequencies, s2.estimate(top.keys) / s2.n)
+    sd = np.sqrt(mech2.item_variances(s2.n, f_true[top.keys]))
+    assert np.all(np.abs(top.frequencies - f_true[top.keys]) < Z_BOUND * sd)
+    sh2 = lm.phase2_mechanism(campaign("lm-sh", d=d, l=5), cand)
+    assert mech2.variance(s2.n) < 0.7 * sh2.variance(s2.n)  # (0.76 / 0.96)^2 at eps 2 + 2
+    with pytest.raises(ConfigError) as err:
+        lm.final_topk(s1, s2, 3, combine="ivw")
+    assert err.value.field == "combine"
+
+
+def test_simulate_correlated_protocol_pairs_with_lm_sh():
+    runs = {name: lms.simulate_ldpminer(name, POP, 5, 3) for name in ("lm-sh", "lm-sho")}
+    assert runs["lm-sho"]["l2"] == 5 and runs["lm-sho"]["k_max"] == 6
+    assert all(math.isfinite(runs["lm-sho"][key]) for key in ("re", "re_list", "ndcg", "recall"))
+    assert lms.simulate_ldpminer("lm-sho", POP, 5, 3) == runs["lm-sho"]

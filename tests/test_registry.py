@@ -54,16 +54,40 @@ def test_micropython_tables():
     assert set(got["set_valued"]) == SET_VALUED and got["version"] == REGISTRY["protocol"]
 
 
-def test_report_sizes_follow_the_registry_formulas():
+SAMPLE_PARAMS = {"grr": {}, "olh": {"g": 8}, "flh": {"g": 8, "kp": 16}, "oue": {},
+                 "cms": {"k": 4, "m": 40}, "hcms": {"k": 4, "m": 32}, "sh": {"m": 64, "l": 3},
+                 "srappor": {"l": 3, "candidates": [1, 2, 3, 4, 5]}, "lcm": {"k": 4, "m": 40},
+                 "psgrr": {"l": 3, "candidates": [1, 2, 3]}, "psolh": {"l": 3, "g": 8},
+                 "shc": {"m": 64, "l": 3}}
+
+
+def sample_mechanisms():
+    """(name, registry entry, params, phase, mechanism) of every mechanism in its phases (shc's
+    phase 2 needs phase 1's eps: `eps1_milli`)."""
     for name, entry in REGISTRY["mechanisms"].items():
-        params = {"grr": {}, "olh": {"g": 8}, "flh": {"g": 8, "kp": 16}, "oue": {},
-                  "cms": {"k": 4, "m": 40}, "hcms": {"k": 4, "m": 32}, "sh": {"m": 64, "l": 3},
-                  "srappor": {"l": 3, "candidates": [1, 2, 3, 4, 5]}, "lcm": {"k": 4, "m": 40},
-                  "psgrr": {"l": 3, "candidates": [1, 2, 3]}, "psolh": {"l": 3, "g": 8}}[name]
-        mech = make_mechanism(name, 1000, 100, salt=1, campaign_id=1, phase=1, **params)
-        env = {"n": 100, "m": params.get("m", 0), "kc": len(params.get("candidates", []))}
-        # the registry writes ceil(X/8) for bitmaps of X bits: ((X) + 7) // 8 in integers
-        formula = re.sub(r"ceil\((.*)/8\)", r"(((\1) + 7) // 8)", entry["body_bytes"])
-        want = eval(formula, {"__builtins__": {}}, env)  # noqa: S307 - the repo's own registry
+        params = SAMPLE_PARAMS[name]
+        for phase in ((1, 2) if name == "shc" else (1,)):
+            extra = {"eps1_milli": 700} if phase == 2 else {}
+            yield name, entry, params, phase, make_mechanism(name, 1000, 100, salt=1, campaign_id=1,
+                                                             phase=phase, **params, **extra)
+
+
+def registry_value(formula: str, params: dict, phase: int) -> int:
+    env = {"n": 100, "m": params.get("m", 0), "kc": len(params.get("candidates", [])),
+           "phase": phase}
+    # the registry writes ceil(X/8) for bitmaps of X bits: ((X) + 7) // 8 in integers
+    formula = re.sub(r"ceil\((.*)/8\)", r"(((\1) + 7) // 8)", formula)
+    return int(eval(formula, {"__builtins__": {}}, env))  # noqa: S307 - the repo's own registry
+
+
+def test_report_sizes_follow_the_registry_formulas():
+    for name, entry, params, phase, mech in sample_mechanisms():
         body = mech.body_size
-        assert body == int(want), (name, entry["body_bytes"], body)
+        assert body == registry_value(entry["body_bytes"], params, phase), (name, phase, body)
+
+
+def test_random_words_follow_the_registry_formulas():
+    """`random_words` of every mechanism and phase (shc: 4 in phase 1, 1 in phase 2)."""
+    for name, entry, params, phase, mech in sample_mechanisms():
+        assert mech.random_words == registry_value(entry["random_words"], params, phase), \
+            (name, phase, entry["random_words"])

@@ -114,3 +114,54 @@ def test_header_pack_matches_python():
             lib.ldp_header_pack(buf, mid, phase, cid, seq)
             assert bytes(ffi.buffer(buf)) == protocol.pack_header(name, phase, cid, seq)
     assert lib.ldp_mechanism_id(b"nope") == 0
+
+
+SHC_GRID = [1, 2, 3, 7, 500, 999, 1000, 1001, 1386, 2500, 5000, 10000, 20000, 22180, 22181, 32000,
+            44361, 44362, 50000, 63998, 63999]
+"""`shc` (spec §3.1) eps of each phase: the edges eps = 1 and eps1 + eps2 = 64000 included,
+and the range where E(eps1 + eps2) outgrows 128 (and 2^157 > E) bits."""
+
+
+def c_shc(e1, e2):
+    out = [ffi.new("uint32_t *") for _ in range(3)]
+    rc = lib.ldp_t_shc(e1, e2, *out)
+    return rc, tuple(o[0] for o in out)
+
+
+@pytest.mark.parametrize("e1", SHC_GRID)
+def test_c_shc_thresholds_match_python_on_a_grid(e1):
+    """ldp_t_shc == protocol.shc_thresholds and ldp_shc_ok == protocol.shc_ok for every eps2 of
+    the grid with eps1 + eps2 <= 64000, plus eps2 = 64000 - eps1 exactly; past the limit both say
+    no (not ok; ldp_t_shc ERANGE, protocol.shc_thresholds ValueError)."""
+    for e2 in sorted(set(SHC_GRID) | {EPS_MAX - e1}):
+        if e2 < 1:
+            continue
+        rc, got = c_shc(e1, e2)
+        ok = lib.ldp_shc_ok(e1, e2)
+        if e1 + e2 > EPS_MAX:
+            assert rc == -2 and ok == 0 and not protocol.shc_ok(e1, e2), (e1, e2)
+            with pytest.raises(ValueError):
+                protocol.shc_thresholds(e1, e2)
+            continue
+        assert rc == 0, (e1, e2, rc)
+        t1, a, b = protocol.shc_thresholds(e1, e2)
+        assert got == (t1, a, b) and t1 == protocol.t_rr(e1), (e1, e2)
+        assert ok == int(protocol.shc_ok(e1, e2)) == 1, (e1, e2)
+        assert 0 < b <= a < protocol.WORD  # y1 == x makes y2 == x likelier (or both saturate)
+
+
+def test_c_shc_edges_and_errors():
+    """eps1 = eps2 = 1 (the smallest pair), eps1 + eps2 = 64000 both ways; 0 is EINVAL and not
+    ok, above the limit ERANGE and not ok; the outputs are untouched on errors."""
+    for e1, e2 in [(1, 1), (1, EPS_MAX - 1), (EPS_MAX - 1, 1), (EPS_MAX // 2, EPS_MAX // 2)]:
+        rc, got = c_shc(e1, e2)
+        assert rc == 0 and got == protocol.shc_thresholds(e1, e2)
+        assert lib.ldp_shc_ok(e1, e2) == 1 and protocol.shc_ok(e1, e2)
+    out = [ffi.new("uint32_t *") for _ in range(3)]
+    for o in out:
+        o[0] = 777
+    for e1, e2, rc in [(0, 1000, -1), (1000, 0, -1), (0, 0, -1), (EPS_MAX, 1, -2),
+                       (1, EPS_MAX, -2), (32000, 32001, -2), (EPS_MAX + 1, 5, -2)]:
+        assert lib.ldp_t_shc(e1, e2, *out) == rc, (e1, e2)
+        assert lib.ldp_shc_ok(e1, e2) == 0 and not protocol.shc_ok(e1, e2)
+    assert [o[0] for o in out] == [777] * 3

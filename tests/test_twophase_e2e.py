@@ -19,6 +19,13 @@ own budget ledgers.
   wrong side of the rule is (in both directions); the final estimates are finite and the model
   calls the Zipf head high-frequent.
 
+* LDPMiner-SH with correlated phases (`ldpminer-sh-opt`, mechanism `shc` in both phases, spec
+  §3.1): real MicroPython and C devices run across both phases in one --once process each,
+  beside simulated devices made by the aggregator's own `ShcMechanism` (phase 2 from each
+  device's kept (t, y1, x)); the real devices report phase 2 from their ledgers (the phase-1
+  row, x in the ledger, eps1 + eps2 spent), the answer's top-k are the planted items within z
+  standard deviations of the truth (sh's variance at shc's phase-2 keep probability).
+
 Both: accepted == sent in each phase (the per-phase sketch counts), nothing lost, a phase-2
 report before `campaign advance` is counted as `phase_not_open`. The simulated devices draw from
 fixed seeds and the campaigns have fixed salts; only the few real devices use the OS RNG.
@@ -31,7 +38,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from support.c_client import build_client
+from support.c_client import build_client, start_client
 from ldpfleet import cli, device_runner
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.protocols import ldplcm
@@ -287,4 +294,105 @@ def test_auto_picks_svim_and_it_finds_the_planted_heavy_hitters(service, run_cli
     for item in PLANTED:
         f = second.true_counts[item] / n
         sd = math.sqrt(float(mech.item_variances(n, [f])[0]))
+        assert abs(top[item] - f) <= z * sd, (item, top[item], f, sd)
+
+
+SHO_SIMULATED = 4000
+
+
+def planted_sets(n, rng, size=2):
+    """`n` sets of `size` distinct items of 0..63, the PLANTED items weighted 40, others 1."""
+    w = np.array([40.0 if i in PLANTED else 1.0 for i in range(64)])
+    return [[int(v) for v in rng.choice(64, size=size, replace=False, p=w / w.sum())]
+            for _ in range(n)]
+
+
+def publish_simulated(broker, campaign, ids, reports):
+    from ldpfleet.loadgen.bulk import BulkPublisher
+    pub = BulkPublisher(BrokerSettings.from_url(broker.url))
+    try:
+        pub.publish_rows(["ldp/%s/r/%s" % (campaign, d) for d in ids], reports)
+        pub.wait_acked(60)
+    finally:
+        pub.close()
+
+
+def test_ldpminer_sh_opt_real_devices_report_phase2_from_their_ledgers(service, run_cli, tmp_path):
+    from ldpfleet.mechanisms.shc import memo_from_reports
+    from ldpfleet.protocols import ldpminer
+    broker, serve, state, key_file, key = service
+    made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
+                   "--signing-key", key_file, "--name", "so", "--protocol", "ldpminer-sh-opt",
+                   "--epsilon", 6, "--domain", 64, "--set-size", 2, "--top", 2, "--salt", 13)
+    cfg = made["config"]
+    cid = cfg["campaign_id"]
+    phases = cfg["phases"]
+    assert [p["mechanism"] for p in phases] == ["shc", "shc"]
+    assert phases[0]["params"] == phases[1]["params"] and phases[0]["params"]["l"] == 2
+    eps1, eps2 = phases[0]["eps_milli"], phases[1]["eps_milli"]
+    assert eps1 + eps2 == 6000
+
+    rng = np.random.default_rng(SEED)
+    real_sets = {"mp-0": [7, 42], "mp-1": [42, 3], "mp-2": [9, 7], "c-0": [7, 11], "c-1": [42, 7],
+                 "c-2": [60, 42]}
+    workdir = tmp_path / "devices"
+    procs = {}
+    for dev, value in real_sets.items():
+        st = device_runner.prepare_device(workdir / dev, dev, key, eps_cap_milli=8000,
+                                          lifetime_budget_milli=100000)
+        log = str(workdir / (dev + ".log"))
+        if dev.startswith("mp"):
+            procs[dev] = (st, log, device_runner.start_device(
+                st, "127.0.0.1", broker.port, "so", log_path=log, value=value, once=True,
+                timeout=240))
+        else:
+            procs[dev] = (st, log, start_client(build_client(), st, broker.port, "so", value, log,
+                                                once=True, timeout=240))
+    try:
+        sim_ids = ["sim-%d" % i for i in range(SHO_SIMULATED)]
+        sim_sets = planted_sets(SHO_SIMULATED, rng)
+        mech1 = ldpminer.phase1_mechanism(cfg)
+        reports1, x = mech1.perturb_phase1(sim_sets, rng)
+        publish_simulated(broker, "so", sim_ids, reports1)
+        total = SHO_SIMULATED + len(real_sets)
+        counters = serve.wait_counts("so", settled(total), timeout=120)
+        assert counters.get("accepted") == total and sketch_counts(state, "so") == [total, 0]
+
+        advanced = run_cli("campaign", "advance", "so", "--state", state, "--broker", broker.url)
+        cands = advanced["candidates"]
+        assert set(PLANTED) <= set(cands)
+        mech2 = ldpminer.phase2_mechanism(cfg, cands)
+        reports2 = mech2.perturb_phase2(memo_from_reports(reports1, x), rng)
+        publish_simulated(broker, "so", sim_ids, reports2)
+        for dev, (st, log, proc) in procs.items():
+            assert proc.wait(180) == 0, open(log).read()
+        counters = serve.wait_counts("so", settled(2 * total), timeout=120)
+    finally:
+        for _, _, proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    assert counters.get("accepted") == 2 * total
+    rejected = {k: v for k, v in counters.items() if k not in ("received", "accepted", "duplicate")}
+    assert rejected == {}
+    assert sketch_counts(state, "so") == [total, total]
+
+    for dev, (st, log, _) in procs.items():
+        book = device_runner.read_ledger(st)
+        assert book["spent_milli"] == eps1 + eps2, dev
+        assert sorted(book["reports"]) == ["%d:1" % cid, "%d:2" % cid], dev
+        r1, r2 = (bytes.fromhex(book["reports"]["%d:%d" % (cid, p)][2]) for p in (1, 2))
+        assert r1[1] == r2[1] == 12 and r1[12:16] == r2[12:16], dev  # phase 2: the phase-1 row
+        assert book["shc"] == {str(cid): book["shc"][str(cid)]} and book["shc"][str(cid)] in (0, 1)
+        text = open(log).read()
+        assert "spent phase=2 eps_milli=%d" % eps2 in text and "skip" not in text, text
+
+    answer = run_cli("estimate", "so", "--state", state)
+    assert answer["phase_reports"] == [total, total]
+    top = {row["item"]: row["frequency"] for row in answer["items"]}
+    assert set(top) == set(PLANTED)
+    n = total
+    z = stats.norm.ppf(1 - ALPHA / 4)
+    for item in PLANTED:
+        f = (sum(item in s for s in sim_sets) + sum(item in s for s in real_sets.values())) / n
+        sd = math.sqrt(float(mech2.item_variances(n, [f])[0]))
         assert abs(top[item] - f) <= z * sd, (item, top[item], f, sd)

@@ -152,3 +152,79 @@ def test_signature_vectors():
         except ConfigError as exc:
             got = exc.field
         assert got == case["error"], case["case"]
+
+
+# --- shc (spec §3 id 12, §3.1): the phase-1 bit x, coverage, thresholds ---------------------
+
+def shc_phase1_facts(case, mech):
+    """(set size, L, dummy?, y1 == x?) of a phase-1 shc case."""
+    s = len(case["value"])
+    big = max(mech.l, s)
+    dummy = protocol.bucket(case["words"][0], big) >= s
+    y1 = bytes.fromhex(case["report_hex"])[-1]
+    return s, dummy, y1 == case["x"]
+
+
+def test_shc_vectors_give_x_and_cover_the_cases():
+    """Phase 1: the kept bit x from the reference and the C kernel; sets of size 0, < l, = l,
+    > l; the dummy with x = +1 and -1; y1 == x and y1 != x; w2 at T1 - 1 and T1, w3 at 2^31 - 1
+    and 2^31. Phase 2: y1 == x and y1 != x, w0 at A - 1, A, B - 1, B."""
+    import numpy as np
+    from ldpfleet.mechanisms.sh import key_sets
+    cases = load("reports_shc.json")
+    assert {c["phase"] for c in cases} == {1, 2}
+    seen = set()
+    for case in cases:
+        mech = mechanism_from_description(case)
+        assert mech.eps1_milli == case["eps1_milli"]
+        if case["phase"] == 2:
+            assert case["eps_milli"] == case["eps2_milli"]
+            v, w0 = case["value"], case["words"][0]
+            th = case["thresholds"]
+            assert (th["T1"], th["T_shc_a"], th["T_shc_b"]) == (mech.t_rr, mech.t_a, mech.t_b)
+            seen.add(("p2", v["y1"] == v["x"]))
+            seen.update(("p2w", w0 - t) for t in (mech.t_a, mech.t_b) if w0 - t in (-1, 0))
+            continue
+        report, x = mech.reference_phase1(case["value"], case["words"], case["nonce"])
+        assert report.hex() == case["report_hex"] and x == case["x"]
+        out = np.zeros((1, mech.report_size), np.uint8)
+        xs = np.full(1, 7, np.uint8)
+        mech._kernel(key_sets([case["value"]]), 0, 1, np.array(case["words"], np.uint32), out, xs)
+        assert int(xs[0]) == case["x"]
+        s, dummy, same = shc_phase1_facts(case, mech)
+        seen.add(("size", (s > mech.l) - (s < mech.l) if s else "empty"))
+        seen.add(("p1", same))
+        seen.add(("w2", case["words"][2] - mech.t_rr))
+        if dummy:
+            seen.add(("dummy", case["x"]))
+            seen.add(("w3", case["words"][3] - (1 << 31)))
+    for fact in [("size", "empty"), ("size", -1), ("size", 0), ("size", 1), ("dummy", 0),
+                 ("dummy", 1), ("p1", True), ("p1", False), ("w2", -1), ("w2", 0), ("w3", -1),
+                 ("w3", 0), ("p2", True), ("p2", False), ("p2w", -1), ("p2w", 0)]:
+        assert fact in seen, fact
+
+
+def test_shc_threshold_vectors_python_and_c():
+    """thresholds_shc.json == protocol.shc_thresholds / shc_ok == ldp_t_shc / ldp_shc_ok, including
+    eps = 1 and eps1 + eps2 = 64000, and the pairs outside the ranges (not ok, no thresholds)."""
+    rows = load("thresholds_shc.json")
+    assert any(r["eps1_milli"] + r["eps2_milli"] == protocol.MAX_EPS_MILLI and r["shc_ok"]
+               for r in rows)
+    assert any(r["eps1_milli"] == 1 and r["eps2_milli"] == 1 for r in rows)
+    assert any(not r["shc_ok"] for r in rows)
+    out = [ffi.new("uint32_t *") for _ in range(3)]
+    for r in rows:
+        e1, e2 = r["eps1_milli"], r["eps2_milli"]
+        assert protocol.shc_ok(e1, e2) is r["shc_ok"]
+        assert lib.ldp_shc_ok(e1, e2) == int(r["shc_ok"]), (e1, e2)
+        if "T1" not in r:
+            assert lib.ldp_t_shc(e1, e2, *out) < 0
+            continue
+        assert protocol.exp_lower(e1 + e2, 1000) == r["E2"]
+        assert protocol.shc_thresholds(e1, e2) == (r["T1"], r["T_shc_a"], r["T_shc_b"])
+        assert protocol.t_shc_a(e1, e2) == r["T_shc_a"] and protocol.t_shc_b(e1, e2) == r["T_shc_b"]
+        assert lib.ldp_t_shc(e1, e2, *out) == 0
+        assert [o[0] for o in out] == [r["T1"], r["T_shc_a"], r["T_shc_b"]]
+        w = protocol.WORD
+        assert r["p2_num"] == r["T1"] * r["T_shc_a"] + (w - r["T1"]) * r["T_shc_b"]
+        assert protocol.shc_keep_probability(e1, e2) * w * w == r["p2_num"]

@@ -13,7 +13,7 @@ from . import protocol, signing
 from .errors import ConfigError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: "$" would also match before a final newline
-SET_VALUED = {"sh", "srappor", "psgrr", "psolh"}
+SET_VALUED = {"sh", "srappor", "psgrr", "psolh", "shc"}
 PPM = 1000000
 RETRY_S_MAX = 86400
 RETRY_MAX_S_MAX = 259200
@@ -166,6 +166,7 @@ def check_config(doc: dict, now: int = None) -> dict:
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
         check_listless_domain(ph, doc["domain"])
+    check_shc_phases(phases)
     if "delivery" in doc:
         check_delivery(doc["delivery"])
     return doc
@@ -199,6 +200,29 @@ def check_listless_domain(phase: dict, domain: dict):
             and domain.get("type") != "int":
         raise ConfigError("domain.type", "%s in phase 1 (no candidate list) needs an integer "
                           "domain" % phase["mechanism"])
+
+
+def check_shc_phases(phases: list):
+    """Spec §3.1: `shc` runs in both phases of a two-phase campaign (else `phases.mechanism`)
+    with the same `m` and `l` (`params.m`, `params.l`; defaults count as given) and eps pair
+    passing `shc_ok` (`phases.eps_milli`)."""
+    names = [ph["mechanism"] for ph in phases]
+    if "shc" not in names:
+        return
+    if names != ["shc", "shc"]:
+        raise ConfigError("phases.mechanism", "shc runs in both phases of a two-phase campaign "
+                          "(spec §3.1), got %s" % names)
+    from .mechanisms.sh import DEFAULT_L, DEFAULT_M
+    first, second = (ph.get("params", {}) for ph in phases)
+    for key, default in (("m", DEFAULT_M), ("l", DEFAULT_L)):
+        a, b = first.get(key, default), second.get(key, default)
+        if a != b or type(a) is not type(b):
+            raise ConfigError("params." + key, "shc phases must have the same %s (spec §3.1), "
+                              "got %r and %r" % (key, a, b))
+    eps1, eps2 = phases[0]["eps_milli"], phases[1]["eps_milli"]
+    if not protocol.shc_ok(eps1, eps2):
+        raise ConfigError("phases.eps_milli", "shc_ok(%d, %d) fails: eps1 + eps2 must be at most "
+                          "%d milli (spec §3.1)" % (eps1, eps2, protocol.MAX_EPS_MILLI))
 
 
 def check_grr_bound(phase: dict, d: int):
@@ -281,6 +305,8 @@ def mechanism_for_phase(doc: dict, phase: int, **extra):
     from .mechanisms import make_mechanism
     ph = doc["phases"][phase - 1]
     kw = dict(domain_extras(doc, ph["mechanism"]), **ph.get("params", {}))
+    if ph["mechanism"] == "shc" and phase == 2:  # its thresholds need phase 1's eps (§3.1)
+        kw["eps1_milli"] = doc["phases"][0]["eps_milli"]
     kw.update(extra)
     return make_mechanism(ph["mechanism"], ph["eps_milli"], mechanism_domain_size(doc, ph["mechanism"]),
                           salt=doc["salt"],

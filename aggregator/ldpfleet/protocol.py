@@ -41,7 +41,7 @@ def load_registry():
 
 MECHANISM_IDS = {
     "grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5,
-    "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11,
+    "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11, "shc": 12,
 }
 MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 
@@ -221,6 +221,59 @@ def t_flip(eps_milli: int) -> int:
     _check_eps(eps_milli)
     e = exp_lower(eps_milli, 2000)
     return -((-WORD * SCALE) // (SCALE + e))
+
+
+def shc_thresholds(eps1_milli: int, eps2_milli: int):
+    """(T1, T_shc_a, T_shc_b) of `shc` (spec §3.1, LDPMiner §4.4's correlated phases):
+    T1 = T_rr(eps1) keeps the phase-1 sign; phase 2 keeps x iff w0 < (A if y1 == x else B).
+    The formula's integers as they are (shc_ok says whether they are usable); ValueError for
+    an eps outside 1..64000 or eps1 + eps2 > 64000."""
+    _check_eps(eps1_milli)
+    _check_eps(eps2_milli)
+    if eps1_milli + eps2_milli > MAX_EPS_MILLI:
+        raise ValueError("eps1 + eps2 must be at most %d milli, got %d"
+                         % (MAX_EPS_MILLI, eps1_milli + eps2_milli))
+    e2 = exp_lower(eps1_milli + eps2_milli, 1000)
+    g = e2 - (e2 >> 16)
+    t1 = t_rr(eps1_milli)
+    s, w = SCALE, WORD
+    a = (w * g * (t1 * (s + g) - w * s)) // ((s + g) * (g - s) * t1)
+    b = (w * g * (g * w - t1 * (s + g))) // ((s + g) * (g - s) * (w - t1))
+    return t1, a, b
+
+
+def t_shc_a(eps1_milli: int, eps2_milli: int) -> int:
+    """`shc` phase 2: P(y2 = x | y1 = x) = T_shc_a / 2^32 (spec §3.1)."""
+    return shc_thresholds(eps1_milli, eps2_milli)[1]
+
+
+def t_shc_b(eps1_milli: int, eps2_milli: int) -> int:
+    """`shc` phase 2: P(y2 = x | y1 = -x) = T_shc_b / 2^32 (spec §3.1)."""
+    return shc_thresholds(eps1_milli, eps2_milli)[2]
+
+
+def shc_ok(eps1_milli, eps2_milli) -> bool:
+    """Spec §3.1 `shc_ok`: both eps >= 1 milli with eps1 + eps2 <= 64000, 0 < A, B < 2^32, and
+    every output pair (y1, y2) of the joint counts T1 A, T1 (W-A), (W-T1) B, (W-T1)(W-B) within
+    E(eps1 + eps2)/S between x = +1 and x = -1. False (never an error) otherwise."""
+    try:
+        t1, a, b = shc_thresholds(eps1_milli, eps2_milli)
+    except ValueError:
+        return False
+    w, s = WORD, SCALE
+    if not (0 < a < w and 0 < b < w):
+        return False
+    e2 = exp_lower(eps1_milli + eps2_milli, 1000)
+    return (t1 * a * s <= e2 * (w - t1) * (w - b) and (w - t1) * (w - b) * s <= e2 * t1 * a
+            and t1 * (w - a) * s <= e2 * (w - t1) * b and (w - t1) * b * s <= e2 * t1 * (w - a))
+
+
+def shc_keep_probability(eps1_milli: int, eps2_milli: int):
+    """p2 = (T1 A + (W - T1) B) / W^2 as a Fraction: the phase-2 sign's keep probability given
+    x, whatever y1 was (spec §3.1 "Estimation")."""
+    from fractions import Fraction
+    t1, a, b = shc_thresholds(eps1_milli, eps2_milli)
+    return Fraction(t1 * a + (WORD - t1) * b, WORD * WORD)
 
 
 def eps_from_milli(eps_milli: int) -> float:

@@ -265,9 +265,11 @@ def eps_milli_from(epsilon: float) -> int:
 # --- two-phase protocols and their baselines (`ldpfleet simulate --protocol`) ------------------
 
 LDPMINER_PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh",
+                      "ldpminer-sh-opt": "lm-sho",
                       "sampling-rappor": "rp", "sampling-sh": "sh",
                       "svim": "svim", "psfo": "psfo", "auto": "auto"}
-"""CLI names -> `ldpminer.PROTOCOLS` (LDPMiner §5.1.3's LDPMiner-RAPPOR, LDPMiner-SH and the
+"""CLI names -> `ldpminer.PROTOCOLS` (LDPMiner §5.1.3's LDPMiner-RAPPOR, LDPMiner-SH, LDPMiner-SH
+with §4.4's correlated phases (`shc`, spec §3.1) and the
 single-phase sampling RAPPOR / sampling SH), svim_sim.PROTOCOLS (SVIM-style two phases with
 padding-and-sampling oracles, and one-phase PSFO) and auto (protocols.auto's choice)."""
 LDPLCM_PROTOCOLS = ("ldplcm", "cms", "hcms", "flh")

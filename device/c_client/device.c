@@ -290,9 +290,23 @@ static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, struc
     const char *name = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
     /* n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones */
     uint64_t n = ldpc_domain_size(doc) + (ldpc_mech_set_valued_name(name) ? 0 : 1);
-    return ldpc_mech_init(mech, name, int_of(ph, "eps_milli"), n, (uint32_t)int_of(doc, "salt"),
-                          (uint32_t)int_of(doc, "campaign_id"), phase,
-                          cJSON_GetObjectItemCaseSensitive(ph, "params"), candidates, why);
+    cJSON *params = NULL;
+    int rc;
+    if (phase == 2 && ldp_mechanism_id(name) == LDP_MECHANISM_ID_SHC) {
+        /* shc phase 2's thresholds need phase 1's eps (spec §3.1) */
+        params = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(ph, "params"), 1);
+        if (params == NULL || !cJSON_IsObject(params)
+            || cJSON_AddNumberToObject(params, "eps1_milli", (double)int_of(phase_entry(doc, 1), "eps_milli")) == NULL) {
+            cJSON_Delete(params);
+            ldpc_reason_set(why, "phases.params", "must be an object");
+            return -1;
+        }
+    }
+    rc = ldpc_mech_init(mech, name, int_of(ph, "eps_milli"), n, (uint32_t)int_of(doc, "salt"),
+                        (uint32_t)int_of(doc, "campaign_id"), phase,
+                        params != NULL ? params : cJSON_GetObjectItemCaseSensitive(ph, "params"), candidates, why);
+    cJSON_Delete(params);
+    return rc;
 }
 
 /* The domain of a config as the lookups below need it: d, whether it is a string domain, and
@@ -431,6 +445,7 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     struct ldpc_reason why;
     size_t len;
     uint8_t *report;
+    int shc_x;
     if (ldpc_ledger_check(&dev->ledger, mech->eps_milli, &why) != 0) {
         refuse(dev, "report", &why);
         return;
@@ -447,8 +462,9 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
         refuse(dev, "report", &why);
         return;
     }
+    shc_x = ldpc_mech_shc_x(mech, words, report); /* shc phase 1: x goes with the memo (spec §7.4) */
     free(words);
-    if (ldpc_ledger_commit(&dev->ledger, cid, phase, mech->eps_milli, nonce, report, len, &why) != 0) {
+    if (ldpc_ledger_commit(&dev->ledger, cid, phase, mech->eps_milli, nonce, report, len, shc_x, &why) != 0) {
         free(report);
         refuse(dev, "report", &why);
         return;
@@ -693,6 +709,29 @@ static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const cJSON *value
     return 0;
 }
 
+int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const uint8_t *memo, size_t memo_len, int x,
+                          struct ldpc_mech *mech, struct ldpc_input *in, struct ldpc_reason *why)
+{
+    const cJSON *cands = cJSON_GetObjectItemCaseSensitive(p2, "candidates");
+    struct ldpc_candidates own;
+    if (cands == NULL) {
+        ldpc_reason_set(why, "candidates", "the phase-2 message carries no candidate list");
+        return -1;
+    }
+    if (ldpc_candidates_parse(&own, cands, why) != 0) /* checked as for sh, not used */
+        return -1;
+    ldpc_candidates_free(&own);
+    if (ldpc_shc_memo_input(memo, memo_len, x, in) != 0)
+        return 1;
+    return make_mech(doc, 2, NULL, mech, why);
+}
+
+int ldpc_phase2_is_shc(const cJSON *doc)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(phase_entry(doc, 2), "mechanism");
+    return cJSON_IsString(name) && ldp_mechanism_id(name->valuestring) == LDP_MECHANISM_ID_SHC;
+}
+
 int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
                       struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
@@ -740,8 +779,23 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
         return;
     }
     memo = rc == 0 && ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(dev->config, "campaign_id"), 2);
-    if (rc == 0 && !memo) /* memo first: nothing is computed from the value for a paid phase */
+    if (rc == 0 && !memo && ldpc_phase2_is_shc(dev->config)) {
+        /* shc: the phase-1 memo and the ledger's bit x, never the value (spec §3.1) */
+        uint32_t cid = (uint32_t)int_of(dev->config, "campaign_id");
+        size_t len1 = 0;
+        uint8_t *memo1 = ldpc_ledger_memo(&dev->ledger, cid, 1, &len1);
+        rc = ldpc_shc_phase2_input(dev->config, p2, memo1, len1, ldpc_ledger_shc_bit(&dev->ledger, cid), &mech,
+                                   &in, &why);
+        free(memo1);
+        if (rc == 1) { /* no phase-1 report of this campaign: a function of the ledger */
+            ldpc_log(dev->id.device_id, "skip", "phase 2 (no shc phase-1 report of this campaign)");
+            dev->in_phase[2] = 0;
+            cJSON_Delete(p2);
+            return;
+        }
+    } else if (rc == 0 && !memo) { /* memo first: nothing is computed from the value for a paid phase */
         rc = ldpc_phase2_input(dev->config, p2, dev->value, dev->high, &mech, &in, &keys, &why);
+    }
     if (rc == 0 && cJSON_GetObjectItemCaseSensitive(p2, "candidates") != NULL)
         snprintf(detail, sizeof detail, " candidates=%d",
                  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p2, "candidates")));

@@ -129,4 +129,13 @@ int ldpc_device_done(const struct ldpc_device *dev);
 int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
                       struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why);
 
+/* shc (spec §3.1): 1 if the accepted config's phase 2 is shc. Its phase-2 input
+ * (device.py::_shc_phase2): the phase-2 message's candidates are checked as for sh, not used;
+ * the input is the row and sign of the phase-1 memo `memo` and the ledger's bit `x` (-1: none),
+ * never the value. 0 with the mechanism (free it) and input, 1 when the memo or the bit is
+ * missing (the device skips phase 2, logged), -1 with the reason. */
+int ldpc_phase2_is_shc(const cJSON *doc);
+int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const uint8_t *memo, size_t memo_len, int x,
+                          struct ldpc_mech *mech, struct ldpc_input *in, struct ldpc_reason *why);
+
 #endif

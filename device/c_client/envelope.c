@@ -349,6 +349,45 @@ static int check_grr_bound(const cJSON *doc, struct ldpc_reason *why)
     return 0;
 }
 
+/* Spec §3.1 (device/ldp/config.py::check_shc): an `shc` campaign is two `shc` phases with the
+ * same m and l, whose eps_milli pass shc_ok. */
+static int check_shc(const cJSON *doc, struct ldpc_reason *why)
+{
+    const cJSON *phases = cJSON_GetObjectItemCaseSensitive(doc, "phases"), *ph;
+    const cJSON *p1 = cJSON_GetArrayItem(phases, 0), *p2 = cJSON_GetArrayItem(phases, 1);
+    static const char *const names[] = {"m", "l"};
+    int64_t eps1 = 0, eps2 = 0;
+    int n_shc = 0, i;
+    cJSON_ArrayForEach(ph, phases)
+        n_shc += strcmp(cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring, "shc") == 0;
+    if (n_shc == 0)
+        return 0;
+    if (n_shc != 2) {
+        ldpc_reason_set(why, "phases.mechanism", "shc needs two shc phases (spec §3.1)");
+        return -1;
+    }
+    for (i = 0; i < 2; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p1, "params"), names[i]);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p2, "params"), names[i]);
+        cJSON *dflt = cJSON_CreateNumber(i ? 1 : 65536); /* the aggregator's sh defaults count as given */
+        int same = dflt != NULL && cJSON_Compare(a ? a : dflt, b ? b : dflt, 1);
+        cJSON_Delete(dflt);
+        if (!same) {
+            ldpc_reason_set(why, i ? "params.l" : "params.m", "both shc phases need the same %s (spec §3.1)",
+                            names[i]);
+            return -1;
+        }
+    }
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(p1, "eps_milli"), &eps1);
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(p2, "eps_milli"), &eps2);
+    if (ldp_shc_ok((uint32_t)eps1, (uint32_t)eps2) != 1) {
+        ldpc_reason_set(why, "phases.eps_milli", "shc phases eps_milli %lld, %lld fail shc_ok (spec §3.1)",
+                        (long long)eps1, (long long)eps2);
+        return -1;
+    }
+    return 0;
+}
+
 /* Spec §5.4 `delivery` (absent: no acknowledgements): {ack, retry_s 1..86400,
  * retry_max_s retry_s..259200}. */
 static int check_delivery(const cJSON *d, struct ldpc_reason *why)
@@ -414,7 +453,8 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
                         (long long)not_after);
         return -1;
     }
-    if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || check_grr_bound(doc, why) != 0)
+    if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || check_grr_bound(doc, why) != 0
+        || check_shc(doc, why) != 0)
         return -1;
     return check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why);
 }

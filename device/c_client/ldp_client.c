@@ -11,11 +11,14 @@
  *     broker certificate chaining to that CA and naming the host. --value-file reads the value
  *     from a file: a command line is readable by every local user in /proc/PID/cmdline.)
  *   ldp_client provision --state-dir DIR               (ledger generation 0, spec §7.4)
- *   ldp_client vector --case JSON --words-hex HEX     (test vectors: report hex on stdout;
+ *   ldp_client vector --case JSON --words-hex HEX [--print-x]
+ *                                                     (test vectors: report hex on stdout;
  *                                                      a case with "config" and "phase2" runs
- *                                                      the device's phase-2 path)
+ *                                                      the device's phase-2 path; --print-x adds
+ *                                                      an shc phase-1 report's ledger bit x)
  *   ldp_client check-model [--model-file F] [--d D]   (LDPLCM model: g(x), high/low, or refusal)
  *   ldp_client thresholds --eps-milli E [--n N]...    (spec §2 thresholds as JSON)
+ *   ldp_client shc-thresholds --eps1 E1 --eps2 E2     (spec §3.1 shc_ok, T1, T_shc_a, T_shc_b)
  *   ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]
  *                                                    (stdin by default; --envelope-only: spec §5.1 only)
  *
@@ -31,6 +34,7 @@
 #include "device.h"
 #include "envelope.h"
 #include "lcm_model.h"
+#include "ldp_report.h"
 #include "ldp_thresholds.h"
 #include "mech.h"
 #include "session.h"
@@ -43,9 +47,10 @@
     "                  [--cafile PEM] [--crash-point after-commit]\n" \
     "       ldp_client provision --state-dir DIR\n" \
     "   test builds only (make TEST_MODES=1):\n" \
-    "       ldp_client vector --case JSON --words-hex HEX\n" \
+    "       ldp_client vector --case JSON --words-hex HEX [--print-x]\n" \
     "       ldp_client check-model [--model-file F] [--d D]\n" \
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
+    "       ldp_client shc-thresholds --eps1 E1 --eps2 E2\n" \
     "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n"
 
 static int usage(const char *problem)
@@ -272,6 +277,15 @@ static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct
     int64_t v;
     memset(in, 0, sizeof *in);
     *keys = NULL;
+    if (mech->id == LDP_MECHANISM_ID_SHC && mech->phase == 2) { /* {"t", "y1", "x"}, bits 1 = +1 */
+        uint32_t y1, x;
+        if (!json_u32(value, "t", &in->shc_t) || !json_u32(value, "y1", &y1) || !json_u32(value, "x", &x)
+            || y1 > 1 || x > 1)
+            return -1;
+        in->shc_y1 = (int)y1;
+        in->shc_x = (int)x;
+        return 0;
+    }
     if (ldpc_mech_set_valued(mech)) {
         size_t n = 0, j;
         if (!cJSON_IsArray(value))
@@ -324,8 +338,10 @@ static const cJSON *default_candidates(cJSON *c, int64_t d)
     return list;
 }
 
-/* Report hex of `mech` on `in` from exactly mech->words words given as hex; exit code. */
-static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const char *hex, uint32_t nonce)
+/* Report hex of `mech` on `in` from exactly mech->words words given as hex; exit code. With
+ * `print_x`, an shc phase-1 report is followed by a line "x=<bit>": what the device ledgers. */
+static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const char *hex, uint32_t nonce,
+                        int print_x)
 {
     uint32_t *words = malloc(mech->words * sizeof *words);
     uint8_t *report = malloc(ldpc_mech_report_size(mech));
@@ -341,6 +357,8 @@ static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *i
     else {
         ldpc_hex_encode(report, ldpc_mech_report_size(mech), out);
         puts(out);
+        if (print_x)
+            printf("x=%d\n", ldpc_mech_shc_x(mech, words, report));
         code = LDPC_EXIT_DONE;
     }
     free(words);
@@ -349,11 +367,46 @@ static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *i
     return code;
 }
 
+/* shc phase 2 through the live device's own code (ldpc_shc_phase2_input): the case's
+ * "memo_hex" (the phase-1 report, may be absent) and "x" (the ledger's bit, -1 or absent: none)
+ * stand for the ledger. No memo or bit prints "skip phase 2" and exits 0. */
+static int shc_device_vector(const cJSON *c, const cJSON *config, const cJSON *p2, const char *hex, uint32_t nonce)
+{
+    const cJSON *memo_hex = cJSON_GetObjectItemCaseSensitive(c, "memo_hex");
+    struct ldpc_reason why;
+    struct ldpc_mech mech;
+    struct ldpc_input in;
+    uint8_t memo[64];
+    size_t len = 0;
+    int64_t x = -1;
+    int rc, code;
+    if (cJSON_IsString(memo_hex)) {
+        len = strlen(memo_hex->valuestring) / 2;
+        if (len > sizeof memo || ldpc_hex_decode(memo_hex->valuestring, memo, len) != 0)
+            return usage("memo_hex must be at most 64 bytes of hex");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(c, "x") != NULL && !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "x"), &x))
+        return usage("x must be an integer");
+    rc = ldpc_shc_phase2_input(config, p2, len ? memo : NULL, len, (int)x, &mech, &in, &why);
+    if (rc == 1) {
+        puts("skip phase 2");
+        return LDPC_EXIT_DONE;
+    }
+    if (rc != 0) {
+        printf("refused %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_REFUSED;
+    }
+    code = print_report(&mech, &in, hex, nonce, 0);
+    ldpc_mech_free(&mech);
+    return code;
+}
+
 /* A phase-2 vector through the live device's own code: {"config": body, "phase2": body,
  * "value": the device's value (as --value), "high": caller's flag (optional), "nonce": N}. The
  * bodies pass the device's checks (config rules at the current time, phase-2 rules), then
- * ldpc_phase2_input builds the mechanism and input (LDPMiner trimming, LDPLCM model). A
- * refusal prints "refused field: why" and exits 2, as verify-config. */
+ * ldpc_phase2_input builds the mechanism and input (LDPMiner trimming, LDPLCM model); shc's
+ * phase 2 takes the ledger's part from the case (shc_device_vector). A refusal prints
+ * "refused field: why" and exits 2, as verify-config. */
 static int device_vector(const cJSON *c, const char *hex)
 {
     const cJSON *config = cJSON_GetObjectItemCaseSensitive(c, "config");
@@ -363,8 +416,12 @@ static int device_vector(const cJSON *c, const char *hex)
     struct ldpc_input in;
     uint32_t nonce, *keys = NULL;
     int code;
-    if (!cJSON_IsObject(config) || !cJSON_IsObject(p2) || !json_u32(c, "nonce", &nonce)
-        || cJSON_GetObjectItemCaseSensitive(c, "value") == NULL)
+    if (!cJSON_IsObject(config) || !cJSON_IsObject(p2) || !json_u32(c, "nonce", &nonce))
+        return usage("a phase-2 vector case needs config, phase2, value and nonce");
+    if (ldpc_config_check(config, ldpc_unix_now(), &why) == 0 && ldpc_phase2_check(p2, config, &why) == 0
+        && ldpc_phase2_is_shc(config))
+        return shc_device_vector(c, config, p2, hex, nonce);
+    if (cJSON_GetObjectItemCaseSensitive(c, "value") == NULL)
         return usage("a phase-2 vector case needs config, phase2, value and nonce");
     if (ldpc_config_check(config, ldpc_unix_now(), &why) != 0 || ldpc_phase2_check(p2, config, &why) != 0
         || ldpc_phase2_input(config, p2, cJSON_GetObjectItemCaseSensitive(c, "value"),
@@ -373,7 +430,7 @@ static int device_vector(const cJSON *c, const char *hex)
         printf("refused %s: %s\n", why.field, why.message);
         return LDPC_EXIT_REFUSED;
     }
-    code = print_report(&mech, &in, hex, nonce);
+    code = print_report(&mech, &in, hex, nonce, 0);
     ldpc_mech_free(&mech);
     free(keys);
     return code;
@@ -382,7 +439,7 @@ static int device_vector(const cJSON *c, const char *hex)
 static int vector(int argc, char **argv)
 {
     static const char *const options[] = {"--case", "--words-hex", NULL};
-    static const char *const flags[] = {NULL};
+    static const char *const flags[] = {"--print-x", NULL};
     const char *case_text = opt(argc, argv, "--case"), *hex = opt(argc, argv, "--words-hex");
     const cJSON *mname;
     struct ldpc_reason why;
@@ -418,7 +475,8 @@ static int vector(int argc, char **argv)
     if (vector_input(&mech, cJSON_GetObjectItemCaseSensitive(c, "value"), &in, &keys) != 0)
         fprintf(stderr, "ldp_client: value does not fit %s\n", mech.name);
     else
-        code = print_report(&mech, &in, hex, nonce);
+        code = print_report(&mech, &in, hex, nonce, flag(argc, argv, "--print-x") && mech.id == LDP_MECHANISM_ID_SHC
+                                                        && mech.phase == 1);
     free(keys);
     ldpc_mech_free(&mech);
     cJSON_Delete(c);
@@ -573,6 +631,29 @@ static int thresholds(int argc, char **argv)
     return LDPC_EXIT_DONE;
 }
 
+/* `shc-thresholds --eps1 E1 --eps2 E2`: spec §3.1's shc_ok and, when the kernel has them, T1,
+ * T_shc_a and T_shc_b, as JSON (what the C client's config check and phase 2 use). */
+static int shc_thresholds(int argc, char **argv)
+{
+    static const char *const options[] = {"--eps1", "--eps2", NULL};
+    static const char *const flags[] = {NULL};
+    double e1, e2;
+    uint32_t t1, a, b;
+    int ok;
+    if (!check_args(argc, argv, options, flags) || !parse_number(opt(argc, argv, "--eps1"), 0, 4294967295.0, &e1)
+        || !parse_number(opt(argc, argv, "--eps2"), 0, 4294967295.0, &e2) || e1 != (double)(uint32_t)e1
+        || e2 != (double)(uint32_t)e2)
+        return usage("shc-thresholds needs --eps1 E1 --eps2 E2 (integers)");
+    ok = ldp_shc_ok((uint32_t)e1, (uint32_t)e2) == 1;
+    printf("{\"eps1_milli\": %lu, \"eps2_milli\": %lu, \"shc_ok\": %s", (unsigned long)e1, (unsigned long)e2,
+           ok ? "true" : "false");
+    if (ldp_t_shc((uint32_t)e1, (uint32_t)e2, &t1, &a, &b) == LDP_THRESH_OK)
+        printf(", \"T1\": %lu, \"T_shc_a\": %lu, \"T_shc_b\": %lu", (unsigned long)t1, (unsigned long)a,
+               (unsigned long)b);
+    puts("}");
+    return LDPC_EXIT_DONE;
+}
+
 #endif /* LDPC_TEST_MODES */
 
 /* `provision --state-dir DIR`: generation 0 of the ledger (spec §7.4), unless one exists. */
@@ -607,9 +688,12 @@ int main(int argc, char **argv)
         return check_model(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "thresholds") == 0)
         return thresholds(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "shc-thresholds") == 0)
+        return shc_thresholds(argc - 2, argv + 2);
 #else
     if (argc >= 2 && (strcmp(argv[1], "vector") == 0 || strcmp(argv[1], "verify-config") == 0
-                      || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0))
+                      || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0
+                      || strcmp(argv[1], "shc-thresholds") == 0))
         return usage("this is a production build: the test modes need `make TEST_MODES=1`");
 #endif
     if (argc >= 2 && strcmp(argv[1], "provision") == 0)

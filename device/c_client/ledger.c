@@ -70,7 +70,8 @@ static int cmp_names(const void *a, const void *b)
 
 /* The canonical JSON of a ledger document (sorted keys, no spaces: Python's
  * json.dumps(doc, sort_keys=True, separators=(",", ":"))), heap string or NULL. */
-static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed, const cJSON *keys)
+static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed, const cJSON *keys,
+                       const cJSON *shc)
 {
     struct text t = {NULL, 0, 0, 0};
     const cJSON *e, **sorted;
@@ -127,7 +128,31 @@ static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed,
         put(&t, "\"]");
     }
     free(sorted);
-    put(&t, "},\"spent_milli\":");
+    put(&t, "}");
+    if (shc != NULL) { /* {"<cid>": 0|1, ...}: decimal keys (checked), sorted as strings */
+        put(&t, ",\"shc\":{");
+        n = 0;
+        cJSON_ArrayForEach(e, shc)
+            n++;
+        sorted = malloc((n ? n : 1) * sizeof *sorted);
+        if (sorted == NULL) {
+            free(t.s);
+            return NULL;
+        }
+        n = 0;
+        cJSON_ArrayForEach(e, shc)
+            sorted[n++] = e;
+        qsort(sorted, n, sizeof *sorted, cmp_names);
+        for (i = 0; i < n; i++) {
+            put(&t, i ? ",\"" : "\"");
+            put(&t, sorted[i]->string);
+            put(&t, "\":");
+            put_int(&t, (int64_t)sorted[i]->valuedouble);
+        }
+        free(sorted);
+        put(&t, "}");
+    }
+    put(&t, ",\"spent_milli\":");
     put_int(&t, spent);
     put(&t, "}");
     if (t.failed) {
@@ -166,14 +191,36 @@ int ldpc_ledger_keys_valid(const cJSON *keys)
     return 1;
 }
 
+/* The ledger's "shc" (spec §3.1, §7.4): {"<campaign_id>": 0 | 1}, keys decimal u32 without
+ * leading zeros. */
+static int shc_valid(const cJSON *shc)
+{
+    const cJSON *e;
+    if (!cJSON_IsObject(shc))
+        return 0;
+    cJSON_ArrayForEach(e, shc) {
+        const char *k = e->string;
+        size_t n = strlen(k), i;
+        int64_t bit;
+        if (n < 1 || n > 10 || (n > 1 && k[0] == '0') || !ldpc_json_int(e, &bit) || (bit != 0 && bit != 1))
+            return 0;
+        for (i = 0; i < n; i++)
+            if (k[i] < '0' || k[i] > '9')
+                return 0;
+        if (strtoull(k, NULL, 10) > 0xffffffffull)
+            return 0;
+    }
+    return 1;
+}
+
 /* One generation file: 0 and its gen/spent/reports/closed/keys (detached, caller owns; keys NULL
  * when absent), -1 if it is missing (errno ENOENT) or invalid (any other reason). */
 static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON **reports, cJSON **closed,
-                           cJSON **keys)
+                           cJSON **keys, cJSON **shc)
 {
     size_t len;
     char *text = ldpc_read_file(path, &len), *canon, hex[65];
-    cJSON *rec, *doc, *rep, *clo, *sum, *entry, *kys;
+    cJSON *rec, *doc, *rep, *clo, *sum, *entry, *kys, *bits;
     int ok;
     if (text == NULL)
         return -1;
@@ -184,7 +231,8 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
     clo = cJSON_GetObjectItemCaseSensitive(doc, "closed");
     sum = cJSON_GetObjectItemCaseSensitive(rec, "sha256");
     kys = cJSON_GetObjectItemCaseSensitive(doc, "keys");
-    ok = rec != NULL && (kys == NULL || ldpc_ledger_keys_valid(kys)) && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), gen) && *gen >= 0
+    bits = cJSON_GetObjectItemCaseSensitive(doc, "shc");
+    ok = rec != NULL && (kys == NULL || ldpc_ledger_keys_valid(kys)) && (bits == NULL || shc_valid(bits)) && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), gen) && *gen >= 0
          && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "spent_milli"), spent) && *spent >= 0
          && cJSON_IsObject(rep) && cJSON_IsArray(clo) && cJSON_IsString(sum);
     if (ok) {
@@ -199,7 +247,7 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
             ok &= cJSON_IsNumber(entry);
     }
     if (ok) {
-        canon = canonical(*spent, rep, clo, kys);
+        canon = canonical(*spent, rep, clo, kys, bits);
         ok = canon != NULL;
         if (ok) {
             sha256_hex(canon, hex);
@@ -215,6 +263,7 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
     *reports = cJSON_DetachItemViaPointer(doc, rep);
     *closed = cJSON_DetachItemViaPointer(doc, clo);
     *keys = kys ? cJSON_DetachItemViaPointer(doc, kys) : NULL;
+    *shc = bits ? cJSON_DetachItemViaPointer(doc, bits) : NULL;
     cJSON_Delete(rec);
     return 0;
 }
@@ -247,9 +296,9 @@ static void crash_point(const char *step)
 
 /* Generation `gen` of the document into its file (gen mod 2): write, fsync, fsync the dir. */
 static int write_generation(const char *dir, const char *path, int64_t gen, int64_t spent, const cJSON *reports,
-                            const cJSON *closed, const cJSON *keys, struct ldpc_reason *why)
+                            const cJSON *closed, const cJSON *keys, const cJSON *shc, struct ldpc_reason *why)
 {
-    char *canon = canonical(spent, reports, closed, keys), hex[65], head[48], *rec;
+    char *canon = canonical(spent, reports, closed, keys, shc), hex[65], head[48], *rec;
     size_t n;
     int fd, dfd, rc = -1;
     if (canon == NULL) {
@@ -314,7 +363,7 @@ int ldpc_ledger_provision(const char *state_dir, struct ldpc_reason *why)
     } else if (access(p0, F_OK) == 0 || access(p1, F_OK) == 0) {
         rc = 0; /* already provisioned: never overwrite a ledger */
     } else {
-        rc = write_generation(dir, p0, 0, 0, reports, closed, NULL, why);
+        rc = write_generation(dir, p0, 0, 0, reports, closed, NULL, NULL, why);
     }
     free(dir);
     free(p0);
@@ -341,8 +390,8 @@ int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_c
     }
     for (i = 0; i < 2; i++) {
         int64_t gen, spent;
-        cJSON *reports, *closed, *keys;
-        if (read_generation(l->files[i], &gen, &spent, &reports, &closed, &keys) != 0) {
+        cJSON *reports, *closed, *keys, *shc;
+        if (read_generation(l->files[i], &gen, &spent, &reports, &closed, &keys, &shc) != 0) {
             present |= errno != ENOENT;
             continue;
         }
@@ -351,12 +400,15 @@ int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_c
             cJSON_Delete(reports);
             cJSON_Delete(closed);
             cJSON_Delete(keys);
+            cJSON_Delete(shc);
             continue;
         }
         cJSON_Delete(l->reports);
         cJSON_Delete(l->closed);
         cJSON_Delete(l->keys);
+        cJSON_Delete(l->shc);
         l->keys = keys;
+        l->shc = shc;
         l->gen = gen;
         l->spent_milli = spent;
         l->reports = reports;
@@ -384,6 +436,7 @@ void ldpc_ledger_close(struct ldpc_ledger *l)
     cJSON_Delete(l->reports);
     cJSON_Delete(l->closed);
     cJSON_Delete(l->keys);
+    cJSON_Delete(l->shc);
     memset(l, 0, sizeof *l);
 }
 
@@ -437,10 +490,10 @@ int ldpc_ledger_check(const struct ldpc_ledger *l, int64_t eps_milli, struct ldp
 }
 
 int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,
-                       uint32_t nonce, const uint8_t *report, size_t len, struct ldpc_reason *why)
+                       uint32_t nonce, const uint8_t *report, size_t len, int shc_bit, struct ldpc_reason *why)
 {
     char key[32], *hex;
-    cJSON *reports, *entry;
+    cJSON *reports, *entry, *shc = NULL;
     int64_t gen = l->gen + 1;
     if (ldpc_ledger_check(l, eps_milli, why) != 0)
         return -1;
@@ -452,10 +505,20 @@ int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, i
     hex = malloc(2 * len + 1);
     reports = cJSON_Duplicate(l->reports, 1);
     entry = cJSON_CreateArray();
-    if (hex == NULL || reports == NULL || entry == NULL) {
+    if (shc_bit >= 0) { /* shc phase 1: its bit x in the same generation as the memo (spec §7.4) */
+        char cid[16];
+        shc = l->shc != NULL ? cJSON_Duplicate(l->shc, 1) : cJSON_CreateObject();
+        snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
+        if (shc != NULL) {
+            cJSON_DeleteItemFromObjectCaseSensitive(shc, cid);
+            cJSON_AddItemToObject(shc, cid, cJSON_CreateNumber(shc_bit ? 1 : 0));
+        }
+    }
+    if (hex == NULL || reports == NULL || entry == NULL || (shc_bit >= 0 && shc == NULL)) {
         free(hex);
         cJSON_Delete(reports);
         cJSON_Delete(entry);
+        cJSON_Delete(shc);
         ldpc_reason_set(why, "ledger", "out of memory");
         return -1;
     }
@@ -465,15 +528,30 @@ int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, i
     cJSON_AddItemToArray(entry, cJSON_CreateString(hex));
     free(hex);
     cJSON_AddItemToObject(reports, key, entry);
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli + eps_milli, reports, l->closed, l->keys, why) != 0) {
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli + eps_milli, reports, l->closed, l->keys,
+                         shc != NULL ? shc : l->shc, why) != 0) {
         cJSON_Delete(reports);
+        cJSON_Delete(shc);
         return -1;
     }
     l->gen = gen;
     l->spent_milli += eps_milli;
     cJSON_Delete(l->reports);
     l->reports = reports;
+    if (shc != NULL) {
+        cJSON_Delete(l->shc);
+        l->shc = shc;
+    }
     return 0;
+}
+
+int ldpc_ledger_shc_bit(const struct ldpc_ledger *l, uint32_t campaign_id)
+{
+    char cid[16];
+    const cJSON *bit;
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
+    bit = l->shc != NULL ? cJSON_GetObjectItemCaseSensitive(l->shc, cid) : NULL;
+    return bit != NULL && cJSON_IsNumber(bit) ? (bit->valuedouble != 0) : -1;
 }
 
 int ldpc_ledger_is_closed(const struct ldpc_ledger *l, uint32_t campaign_id)
@@ -499,7 +577,7 @@ int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, stru
     cJSON_AddItemToArray(closed, cJSON_CreateNumber((double)campaign_id));
     while (cJSON_GetArraySize(closed) > LDPC_LEDGER_MAX_CLOSED)
         cJSON_DeleteItemFromArray(closed, 0);
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, closed, l->keys, why) != 0) {
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, closed, l->keys, l->shc, why) != 0) {
         cJSON_Delete(closed);
         return -1;
     }
@@ -533,7 +611,7 @@ int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key
         ldpc_reason_set(why, "keys", "not a valid trusted set");
         return -1;
     }
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, l->closed, keys, why) != 0) {
+    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, l->closed, keys, l->shc, why) != 0) {
         cJSON_Delete(keys);
         return -1;
     }

@@ -3,8 +3,10 @@
  *   <state-dir>/ledger.0, ledger.1: one JSON record each,
  *   {"gen": G, "doc": {...}, "sha256": "<hex SHA-256 of the canonical JSON of doc>"}
  *   doc = {"closed": [cid, ...], "keys": {"keys": [{"kid", "pub"}, ...], "serial": int, "sha256": hex},
- *          "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]}, "spent_milli": int}
- *   ("keys": the last key rotation applied, spec §5.3; absent before the first one)
+ *          "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
+ *          "shc": {"<campaign_id>": 0 | 1}, "spent_milli": int}
+ *   ("keys": the last key rotation applied, spec §5.3; absent before the first one. "shc": the
+ *   bit x of each shc phase-1 report, spec §3.1, written with its memo; absent before the first)
  * A commit writes generation G+1 over the OLDER file (G+1 mod 2), fsyncs it and the directory;
  * nothing is deleted or renamed, so a crash at any point leaves the previous generation intact.
  * At start the valid generation with the highest G wins; none valid (or none at all) is an error:
@@ -26,6 +28,7 @@ struct ldpc_ledger {
     cJSON *reports; /* object: "<cid>:<phase>" -> [nonce, eps_milli, hex] */
     cJSON *closed;  /* array of closed campaign ids */
     cJSON *keys;    /* {"keys": [...], "serial": n} of the last rotation applied, or NULL */
+    cJSON *shc;     /* {"<cid>": 0|1}: x of shc phase-1 reports (spec §3.1), or NULL */
 };
 
 /* Writes generation 0 (nothing spent) into `state_dir` unless a ledger file exists there. */
@@ -63,8 +66,12 @@ int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key
 const char *ldpc_ledger_keys_digest(const struct ldpc_ledger *l);
 int ldpc_ledger_keys_valid(const cJSON *keys);
 
-/* Record spend + nonce + report durably; 0 on success (only then may the report be published). */
+/* Record spend + nonce + report durably; 0 on success (only then may the report be published).
+ * `shc_bit` >= 0 (an shc phase-1 report's x, 1 for +1) is recorded in the same generation. */
 int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,
-                       uint32_t nonce, const uint8_t *report, size_t len, struct ldpc_reason *why);
+                       uint32_t nonce, const uint8_t *report, size_t len, int shc_bit, struct ldpc_reason *why);
+
+/* The bit x of this campaign's shc phase-1 report (0 or 1), or -1 if the ledger has none. */
+int ldpc_ledger_shc_bit(const struct ldpc_ledger *l, uint32_t campaign_id);
 
 #endif

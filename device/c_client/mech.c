@@ -11,6 +11,7 @@
 #include "ldp_oue.h"
 #include "ldp_report.h"
 #include "ldp_sh.h"
+#include "ldp_shc.h"
 #include "ldp_thresholds.h"
 #include "mech.h"
 
@@ -236,6 +237,24 @@ int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, 
         if (param(params, "m", 1, MAX_BITS, &mech->m, why) != 0 || param(params, "l", 1, MAX_BITS, &mech->l, why) != 0)
             return -1;
         return threshold_rc(ldp_t_rr(eps, &mech->t_keep), why);
+    case LDP_MECHANISM_ID_SHC: /* spec §3.1: phase 1 R = 4 at T_rr(eps1); phase 2 R = 1 */
+        mech->body_size = 5;
+        if (param(params, "m", 2, MAX_BITS, &mech->m, why) != 0 || param(params, "l", 1, MAX_BITS, &mech->l, why) != 0)
+            return -1;
+        if (phase == 1) {
+            mech->words = 4;
+            return threshold_rc(ldp_t_rr(eps, &mech->t_keep), why);
+        }
+        mech->words = 1;
+        if (param(params, "eps1_milli", 1, LDP_EPS_MILLI_MAX, &mech->eps1_milli, why) != 0)
+            return -1;
+        if (ldp_shc_ok(mech->eps1_milli, eps) != 1
+            || ldp_t_shc(mech->eps1_milli, eps, &mech->t_keep, &mech->t_a, &mech->t_b) != LDP_THRESH_OK) {
+            ldpc_reason_set(why, "phases.eps_milli", "shc phases eps_milli %lu, %lu fail shc_ok (spec §3.1)",
+                            (unsigned long)mech->eps1_milli, (unsigned long)eps);
+            return -1;
+        }
+        return 0;
     case LDP_MECHANISM_ID_SRAPPOR:
         if (candidates == NULL)
             candidates = cJSON_GetObjectItemCaseSensitive(params, "candidates");
@@ -305,13 +324,14 @@ int ldpc_mech_index_valued(const struct ldpc_mech *mech)
 int ldpc_mech_set_valued(const struct ldpc_mech *mech)
 {
     return mech->id == LDP_MECHANISM_ID_SH || mech->id == LDP_MECHANISM_ID_SRAPPOR
-        || mech->id == LDP_MECHANISM_ID_PSGRR || mech->id == LDP_MECHANISM_ID_PSOLH;
+        || mech->id == LDP_MECHANISM_ID_PSGRR || mech->id == LDP_MECHANISM_ID_PSOLH
+        || mech->id == LDP_MECHANISM_ID_SHC;
 }
 
 int ldpc_mech_set_valued_name(const char *name)
 {
     int id = ldp_mechanism_id(name);
-    return id == LDP_MECHANISM_ID_SH || ldpc_mech_listed_name(name);
+    return id == LDP_MECHANISM_ID_SH || id == LDP_MECHANISM_ID_SHC || ldpc_mech_listed_name(name);
 }
 
 int ldpc_mech_listed_name(const char *name)
@@ -320,12 +340,36 @@ int ldpc_mech_listed_name(const char *name)
     return id == LDP_MECHANISM_ID_SRAPPOR || id == LDP_MECHANISM_ID_PSGRR || id == LDP_MECHANISM_ID_PSOLH;
 }
 
+int ldpc_mech_shc_x(const struct ldpc_mech *mech, const uint32_t *words, const uint8_t *report)
+{
+    int y1;
+    if (mech->id != LDP_MECHANISM_ID_SHC || mech->phase != 1)
+        return -1;
+    y1 = report[LDP_HEADER_SIZE + 4] != 0;
+    return words[2] < mech->t_keep ? y1 : !y1;
+}
+
+int ldpc_shc_memo_input(const uint8_t *memo, size_t len, int x, struct ldpc_input *in)
+{
+    const uint8_t *b;
+    if (memo == NULL || len != LDP_HEADER_SIZE + 5 || memo[1] != LDP_MECHANISM_ID_SHC || memo[2] != 1
+        || memo[LDP_HEADER_SIZE + 4] > 1 || (x != 0 && x != 1))
+        return -1;
+    b = memo + LDP_HEADER_SIZE;
+    memset(in, 0, sizeof *in);
+    in->shc_t = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+    in->shc_y1 = b[4];
+    in->shc_x = x;
+    return 0;
+}
+
 int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
                      uint32_t nonce, uint8_t *report)
 {
     uint8_t *body = report + LDP_HEADER_SIZE;
     uint64_t offsets[2];
-    uint8_t high;
+    ldp_shc_params shc;
+    uint8_t high, x, y1;
     int rc = 0;
     offsets[0] = 0;
     offsets[1] = in->nkeys;
@@ -356,6 +400,21 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
         break;
     case LDP_MECHANISM_ID_SH:
         ldp_sh_perturb(in->keys, offsets, 1, mech->l, mech->salt, mech->m, mech->t_keep, words, body, 0);
+        break;
+    case LDP_MECHANISM_ID_SHC:
+        shc.l = mech->l;
+        shc.salt = mech->salt;
+        shc.m = mech->m;
+        shc.t_rr = mech->t_keep;
+        shc.t_a = mech->t_a;
+        shc.t_b = mech->t_b;
+        if (mech->phase == 1) {
+            ldp_shc_perturb1(&shc, in->keys, offsets, 1, words, body, 0, &x);
+        } else {
+            y1 = (uint8_t)(in->shc_y1 != 0);
+            x = (uint8_t)(in->shc_x != 0);
+            ldp_shc_perturb2(&shc, &in->shc_t, &y1, &x, 1, words, body, 0);
+        }
         break;
     case LDP_MECHANISM_ID_SRAPPOR:
         ldp_srappor_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->cand.kc,

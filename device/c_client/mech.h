@@ -34,6 +34,7 @@ struct ldpc_mech {
     uint64_t domain_size;
     uint32_t g, kp, k, m, l;          /* parameters (those the mechanism has) */
     uint32_t t_keep, t_q, t_flip;     /* integer thresholds, spec §2 */
+    uint32_t eps1_milli, t_a, t_b;    /* shc phase 2: phase 1's eps, T_shc_a, T_shc_b (spec §3.1) */
     struct ldpc_candidates cand;      /* sampling RAPPOR, PSFO: the candidates (bit/item c = list[c]) */
     uint32_t items;                   /* PSFO: D, the candidates or (no list) the int domain 0..d-1 */
     size_t body_size, words;
@@ -41,15 +42,19 @@ struct ldpc_mech {
 
 /* The device's value in the form the mechanism takes (spec §3): a domain index (grr, oue),
  * an item key (olh, flh, cms, hcms, and lcm with the high-frequent flag), or a set of
- * distinct keys (sh, srappor, psgrr, psolh). */
+ * distinct keys (sh, srappor, psgrr, psolh, shc phase 1). shc phase 2 takes no value: the row
+ * t and sign y1 of its phase-1 memo and the ledger's bit x (1 = +1, spec §3.1). */
 struct ldpc_input {
     uint32_t index, key;
     int high;
     const uint32_t *keys;
     size_t nkeys;
+    uint32_t shc_t;
+    int shc_y1, shc_x;
 };
 
-/* Build from a phase description. `params` is the phase's params object (may be NULL);
+/* Build from a phase description. `params` is the phase's params object (may be NULL; shc
+ * phase 2 also needs "eps1_milli", phase 1's eps, for its thresholds);
  * `candidates` (sampling RAPPOR, psgrr, psolh) the phase-2 candidate list (may be NULL: then
  * params' "candidates" is used; psgrr/psolh without either run over the int domain 0..d-1,
  * d <= 2^24). 0, or -1 with the reason. */
@@ -60,7 +65,7 @@ void ldpc_mech_free(struct ldpc_mech *mech);
 
 size_t ldpc_mech_report_size(const struct ldpc_mech *mech);
 int ldpc_mech_index_valued(const struct ldpc_mech *mech); /* grr, oue */
-int ldpc_mech_set_valued(const struct ldpc_mech *mech);   /* sh, srappor, psgrr, psolh */
+int ldpc_mech_set_valued(const struct ldpc_mech *mech);   /* sh, srappor, psgrr, psolh, shc */
 int ldpc_mech_set_valued_name(const char *name);          /* the same, by mechanism name */
 int ldpc_mech_listed_name(const char *name);              /* srappor, psgrr, psolh: phase 2 takes the list */
 
@@ -68,5 +73,14 @@ int ldpc_mech_listed_name(const char *name);              /* srappor, psgrr, pso
  * random words. 0, or -1 if the input does not fit. */
 int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
                      uint32_t nonce, uint8_t *report);
+
+/* shc phase 1: the bit x (1 = +1) of a report made from `words`, for the ledger (spec §7.4):
+ * y1 = x iff w2 < T_rr, so x = y1 when kept and -y1 when not. -1 for every other mechanism
+ * and phase. */
+int ldpc_mech_shc_x(const struct ldpc_mech *mech, const uint32_t *words, const uint8_t *report);
+
+/* shc phase 2's input from the phase-1 memo (a 17-byte shc phase-1 report) and the ledger's
+ * bit x; 0, or -1 if the memo is not one or x is not a bit. */
+int ldpc_shc_memo_input(const uint8_t *memo, size_t len, int x, struct ldpc_input *in);
 
 #endif

@@ -12,10 +12,12 @@ from .domain import EMPTY_KEY
 from .errors import ConfigError
 from .hash import item_key
 from .mechanisms import NAMES, SET_VALUED
-from .thresholds import cmin, grr_ok
+from .thresholds import cmin, grr_ok, shc_ok
 
 PROTOCOL = 2
 PPM = 1000000
+SH_DEFAULT_M = 65536  # the aggregator's sh/shc defaults: its check_shc_phases counts them as given
+SH_DEFAULT_L = 1
 MAX_EPS_MILLI = 64000  # spec §2
 # MicroPython ports whose epoch is 2000-01-01 report 946684800 s less than Unix time
 EPOCH_OFFSET = 946684800 if time.gmtime(0)[0] == 2000 else 0
@@ -103,6 +105,7 @@ def check_config(doc, now=None):
                           "(one public split, spec §5): %s" % sorted(rates))
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
+    check_shc(phases)
     if "delivery" in doc:
         check_delivery(doc["delivery"])
     return doc
@@ -143,6 +146,25 @@ def check_grr_bound(ph, d):
         raise ConfigError(field, "GRR over %d outputs is not exactly eps-LDP at eps_milli %d "
                           "(bucket counts %d and %d, spec §2)"
                           % (n, ph["eps_milli"], cmin(n - 1), cmin(n - 1) + 1))
+
+
+def check_shc(phases):
+    """Spec §3.1 (the aggregator's config.check_shc_phases): an `shc` campaign is two `shc`
+    phases with the same m and l (an absent one counts as sh's default), whose eps_milli pass
+    shc_ok."""
+    names = [ph["mechanism"] for ph in phases]
+    if "shc" not in names:
+        return
+    if names != ["shc", "shc"]:
+        raise ConfigError("phases.mechanism", "shc needs two shc phases (spec §3.1)")
+    first, second = phases[0].get("params", {}), phases[1].get("params", {})
+    for name, default in (("m", SH_DEFAULT_M), ("l", SH_DEFAULT_L)):  # as the aggregator counts
+        a, b = first.get(name, default), second.get(name, default)
+        if a != b or type(a) is not type(b):
+            raise ConfigError("params." + name, "both shc phases need the same %s (spec §3.1)" % name)
+    if not shc_ok(phases[0]["eps_milli"], phases[1]["eps_milli"]):
+        raise ConfigError("phases.eps_milli", "shc phases eps_milli %d, %d fail shc_ok (spec §3.1)"
+                          % (phases[0]["eps_milli"], phases[1]["eps_milli"]))
 
 
 def check_close(doc):

@@ -253,6 +253,10 @@ class Device:
             memo = self.ledger.memo(doc["campaign_id"], 2)
             if memo is None:
                 mech, value = self.phase2_input(doc, p2)
+                if mech is None:  # shc without its phase-1 report: a function of the ledger
+                    self.log("skip", "phase 2 (no shc phase-1 report of this campaign)")
+                    self.phases = [p for p in self.phases if p != 2]
+                    return
         except (ConfigError, BudgetExceeded, ValueError) as exc:
             self._refuse("phase2", exc)
             return
@@ -271,6 +275,8 @@ class Device:
         to the signed `candidates` (LDPMiner §4.4, ldpminer.trim_to_candidates), padded by the
         mechanism to the phase-2 `l`; the candidates are required and, for srappor, psgrr and
         psolh, also the items' order (LISTED).
+        shc (spec §3.1): the candidates are checked, not used; the input is {"t", "y1", "x"}
+        from the phase-1 memo and the ledger's bit, never the value; (None, None) without them.
         LDPLCM: {"key", "high"} with high = g(index) >= P of the signed `model`."""
         name = doc["phases"][1]["mechanism"]
         if name not in SET_VALUED:
@@ -279,9 +285,22 @@ class Device:
         if "candidates" not in p2:
             raise ConfigError("candidates", "the phase-2 message carries no candidate list")
         index = candidate_index(p2["candidates"])
+        if name == "shc":
+            return self._shc_phase2(doc)
         extra = {"candidates": p2["candidates"]} if name in LISTED else {}
         mech = self._mechanism(doc, 2, extra)
         return mech, trim(self._input(doc, mech), index)
+
+    def _shc_phase2(self, doc):
+        """shc phase 2's mechanism and input {"t", "y1", "x"}: the phase-1 memo's row and sign
+        and the ledger's bit x (spec §3.1, §7.4); (None, None) if either is missing."""
+        from .shc import memo_input
+        cid = doc["campaign_id"]
+        memo = self.ledger.memo(cid, 1)
+        value = None if memo is None else memo_input(memo[1], self.ledger.shc_bit(cid))
+        if value is None:
+            return None, None
+        return self._mechanism(doc, 2, {"eps1_milli": doc["phases"][0]["eps_milli"]}), value
 
     def _mechanism(self, doc, phase, extra):
         ph = doc["phases"][phase - 1]
@@ -331,7 +350,9 @@ class Device:
             return
         nonce = int.from_bytes(self.rand(4), "little")
         report = mech.report(value, nonce, self.rand)
-        self.ledger.commit(cid, phase, mech.eps_milli, nonce, report)
+        # shc phase 1: its bit x goes into the same ledger generation as the memo (spec §7.4)
+        bit = mech.x if mech.name == "shc" and phase == 1 else None
+        self.ledger.commit(cid, phase, mech.eps_milli, nonce, report, bit)
         self.log("spent", "phase=%d eps_milli=%d remaining=%d"
                  % (phase, mech.eps_milli, self.ledger.remaining_milli))
         if self.crash_point == "after-commit":

@@ -16,8 +16,10 @@ Provisioning writes generation 0 (`provision`, the device runner); `ldpfleet fla
 
 doc: {"spent_milli": int, "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
       "closed": [campaign_id, ...],
-      "keys": {"serial": int, "keys": [{"kid", "pub"}, ...], "sha256": "<hex of the message>"}}
-("keys" appears with the first key rotation the device applies, spec §5.3.)
+      "keys": {"serial": int, "keys": [{"kid", "pub"}, ...], "sha256": "<hex of the message>"},
+      "shc": {"<campaign_id>": 0 | 1}}
+("keys" appears with the first key rotation the device applies, spec §5.3; "shc" with the first
+`shc` phase-1 report: its bit x, committed with that report's memo, spec §3.1.)
 """
 import json
 import os
@@ -67,6 +69,8 @@ def _read(path):
         if not isinstance(gen, int) or rec["sha256"] != _digest(doc):
             return None
         doc["spent_milli"], doc["reports"], doc["closed"]  # noqa: B018 (shape check)
+        if not isinstance(doc.get("shc", {}), dict):
+            return None
         return gen, doc
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -126,6 +130,7 @@ class Ledger:
         self.reports = doc["reports"]
         self.closed = doc["closed"]
         self.keys = doc.get("keys")  # the last rotation applied (spec §5.3), or None
+        self.shc = doc.get("shc")  # {"<campaign_id>": x bit} of shc phase-1 reports, or None
 
     @staticmethod
     def _adopt_initial(state_dir):
@@ -165,14 +170,18 @@ class Ledger:
             raise BudgetExceeded("lifetime_budget", "eps_milli %d above the remaining budget %d"
                                  % (eps_milli, self.remaining_milli))
 
-    def _commit(self, spent, reports, closed, keys=None):
+    def _commit(self, spent, reports, closed, keys=None, shc=None):
         keys = keys or self.keys
+        shc = shc or self.shc
         doc = {"spent_milli": spent, "reports": reports, "closed": closed}
         if keys is not None:
             doc["keys"] = keys
+        if shc is not None:
+            doc["shc"] = shc
         write_generation(self.state_dir, self.gen + 1, doc)
         self.gen += 1
         self.spent_milli, self.reports, self.closed, self.keys = spent, reports, closed, keys
+        self.shc = shc
 
     @property
     def keys_serial(self):
@@ -184,15 +193,24 @@ class Ledger:
         self._commit(self.spent_milli, self.reports, self.closed,
                      {"serial": serial, "keys": keys, "sha256": digest})
 
-    def commit(self, campaign_id, phase, eps_milli, nonce, report):
-        """Record the spend, nonce and report bytes durably (call before publishing)."""
+    def commit(self, campaign_id, phase, eps_milli, nonce, report, shc_bit=None):
+        """Record the spend, nonce and report bytes durably (call before publishing); with
+        `shc_bit` (an shc phase-1 report's x, spec §3.1) the same generation records it."""
         self.check(eps_milli)
         key = "%d:%d" % (campaign_id, phase)
         if key in self.reports:
             raise BudgetExceeded("memo", "campaign %s phase already reported" % key)
         reports = dict(self.reports)
         reports[key] = [nonce, eps_milli, hexlify(report).decode()]
-        self._commit(self.spent_milli + eps_milli, reports, self.closed)
+        shc = None
+        if shc_bit is not None:
+            shc = dict(self.shc or {})
+            shc["%d" % campaign_id] = shc_bit
+        self._commit(self.spent_milli + eps_milli, reports, self.closed, shc=shc)
+
+    def shc_bit(self, campaign_id):
+        """The x bit of this campaign's shc phase-1 report (spec §3.1), or None."""
+        return (self.shc or {}).get("%d" % campaign_id)
 
     def close(self, campaign_id):
         """Remember a closed campaign id (spec §5.4): never spent on again."""

@@ -1,8 +1,9 @@
 """Mechanism factory: one small module per mechanism, imported on first use."""
 from .errors import ConfigError
 
-NAMES = ("grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh")
-SET_VALUED = ("sh", "srappor", "psgrr", "psolh")
+NAMES = ("grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh",
+         "shc")
+SET_VALUED = ("sh", "srappor", "psgrr", "psolh", "shc")
 LISTED = ("srappor", "psgrr", "psolh")  # phase 2 takes the candidate list as its items
 BY_INDEX = ("grr", "oue")  # these take the item's domain index, the others its key
 

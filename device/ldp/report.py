@@ -6,7 +6,7 @@ from .errors import ConfigError
 
 VERSION = const(2)
 MECHANISM_IDS = {"grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5, "hcms": 6, "sh": 7,
-                 "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11}
+                 "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11, "shc": 12}
 HEADER_SIZE = const(12)
 CHUNK_WORDS = const(64)  # random words drawn per os.urandom call by the long-bitmap mechanisms
 

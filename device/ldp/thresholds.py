@@ -63,3 +63,28 @@ def t_flip(eps_milli):
     """Per-bit flip (CMS, LDPLCM, sampling RAPPOR): T = ceil(W·S / (S + E_half))."""
     e = exp_lower(eps_milli, 2000)
     return _ceil_div(W * S, S + e)
+
+
+def shc_thresholds(eps1, eps2):
+    """Spec §3.1: (T1, A, B, E2) of `shc` (id 12) -- T1 = T_rr(ε1), the phase-2 keep thresholds
+    A = T_shc_a (y1 == x) and B = T_shc_b (y1 == -x), E2 = E(eps1 + eps2, 1000). Big integers,
+    config time only."""
+    e2 = exp_lower(eps1 + eps2, 1000)
+    g = e2 - (e2 >> 16)
+    t1 = t_rr(eps1)
+    den = (S + g) * (g - S)
+    a = W * g * (t1 * (S + g) - W * S) // (den * t1)
+    b = W * g * (g * W - t1 * (S + g)) // (den * (W - t1))
+    return t1, a, b, e2
+
+
+def shc_ok(eps1, eps2):
+    """Spec §3.1 `shc_ok`: both phases' signs are jointly (ε1+ε2)-LDP with integer thresholds."""
+    if eps1 < 1 or eps2 < 1 or eps1 + eps2 > 64000:
+        return False
+    t1, a, b, e2 = shc_thresholds(eps1, eps2)
+    if not (0 < a < W and 0 < b < W):
+        return False
+    u, v = W - t1, W - b  # phase-1 flip count, phase-2 flip count after a flipped y1
+    return (t1 * a * S <= e2 * u * v and u * v * S <= e2 * t1 * a
+            and t1 * (W - a) * S <= e2 * u * b and u * b * S <= e2 * t1 * (W - a))

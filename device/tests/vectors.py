@@ -5,7 +5,8 @@
 Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came from,
 "acks": [does the ack match the report, per acks.json "matching" case],
 "signatures": {"rfc8032": [verifies?], "signed": [body type], "verify": [refusal field or null]},
-"reports": {mech: [report hex | "error: ..."]}}.
+"reports": {mech: [report hex | "error: ..."]}, "shc_x": [x bit of each shc phase-1 case, None for
+phase 2], "thresholds_shc": [{eps1_milli, eps2_milli, shc_ok[, E2, T1, T_shc_a, T_shc_b]}]}.
 Random words come from the vector through the mechanisms' one `rand` parameter; a report
 that consumes a different number of words than the vector holds is an error.
 """
@@ -52,7 +53,21 @@ def threshold_results(rows):
     return out
 
 
-def report_results(cases):
+def shc_threshold_results(rows):
+    """thresholds_shc.json (spec §3.1): shc_ok for every pair, the thresholds where it has them."""
+    out = []
+    for r in rows:
+        e1, e2 = r["eps1_milli"], r["eps2_milli"]
+        mine = {"eps1_milli": e1, "eps2_milli": e2, "shc_ok": thresholds.shc_ok(e1, e2)}
+        if "T1" in r:
+            t1, a, b, big_e2 = thresholds.shc_thresholds(e1, e2)
+            mine.update({"E2": big_e2, "T1": t1, "T_shc_a": a, "T_shc_b": b})
+        out.append(mine)
+    return out
+
+
+def report_results(cases, xs=None):
+    """Report hex per case; `xs` (a list) collects an shc phase-1 report's ledger bit x."""
     out = []
     for c in cases:
         try:
@@ -63,8 +78,12 @@ def report_results(cases):
             if src.pos != len(src.data):
                 raise ValueError("consumed %d of %d random words" % (src.pos // 4, len(c["words"])))
             out.append("".join("%02x" % b for b in report))
+            if xs is not None:
+                xs.append(mech.x)
         except Exception as exc:
             out.append("error: %r" % (exc,))
+            if xs is not None:
+                xs.append("error")
     return out
 
 
@@ -103,9 +122,14 @@ def main(argv):
     with open(vdir + "/signatures.json") as f:
         result["signatures"] = signature_results(json.load(f))
     result["reports"] = {}
+    result["shc_x"] = []
     for name in argv[2:]:
         with open(vdir + "/reports_%s.json" % name) as f:
-            result["reports"][name] = report_results(json.load(f))
+            result["reports"][name] = report_results(json.load(f),
+                                                     result["shc_x"] if name == "shc" else None)
+    if "shc" in argv[2:]:
+        with open(vdir + "/thresholds_shc.json") as f:
+            result["thresholds_shc"] = shc_threshold_results(json.load(f))
     with open(out_path, "w") as f:
         json.dump(result, f)
 

@@ -2,7 +2,7 @@
 commands/keys.py; `serve` and `broker-check`: commands/serve.py) and
 `ldpfleet estimate`: the aggregator service (ldpfleet.service).
 
-Two-phase protocols: `campaign create --protocol ldpminer-rappor|ldpminer-sh|ldplcm ...`,
+Two-phase protocols: `campaign create --protocol ldpminer-rappor|ldpminer-sh|ldpminer-sh-opt|ldplcm ...`,
 devices report phase 1, `campaign advance NAME` publishes the phase-2 message computed from
 the phase-1 sketch, devices report phase 2, `estimate NAME` prints the protocol's answer.
 
@@ -64,7 +64,8 @@ def register(subparsers):
     cr = csub.add_parser(
         "create", help="build, sign and publish (retained) a campaign config",
         description="One mechanism (--mechanism), or a two-phase protocol (--protocol): "
-                    "ldpminer-rappor / ldpminer-sh (LDPMiner heavy hitters over sets: --set-size "
+                    "ldpminer-rappor / ldpminer-sh / ldpminer-sh-opt (LDPMiner heavy hitters "
+                    "over sets, -opt with correlated phases, spec §3.1: --set-size "
                     "L --top K [--k-max] [--budget-split]), svim (padding-and-sampling oracles, "
                     "devices split between the phases: --set-size L --top K [--k-max]), auto "
                     "(the better of ldpminer-rappor and svim for --fleet-size N) or ldplcm (LDPLCM learned sketch: "
@@ -79,13 +80,14 @@ def register(subparsers):
     kind = cr.add_mutually_exclusive_group(required=True)
     kind.add_argument("--mechanism", help="grr, olh, flh, oue, cms, hcms, sh, ... "
                       "(comma-separated for two phases)")
-    kind.add_argument("--protocol", choices=("ldpminer-rappor", "ldpminer-sh", "svim", "ldplcm",
-                                             "auto"),
+    kind.add_argument("--protocol", choices=("ldpminer-rappor", "ldpminer-sh", "ldpminer-sh-opt",
+                                             "svim", "ldplcm", "auto"),
                       help="a two-phase protocol (see above)")
     cr.add_argument("--epsilon", required=True, help="epsilon in nats (comma-separated per phase; "
                     "with --protocol the whole budget of a device)")
     cr.add_argument("--set-size", type=int, default=None, metavar="L",
-                    help="LDPMiner: set length l of phase 1 (phase 2 uses min(l, k_max))")
+                    help="LDPMiner: set length l of phase 1 (phase 2 uses min(l, k_max); "
+                         "ldpminer-sh-opt: l in both)")
     add_protocol_arguments(cr)
     cr.add_argument("--fleet-size", type=int, default=None, metavar="N",
                     help="--protocol auto: devices expected to report (the choice between "

@@ -17,7 +17,8 @@ resamples the devices with replacement to N (seeded), else the file's devices ar
 
 `--protocol` (instead of `--mechanism`) simulates one campaign of a two-phase protocol or a
 baseline on the same seeded data (ldpfleet.simulation.simulate_protocol):
-- ldpminer-rappor | ldpminer-sh | sampling-rappor | sampling-sh (LDPMiner §5: set-valued data,
+- ldpminer-rappor | ldpminer-sh | ldpminer-sh-opt | sampling-rappor | sampling-sh (LDPMiner
+  §5: set-valued data; ldpminer-sh-opt is LDPMiner-SH with §4.4's correlated phases, spec §3.1,
   --set-size L --top K [--k-max --budget-split --sketch-m]): keys protocol, core_protocol,
   epsilon, users, domain, dist, set_size, k, k_max, l2, seed, re (median relative error over
   the true top-k), re_list, ndcg (NDCG of the true top-k's ranks), recall;
@@ -140,8 +141,8 @@ def register(subparsers):
     return p
 
 
-PROTOCOLS = ("ldpminer-rappor", "ldpminer-sh", "sampling-rappor", "sampling-sh", "svim", "psfo",
-             "auto",
+PROTOCOLS = ("ldpminer-rappor", "ldpminer-sh", "ldpminer-sh-opt", "sampling-rappor",
+             "sampling-sh", "svim", "psfo", "auto",
              "ldplcm", "cms", "hcms", "flh")
 
 

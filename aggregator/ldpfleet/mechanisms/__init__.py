@@ -4,7 +4,7 @@ import importlib
 MODULES = {
     "grr": "grr", "olh": "olh", "flh": "flh", "oue": "oue", "cms": "cms",
     "hcms": "hcms", "sh": "sh", "srappor": "srappor", "lcm": "lcm",
-    "psgrr": "psfo", "psolh": "psfo",
+    "psgrr": "psfo", "psolh": "psfo", "shc": "shc",
 }
 
 

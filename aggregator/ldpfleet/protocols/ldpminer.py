@@ -7,6 +7,13 @@ Protocols (the names of §5.1.3 "Competitors"):
   k_max items with the highest phase-1 estimates are the candidates (§4.1; k_max = 2k by
   default); phase 2 sampling RAPPOR with eps2 over the candidates (§4.4).
 * ``lm-sh`` LDPMiner-SH: the same with sampling SH in phase 2.
+* ``lm-sho`` LDPMiner-SH with §4.4's optimisation in the exactly private form of spec §3.1
+  (mechanism ``shc`` in both phases, CLI ``ldpminer-sh-opt``): every device keeps its phase-1
+  element, row t and bit x and re-reports them in phase 2, correlated with its phase-1 sign, so
+  that both reports together are (eps1 + eps2)-LDP; it does NOT trim to the candidates (a
+  non-candidate element is zero-mean noise for every candidate, like the dummy) and its phase-2
+  length is l. The answer for the candidates is the phase-2 estimate, whose sign keeps x with
+  probability p2, about that of one sign at eps1 + eps2.
 * ``rp`` single-phase sampling RAPPOR with the whole eps over the whole domain (§4.2, Prop. 3).
 * ``sh`` single-phase sampling SH with the whole eps (§4.2-4.3, Prop. 4).
 
@@ -35,11 +42,10 @@ fractions of users. Of §4.4's optimisation:
   the mechanisms' exact item variances at plug-in frequencies). Caveat: candidates were chosen
   for large phase-1 estimates, so those carry a winner's-curse upward bias; the default
   ``combine="phase2"`` ranks and reports with the phase-2 estimates alone.
-* not implemented: the correlated perturbation of [29] with consistent hashing, under which a
-  device that samples the same item in both phases releases its phase-2 report at eps1 + eps2
-  and the collector forms f = (f1 + (l-1) f2) / l. It needs the device to keep its phase-1
-  sample and coin and to perturb phase 2 conditioned on them, which protocol v2's report
-  formats and word layouts (spec §3, ids 7 and 8) do not define.
+* implemented as ``lm-sho`` (above): the correlated perturbation of phase 2 on the device's
+  phase-1 element. The paper's version (re-use the phase-1 item if it is a candidate, else
+  sample another) is not eps-LDP (spec §3.1), so ``shc`` always keeps the phase-1 element; its
+  phase-1 sign is a coarsened copy of the phase-2 one, so ``combine="ivw"`` is refused for it.
 """
 from collections import namedtuple
 
@@ -50,8 +56,12 @@ from ..errors import ConfigError
 from ..mechanisms.cms import as_keys
 from ..mechanisms.sh import KeySets, key_sets
 
-PROTOCOLS = ("lm-rp", "lm-sh", "rp", "sh")
-PHASE2_MECHANISM = {"lm-rp": "srappor", "lm-sh": "sh"}
+PROTOCOLS = ("lm-rp", "lm-sh", "lm-sho", "rp", "sh")
+PHASE1_MECHANISM = {"lm-rp": "sh", "lm-sh": "sh", "lm-sho": "shc"}
+PHASE2_MECHANISM = {"lm-rp": "srappor", "lm-sh": "sh", "lm-sho": "shc"}
+CORRELATED = ("lm-sho",)
+"""Protocols whose phase 2 re-reports each device's phase-1 element (spec §3.1): no trimming,
+phase-2 length l, and the simulation keeps every device's (t, y1, x)."""
 SINGLE_MECHANISM = {"rp": "srappor", "sh": "sh"}
 DEFAULT_M = 65536
 """SH projection rows: the collision term gamma sum F^2 shrinks as 1/m (sh.item_variances)."""
@@ -83,8 +93,11 @@ def split_budget(eps_milli: int, phase1_share: float = DEFAULT_SHARE):
     return eps1, eps_milli - eps1
 
 
-def phase2_length(l: int, k_max: int, phase2_pad: str = "kmax") -> int:
-    """l2, the phase-2 set length: min(l, k_max) ("kmax", default) or l ("l"); module doc."""
+def phase2_length(l: int, k_max: int, phase2_pad: str = "kmax", name: str = None) -> int:
+    """l2, the phase-2 set length: min(l, k_max) ("kmax", default) or l ("l"); module doc.
+    Always l for the correlated protocol `name` in CORRELATED (spec §3.1: equal l)."""
+    if name in CORRELATED:
+        return int(l)
     if phase2_pad == "kmax":
         return min(int(l), int(k_max))
     if phase2_pad == "l":
@@ -105,16 +118,18 @@ def campaign_phases(name: str, eps_milli: int, l: int, k_max: int = None, m: int
         raise ConfigError("k_max", "a two-phase campaign needs k_max")
     eps1, eps2 = split_budget(eps_milli, phase1_share)
     mech2 = PHASE2_MECHANISM[name]
-    l2 = phase2_length(l, k_max, phase2_pad)
+    l2 = phase2_length(l, k_max, phase2_pad, name)
     params2 = {"l": l2} if mech2 == "srappor" else {"m": m, "l": l2}
-    return [{"phase": 1, "mechanism": "sh", "eps_milli": eps1, "params": {"m": m, "l": l}},
+    return [{"phase": 1, "mechanism": PHASE1_MECHANISM[name], "eps_milli": eps1,
+             "params": {"m": m, "l": l}},
             {"phase": 2, "mechanism": mech2, "eps_milli": eps2, "params": params2}]
 
 
 def phase1_mechanism(cfg: dict):
-    """Phase-1 mechanism of a campaign config: sampling SH over the domain (Alg. 2)."""
+    """Phase-1 mechanism of a campaign config: sampling SH over the domain (Alg. 2), `shc`'s
+    phase 1 for the correlated protocol."""
     mech = config.mechanism_for_phase(cfg, 1)
-    if len(cfg["phases"]) == 2 and mech.name != "sh":
+    if len(cfg["phases"]) == 2 and mech.name not in ("sh", "shc"):
         raise ConfigError("phases.mechanism", "LDPMiner phase 1 is sampling SH, not %r" % mech.name)
     return mech
 
@@ -138,15 +153,17 @@ def phase2_message(cfg: dict, candidates) -> dict:
 
 def phase2_mechanism(cfg: dict, candidates):
     """Phase-2 mechanism: sampling RAPPOR over `candidates` (bit c = candidates[c]), or
-    sampling SH (the candidates only shape the devices' trimmed sets)."""
+    sampling SH (the candidates only shape the devices' trimmed sets), or `shc` (the candidates
+    are only what the answer is for)."""
     if len(cfg["phases"]) != 2:
         raise ConfigError("phases", "the campaign has no phase 2")
     name = cfg["phases"][1]["mechanism"]
-    if name == "srappor":
+    if name in ("srappor", "shc"):
         return config.mechanism_for_phase(cfg, 2, candidates=[int(c) for c in as_keys(candidates)])
     if name == "sh":
         return config.mechanism_for_phase(cfg, 2)
-    raise ConfigError("phases.mechanism", "LDPMiner phase 2 is srappor or sh, not %r" % name)
+    raise ConfigError("phases.mechanism", "LDPMiner phase 2 is srappor, sh or shc, not %r"
+                      % name)
 
 
 # --- trimming (client side, §4.4) ----------------------------------------------------------
@@ -190,6 +207,9 @@ def _combined(phase1_sketch, phase2_sketch, cand, combine):
         return f2
     if combine != "ivw":
         raise ConfigError("combine", "must be 'phase2' or 'ivw', got %r" % (combine,))
+    if phase2_sketch.mechanism.name == "shc":
+        raise ConfigError("combine", "shc's phases are correlated (spec §3.1): its phase-1 "
+                          "estimate adds nothing to the phase-2 one; use combine='phase2'")
     f1 = _frequencies(phase1_sketch, cand)
     v1 = phase1_sketch.mechanism.item_variances(max(phase1_sketch.n, 1), np.clip(f1, 0.0, 1.0))
     v2 = phase2_sketch.mechanism.item_variances(max(phase2_sketch.n, 1), np.clip(f2, 0.0, 1.0))

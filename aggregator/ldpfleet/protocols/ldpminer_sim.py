@@ -1,6 +1,8 @@
 """LDPMiner simulated in process (evaluation: `simulate --protocol`, tools/reproduce_twophase.py):
 the campaign runs exactly as `ldpminer` runs it for a real fleet (phase-1 mechanism, candidate
 list, trimmed phase-2 sets, final top-k); only the devices are simulated, with the C kernels.
+The correlated protocol (`lm-sho`, spec §3.1) keeps every simulated device's phase-1 (t, y1, x)
+and the same devices re-report from it in phase 2, untrimmed.
 Scored with §5.1.3's relative error and NDCG (Qin et al., "Heavy Hitter Estimation over
 Set-Valued Data with Local Differential Privacy", CCS 2016).
 """
@@ -12,9 +14,9 @@ import numpy as np
 from .. import config, datasets, metrics, protocol
 from ..mechanisms.cms import as_keys
 from ..mechanisms.sh import KeySets
-from .ldpminer import (DEFAULT_M, DEFAULT_SHARE, SINGLE_MECHANISM, _combined, _frequencies,
-                       campaign_phases, candidates_from_phase1, check_protocol, phase1_mechanism,
-                       phase2_length, phase2_mechanism, trim_sets)
+from .ldpminer import (CORRELATED, DEFAULT_M, DEFAULT_SHARE, SINGLE_MECHANISM, _combined,
+                       _frequencies, campaign_phases, candidates_from_phase1, check_protocol,
+                       phase1_mechanism, phase2_length, phase2_mechanism, trim_sets)
 
 CHUNK_USERS = 1 << 16
 SIM_SALT_BITS = 32
@@ -95,6 +97,34 @@ def _run_phase(mech, sets, rng, candidates=None):
     return sketch
 
 
+def _run_correlated_phase1(mech, sets, rng):
+    """`shc` phase 1 for all users, chunk by chunk: (sketch, every user's ShcMemo (t, y1, x),
+    what its device keeps for phase 2, spec §3.1)."""
+    from ..mechanisms.shc import ShcMemo, memo_from_reports
+    sketch = mech.new_sketch()
+    n = users_of(sets)
+    memo = ShcMemo(np.zeros(n, np.uint32), np.zeros(n, np.uint8), np.zeros(n, np.uint8))
+    for start in range(0, n, CHUNK_USERS):
+        stop = min(n, start + CHUNK_USERS)
+        reports, x = mech.perturb_phase1(chunk_of(sets, start, stop), rng)
+        sketch.update(reports)
+        part = memo_from_reports(reports, x)
+        for whole, piece in zip(memo, part):
+            whole[start:stop] = piece
+    return sketch, memo
+
+
+def _run_correlated_phase2(mech, memo, rng):
+    """`shc` phase 2: the same users re-report from their memos (no trimming, spec §3.1)."""
+    from ..mechanisms.shc import ShcMemo
+    sketch = mech.new_sketch()
+    n = memo.t.size
+    for start in range(0, n, CHUNK_USERS):
+        part = ShcMemo(*(a[start:start + CHUNK_USERS] for a in memo))
+        sketch.update(mech.perturb_phase2(part, rng))
+    return sketch
+
+
 def _ranked(first, rest_scores, rest_index):
     """Whole-domain ranking: `first` (already ordered), then `rest_index` by `rest_scores`."""
     tail = rest_index[np.argsort(-rest_scores, kind="stable")]
@@ -132,15 +162,21 @@ def run_ldpminer(name: str, sets, d: int, eps_milli: int, ks, rng,
         for k in ks:
             out[k] = Answer(order[:k], f[order[:k]], order, f)
         return out
-    sketch1 = None
+    sketch1 = memo = None
     for k in ks:
         kc = int(t.k_max) if t.k_max is not None else min(d, t.k_max_factor * int(k))
         cfg = campaign(kc)
-        if sketch1 is None:
+        if sketch1 is None and name in CORRELATED:
+            sketch1, memo = _run_correlated_phase1(phase1_mechanism(cfg), sets, rng)
+            f1 = _frequencies(sketch1, keys)
+        elif sketch1 is None:
             sketch1 = _run_phase(phase1_mechanism(cfg), sets, rng)
             f1 = _frequencies(sketch1, keys)
         cand = candidates_from_phase1(sketch1, kc, keys)
-        sketch2 = _run_phase(phase2_mechanism(cfg, cand), sets, rng, candidates=cand)
+        if name in CORRELATED:
+            sketch2 = _run_correlated_phase2(phase2_mechanism(cfg, cand), memo, rng)
+        else:
+            sketch2 = _run_phase(phase2_mechanism(cfg, cand), sets, rng, candidates=cand)
         f = _combined(sketch1, sketch2, cand, t.combine)
         by_final = np.argsort(-f, kind="stable")
         rest = np.setdiff1d(keys, cand).astype(np.int64)
@@ -273,7 +309,8 @@ def simulate_ldpminer(protocol_name: str, pop: datasets.Population, data, k: int
                    "set_size": data.fixed_size, "l": l, "set_size_p90": data.l_p90,
                    "set_size_mean": float(np.mean(set_sizes(data.sets))) if n else 0.0,
                    "dist": pop.dist, "k": k, "k_max": kc,
-                   "l2": (min(l, kc) if ran == "svim" else phase2_length(l, kc, t.phase2_pad))
+                   "l2": (min(l, kc) if ran == "svim" else phase2_length(l, kc, t.phase2_pad,
+                                                                         ran))
                    if two else None,
                    "phase1_share": t.phase1_share, "combine": t.combine, "seed": pop.seed,
                    "top_items": data.label(answers[k].top_index),

@@ -132,6 +132,8 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None,
             raise ConfigError("mechanism", str(exc)) from None
         eps_milli = parse_epsilon(eps)
         kw = dict(p, **domain_extras(probe, mech_name))
+        if mech_name == "shc" and phase == 2 and phases:  # its thresholds need eps1 (§3.1)
+            kw["eps1_milli"] = phases[0]["eps_milli"]
         size = cfgmod.mechanism_domain_size(probe, mech_name)
         try:
             mech = make_mechanism(mech_name, eps_milli, size, salt=salt, campaign_id=cid,

@@ -2,8 +2,9 @@
 protocol_spec/v2 §3, §5).
 
 - `create_protocol_campaign(store, broker, signing_key_file, name, protocol, epsilon, domain,
-  options=ProtocolOptions(...), issue=Issuance(...))`: `ldpminer-rappor` / `ldpminer-sh`
-  (LDPMiner, sh then srappor / sh) or `ldplcm` (cms then lcm); the phases come from
+  options=ProtocolOptions(...), issue=Issuance(...))`: `ldpminer-rappor` / `ldpminer-sh` /
+  `ldpminer-sh-opt` (LDPMiner, sh then srappor / sh, or shc in both phases) or `ldplcm` (cms
+  then lcm); the phases come from
   `ldpminer.campaign_phases` / `ldplcm.campaign_phases`, and what only the aggregator needs
   (k, k_max, theta, ...) is kept in the state file's `protocols` table (`Campaign.protocol`),
   never in the config.
@@ -22,9 +23,10 @@ from .campaigns import (Issuance, fresh_campaign_id, parse_domain, parse_epsilon
                         read_signing_key, sign_store_publish, validity_window)
 from .store import Campaign, Store
 
-PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldplcm": "ldplcm",
-             "svim": "svim", "auto": "auto"}
-"""CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner; svim,
+PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldpminer-sh-opt": "lm-sho",
+             "ldplcm": "ldplcm", "svim": "svim", "auto": "auto"}
+"""CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner, and
+ldpminer-sh-opt, LDPMiner-SH with §4.4's correlated phases: `shc` in both, spec §3.1; svim,
 protocols.svim; auto, protocols.auto's choice between ldpminer-rappor and svim)."""
 CAMPAIGN_AUTO = ("lm-rp", "svim")
 """What `--protocol auto` chooses among for a campaign (the two-phase protocols; a one-phase
@@ -105,6 +107,8 @@ def _spelled_out(phases, domain: dict, salt: int, cid: int) -> list:
         size = cfgmod.mechanism_domain_size(probe, ph["mechanism"])
         if ph["phase"] == 2 and "candidates" in cfgmod.phase2_parameters(ph["mechanism"]):
             kw["candidates"] = [0, 1]  # placeholder: the list comes with the phase-2 message
+        if ph["phase"] == 2 and ph["mechanism"] == "shc":  # its thresholds need eps1 (§3.1)
+            kw["eps1_milli"] = phases[0]["eps_milli"]
         try:
             mech = make_mechanism(ph["mechanism"], ph["eps_milli"], size, salt=salt,
                                   campaign_id=cid, phase=ph["phase"], **kw)
