@@ -18,7 +18,7 @@ def test_quick_run_of_both_families(tmp_path):
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     expected = {
-        "ldpminer": ({"lm-rp", "lm-sh", "rp", "sh", "lm-rp pad-l"}, {"re", "re_list", "ndcg", "recall"}),
+        "ldpminer": ({"lm-rp", "lm-sh", "lm-sho", "rp", "sh", "lm-rp pad-l"}, {"re", "re_list", "ndcg", "recall"}),
         "ldplcm": ({"ldplcm", "cms", "hcms", "flh"}, {"sse", "sse_high", "sse_low"}),
     }
     for family, (methods, metrics) in expected.items():

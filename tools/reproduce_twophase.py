@@ -63,9 +63,10 @@ LM_DATASETS = [  # name, distribution, items per user, l
 LM_EPS = [1.0, 2.0, 3.0, 4.0, 5.0]
 LM_KS = [5, 10, 15, 20, 25]
 LM_K_FIXED, LM_EPS_FIXED = 10, 3.0
-LM_METHODS = ["lm-rp", "lm-sh", "rp", "sh"]
+LM_METHODS = ["lm-rp", "lm-sh", "lm-sho", "rp", "sh"]
 LM_PADL = "lm-rp pad-l"
-LM_LABELS = {"lm-rp": "LM-RP", "lm-sh": "LM-SH", "rp": "RP", "sh": "SH", LM_PADL: "LM-RP (l2 = l)"}
+LM_LABELS = {"lm-rp": "LM-RP", "lm-sh": "LM-SH", "lm-sho": "LM-SH-opt (§4.4)", "rp": "RP", "sh": "SH",
+             LM_PADL: "LM-RP (l2 = l)"}
 LM_USERS, LM_REPEATS = 1000000, 3
 LM_QUICK = {"users": 6000, "repeats": 2, "eps": [2.0, 3.0], "ks": [5, 10]}
 
@@ -225,8 +226,11 @@ def lm_sigma(users, eps, k, l, f):
         mech = make_mechanism(name, eps_milli, LM_DOMAIN, **kw)
         return math.sqrt(float(mech.item_variances(users, [f])[0]))
 
+    sho = make_mechanism("shc", e2, LM_DOMAIN, l=l, m=ldpminer.DEFAULT_M, phase=2, eps1_milli=e1,
+                         candidates=list(range(2 * k)))
     return {"rp": sd("srappor", e, l), "sh": sd("sh", e, l), "phase1": sd("sh", e1, l),
-            "lm-rp": sd("srappor", e2, l2), "lm-sh": sd("sh", e2, l2), "l2": l2}
+            "lm-rp": sd("srappor", e2, l2), "lm-sh": sd("sh", e2, l2), "l2": l2,
+            "lm-sho": math.sqrt(float(sho.item_variances(users, [f])[0]))}
 
 
 def run_ldpminer(out_dir, users, repeats, seed, quick, workers):
@@ -327,6 +331,20 @@ def run_ldpminer(out_dir, users, repeats, seed, quick, workers):
         checks.add("[%s] LDPMiner-RAPPOR outperforms LDPMiner-SH (§5.3.1)" % name,
                    "RE(LM-RP) <= RE(LM-SH) at %d of %d eps" % (wins, len(eps_list)),
                    "a majority of eps", wins > len(eps_list) / 2)
+        f_k = acc.mean(name, "truth", LM_K_FIXED, "mean_topk", "value")
+        predicted = {e: lm_sigma(users, e, LM_K_FIXED, l, f_k) for e in eps_list}
+        agree = sum((re(name, "eps", e, "lm-sho") <= re(name, "eps", e, "lm-sh"))
+                    == (predicted[e]["lm-sho"] <= predicted[e]["lm-sh"]) for e in eps_list)
+        checks.add("[%s] §4.4's optimisation (spec §3.1: phase 2 at eps over l slots) beats "
+                   "LDPMiner-SH (eps/2 over min(l, k_max)) exactly where their variances say"
+                   % name,
+                   "RE(LM-SH-opt)/RE(LM-SH): %s; predicted sd ratio: %s" % (
+                       ", ".join("%.2f" % (re(name, "eps", e, "lm-sho") / re(name, "eps", e, "lm-sh"))
+                                 for e in eps_list),
+                       ", ".join("%.2f" % (predicted[e]["lm-sho"] / predicted[e]["lm-sh"])
+                                 for e in eps_list)),
+                   "the winner agrees with the prediction at a majority of eps",
+                   agree > len(eps_list) / 2)
         wins = sum(re(name, "eps", e, "rp") <= re(name, "eps", e, "sh") for e in eps_list)
         checks.add("[%s] sampling RAPPOR is superior to sampling SH (§5.3.1)" % name,
                    "RE(RP) <= RE(SH) at %d of %d eps" % (wins, len(eps_list)),
@@ -336,7 +354,7 @@ def run_ldpminer(out_dir, users, repeats, seed, quick, workers):
         checks.add("[%s] the larger eps, the lower every relative error (§5.3.1)" % name,
                    ", ".join("%s %.3f -> %.3f" % (LM_LABELS[m], re(name, "eps", lo, m),
                                                   re(name, "eps", hi, m)) for m in LM_METHODS),
-                   "RE at eps=%g below eps=%g for all four" % (hi, lo), falls)
+                   "RE at eps=%g below eps=%g for all of them" % (hi, lo), falls)
 
         f_bar = acc.mean(name, "truth", LM_K_FIXED, "mean_topk", "value")
         sig = lm_sigma(users, LM_EPS_FIXED, LM_K_FIXED, l, f_bar)
