@@ -70,12 +70,43 @@ def task(name, repeat, users, eps_list, ks, seed):
                 res = ldpminer_sim.score(f_true, answers[k], k)
                 for metric in ("re", "recall"):
                     out.append(((name, "eps-k", "%g/%d" % (eps, k), method, metric), res[metric]))
+                branch = getattr(answers[k], "branch", None)
+                if method == "auto" and branch is not None:  # svim's phase-2 branch
+                    out.append(((name, "branch", "%g/%d" % (eps, k), branch, "count"), 1))
+                    out.append(((name, "separation", "%g/%d" % (eps, k), "z", "value"),
+                                answers[k].separation["z"]))
         for k in ks:
             plan = ldpminer_sim.auto_choice(sets, d, e, k, ldpminer_sim.MinerTuning(l=l))
             out.append(((name, "chosen", "%g/%d" % (eps, k), plan["chosen_protocol"], "count"), 1))
     out.append(((name, "shape", "l", "p90", "value"), l))
     out.append(((name, "shape", "d", "items", "value"), d))
     return out
+
+
+def _datasets():
+    """DATASETS, or the comma-separated subset in $TWOPHASE_AUTO_DATASETS (for iterating on a
+    few datasets; the seeds stay those of the full run)."""
+    names = [x for x in os.environ.get("TWOPHASE_AUTO_DATASETS", "").split(",") if x]
+    bad = sorted(set(names) - set(DATASETS))
+    if bad:
+        raise SystemExit("TWOPHASE_AUTO_DATASETS: unknown dataset(s) %s" % ", ".join(bad))
+    return names or list(DATASETS)
+
+
+def _se(acc, key):
+    vals = acc.values.get(key, [])
+    return float(np.std(vals, ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+
+
+def _branches(acc, name, x):
+    """"candidates 2, flat 1; z 0.8" for a cell, "-" when auto did not run svim."""
+    counts = {b: len(v) for (n, s, xx, b, _), v in acc.values.items()
+              if n == name and s == "branch" and xx == x}
+    if not counts:
+        return "-"
+    z = acc.values.get((name, "separation", x, "z", "value"), [])
+    return "%s; z %.2f" % (", ".join("%s %d" % kv for kv in sorted(counts.items())),
+                           float(np.mean(z)) if z else float("nan"))
 
 
 def run(out_dir, users, repeats, seed, quick, workers, tool):
@@ -85,7 +116,8 @@ def run(out_dir, users, repeats, seed, quick, workers, tool):
     ks = QUICK["ks"] if quick else KS
     users = users or (QUICK["users"] if quick else USERS)
     repeats = repeats or (QUICK["repeats"] if quick else REPEATS)
-    tasks = [(name, r, users, eps_list, ks, seed) for r in range(repeats) for name in DATASETS]
+    names = _datasets()
+    tasks = [(name, r, users, eps_list, ks, seed) for r in range(repeats) for name in names]
     acc = tool.Accumulator()
     for result in tool.run_tasks(task, tasks, workers):
         for key, value in result:
@@ -93,7 +125,7 @@ def run(out_dir, users, repeats, seed, quick, workers, tool):
     tool.write_csv(os.path.join(out_dir, "auto.csv"), acc.rows("auto"))
     checks = tool.Checks()
     rows = []
-    for name in DATASETS:
+    for name in names:
         for eps in eps_list:
             for k in ks:
                 x = "%g/%d" % (eps, k)
@@ -101,8 +133,9 @@ def run(out_dir, users, repeats, seed, quick, workers, tool):
                 rec = {m: acc.mean(name, "eps-k", x, m, "recall") for m in METHODS}
                 chosen = sorted(m for (n, s, xx, m, _), v in acc.values.items()
                                 if n == name and s == "chosen" and xx == x)
-                rows.append([name, eps, k, ", ".join(chosen)] + ["%.3f / %.2f" % (re[m], rec[m])
-                                                                 for m in METHODS])
+                rows.append([name, eps, k, ", ".join(chosen), _branches(acc, name, x)] +
+                            ["%.3f ± %.3f / %.2f" % (re[m], _se(acc, (name, "eps-k", x, m, "re")),
+                                                     rec[m]) for m in METHODS])
                 others_re = min(re["lm-rp"], re["rp"])
                 others_rec = max(rec["lm-rp"], rec["rp"])
                 if name in MUST_WIN:
@@ -115,14 +148,20 @@ def run(out_dir, users, repeats, seed, quick, workers, tool):
                            "auto %.3f/%.2f, LDPMiner-RAPPOR %.3f/%.2f, sampling RAPPOR %.3f/%.2f"
                            % (re["auto"], rec["auto"], re["lm-rp"], rec["lm-rp"], re["rp"],
                               rec["rp"]), "RE / recall, mean of %d paired repeats" % repeats, ok)
-    table = tool.markdown_table(["dataset", "eps", "k", "auto chose"] +
-                                ["%s RE / recall" % LABELS[m] for m in METHODS], rows)
+    table = tool.markdown_table(["dataset", "eps", "k", "auto chose", "svim branch (runs; z)"] +
+                                ["%s RE ± se / recall" % LABELS[m] for m in METHODS], rows)
     shape = "; ".join("%s: d = %d, l = p90 of set sizes = %d" % (
         n, acc.mean(n, "shape", "d", "items", "value"), acc.mean(n, "shape", "l", "p90", "value"))
-        for n in DATASETS)
+        for n in names)
     setup = ("n = %d devices per dataset and repeat, %d repeats paired by seed (the same sets and "
              "noise seeds for every protocol), seed %d. %s." % (users, repeats, seed, shape))
-    analysis = ("auto (protocols.auto) picks per (n, eps, d, l, k) the protocol with the smallest "
+    analysis = ("RE ± se: mean over the paired repeats ± its standard error (sd / sqrt(R)); "
+                "differences within about one se are ties. svim branch: how many repeats took "
+                "the candidate list and how many the flat branch (protocols.svim: phase 1 does "
+                "not separate the k-th score from the (k_max+1)-th by more than SEPARATION_Z "
+                "sd of their difference, so phase 2 runs PSFO over the whole domain at the full "
+                "l and pools both phases by inverse variance), and the mean separation z. "
+                "auto (protocols.auto) picks per (n, eps, d, l, k) the protocol with the smallest "
                 "predicted standard deviation of a top-k estimate; on these settings it is svim "
                 "(SVIM-style: devices split between the phases, padding-and-sampling GRR/OLH, "
                 "phase 1 at l = 1) or one-phase PSFO. LDPMiner-RAPPOR spends eps/2 per phase on "

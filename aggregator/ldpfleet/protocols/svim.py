@@ -17,8 +17,38 @@ Wang, Li, Jha, "Locally Differentially Private Frequent Itemset Mining" (IEEE S&
 
 Not kept: SVIM's third user group, which estimates the trimmed-set length to pick a smaller l2
 and corrects the truncation bias (§5.2 "size estimation"); l2 here is min(l, k_max), public
-before the campaign starts. Phase-1 scores are not combined with phase 2: at l1 = 1 they
-estimate sum 1/|set|, not the frequency.
+before the campaign starts.
+
+Adaptive phase 2 (issue 16). On flat data (no clear head: the seed's normal/Laplace settings)
+phase 1 cannot separate the top k from the rest, the k_max candidates miss most of the true
+top k, and those items keep only a phase-1 estimate from half of the devices. So at the end of
+phase 1 the collector tests separability (`separation`, a pure function of the phase-1
+estimates and their exact variances, hence post-processing at no privacy cost):
+
+    z = (s^_(j) - s^_(k_max+1)) / sqrt(Var s^_(j) + Var s^_(k_max+1)) > SEPARATION_Z,
+    j = ceil(k / 2),
+
+s^_(i) the i-th largest phase-1 score. Why the ceil(k/2)-th: the RE of issue 16 is the median
+over the true top k, and the candidate branch gives a captured item the phase-2 precision
+(variance ~ l2^2 over the k_max candidates instead of l^2 over the domain) but leaves a missed
+one with the phase-1 estimate of half of the devices (twice the variance of the flat branch
+below); so it is the better branch when at least half of the true top k are captured, i.e. when
+the upper half of the phase-1 top k stands clear of the first item left off the list. On flat
+data the statistic is an order-statistic spacing of the noise among near-tied items: for D tied
+items about (Phi^-1(1 - j/D) - Phi^-1(1 - (k_max+1)/D)) / sqrt(2), below 0.8 for D = 100 and
+k <= 20 (measured 0.26-0.77 on the seed's normal data at n = 10^6, eps 1-4); SEPARATION_Z = 1
+asks for a spacing beyond what ties produce. If the test fails ("flat" branch), phase 2 runs the
+padding-and-sampling oracle listless over the whole integer domain at the full l
+(`fallback_phase`: PSGRR or PSOLH by domain size), and every item's final estimate pools both
+phases by inverse variance (`ratio_of_sums`, `pooled`): phase 1 (l1 = 1) estimates
+s(v) = sum over holders of 1/|set| / n, phase 2 estimates f(v) (padded/sampled to l), and the
+phase-1 score is scaled to a frequency by r^ = sum_v f^2(v) / sum_v s^1(v) over the domain.
+That ratio is E[min(|set|, l)] / P(set non-empty), which is exactly each item's f(v) / s(v)
+when an item's presence in a set of size m is proportional to m (items drawn independently of
+the set size), truncation at l included; for fixed-size sets of l items it is l. Its variance
+(delta method, the two phases are disjoint device groups) enters the pooled weights. For
+fixed-size sets the per-device variance of l * s^1 at l1 = 1 is the one of PSFO at length l,
+so the pooled estimate has the variance of one-phase PSFO over all n devices.
 """
 import numpy as np
 
@@ -31,6 +61,10 @@ DEFAULT_PHASE1_SHARE = 0.5
 estimating candidates)."""
 DEFAULT_K_MAX_FACTOR = 2
 PPM = 1000000
+SEPARATION_Z = 1.0
+"""Phase 1 separates the head when the ceil(k/2)-th score exceeds the (k_max+1)-th by more than this
+many standard deviations of their difference (module docstring; measured in
+tools/twophase_auto.py)."""
 
 
 def phase2_length(l: int, k_max: int) -> int:
@@ -80,3 +114,50 @@ def combined(f1_cand, f2_cand, var1, var2, scale: float) -> np.ndarray:
     """Inverse-variance mean of a candidate's phase-2 estimate and its scaled phase-1 score."""
     a, b = 1.0 / (scale * scale * np.asarray(var1)), 1.0 / np.asarray(var2)
     return (a * scale * np.asarray(f1_cand) + b * np.asarray(f2_cand)) / (a + b)
+
+
+def fallback_phase(eps_milli: int, domain_size: int, l: int) -> dict:
+    """The flat branch's phase 2: the listless padding-and-sampling oracle over the integer
+    domain at the full length l, at the same eps (spec §5.4 `fallback`)."""
+    return {"mechanism": choose_oracle(eps_milli, int(domain_size)), "params": {"l": int(l)}}
+
+
+def separation(scores, variances, k: int, k_max: int, z: float = SEPARATION_Z) -> dict:
+    """The separability test at the end of phase 1 (module docstring: the ceil(k/2)-th score
+    against the (k_max+1)-th): {"separable", "z", "gap", "sd"}. `scores`, `variances`: phase-1 estimates of every domain item and their
+    exact variances. A candidate list that holds the whole domain is always separable."""
+    scores = np.asarray(scores, np.float64)
+    if int(k_max) >= scores.size:
+        return {"separable": True, "z": float("inf"), "gap": None, "sd": None}
+    order = np.argsort(-scores, kind="stable")
+    a, b = order[(int(k) + 1) // 2 - 1], order[int(k_max)]
+    var = np.asarray(variances, np.float64)
+    gap, sd = float(scores[a] - scores[b]), float(np.sqrt(var[a] + var[b]))
+    stat = gap / sd if sd > 0 else float("inf")
+    return {"separable": bool(stat > z), "z": stat, "gap": gap, "sd": sd}
+
+
+def ratio_of_sums(s1, var1, f2, var2, l: int):
+    """(r^, Var r^): the scale of phase-1 scores to frequencies, sum f^2 / sum s^1 over the
+    domain, clipped to [1, l] (a holder's set has at least one item; phase 2 counts at most l
+    per set). Delta-method variance of a ratio of independent sums, each sum's variance the sum
+    of the items' (exact for PSOLH in the random-hash model; an upper bound for PSGRR, whose
+    item counts are negatively correlated)."""
+    a, b = float(np.sum(f2)), float(np.sum(s1))
+    if b <= 0:
+        return float(l), float(l) ** 2
+    r = min(max(a / b, 1.0), float(l))
+    return r, (float(np.sum(var2)) + r * r * float(np.sum(var1))) / (b * b)
+
+
+def pooled(s1, var1, f2, var2, ratio, s_plug=None) -> tuple:
+    """(f^, Var f^): inverse-variance mean of r^ s^1 (variance r^2 Var s^1 + s^2 Var r^) and
+    f^2 per item. `ratio`: (r^, Var r^) from `ratio_of_sums`; `s_plug`: the score at which
+    s^2 Var r^ is taken (default s^1; pass a value common to both phases, like the variances,
+    so the weights do not follow one phase's noise)."""
+    r, var_r = ratio
+    s1, f2 = np.asarray(s1, np.float64), np.asarray(f2, np.float64)
+    sp = s1 if s_plug is None else np.asarray(s_plug, np.float64)
+    v1 = r * r * np.asarray(var1, np.float64) + sp * sp * var_r
+    w1, w2 = 1.0 / v1, 1.0 / np.asarray(var2, np.float64)
+    return (w1 * r * s1 + w2 * f2) / (w1 + w2), 1.0 / (w1 + w2)
