@@ -121,3 +121,34 @@ def test_many_batches_merge_into_few_runs(state):
         assert len(runs) <= 7 and sum(r.size for r in runs) == 6400
         new, _prior = claim(store, all_keys[::7], np.arange(all_keys[::7].shape[0]))
         assert not new.any()
+
+
+def test_two_groups_then_a_rollback_then_another_writer(state):
+    """A transaction claims for two (campaign, phase) groups and rolls back; another process
+    then commits: the first process's index holds neither its own uncommitted keys nor misses
+    the other's (the index syncs once per transaction, before its own rows exist)."""
+    rng = np.random.default_rng(7)
+    mine, theirs = keys_of(rng, 5), keys_of(rng, 5)
+    with Store(state) as a, Store(state) as b:
+        with pytest.raises(RuntimeError):
+            with a.batch():
+                a.claim_key_array("c", 1, mine, np.arange(5))
+                a.claim_key_array("c", 2, mine, np.arange(5))
+                raise RuntimeError("COMMIT failed")
+        claim(b, theirs, range(10, 15))
+        new, prior = claim(a, np.concatenate([mine, theirs]), range(20, 30))
+        assert new.tolist() == [True] * 5 + [False] * 5
+        assert prior[5:].tolist() == list(range(10, 15))
+        assert a.seen_count("c") == 10
+
+
+def test_a_multi_group_commit_indexes_each_key_once(state):
+    rng = np.random.default_rng(8)
+    keys = keys_of(rng, 6)
+    with Store(state) as store:
+        with store.batch():
+            store.claim_key_array("c", 1, keys, np.arange(6))
+            store.claim_key_array("c", 2, keys, np.arange(6))
+        claim(store, keys_of(rng, 1), [0])  # a later transaction syncs again
+        for phase in (1, 2):
+            assert sum(r.size for r in store.seen_index.runs[("c", phase)]) == (6 if phase == 2 else 7)

@@ -238,7 +238,7 @@ def _serve_lock(path: str):
     kill -9 included. Exit 2 naming the holder when another serve has it."""
     import fcntl
     import os
-    lock_path = os.path.abspath(path) + ".serve.lock"
+    lock_path = os.path.realpath(path) + ".serve.lock"  # one lock per file, whatever the path
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
     f = open(lock_path, "a+")
     try:

@@ -249,7 +249,7 @@ class BatchFolder:
 
     def _dedupe(self, name, phase, rows, batch, seqs) -> np.ndarray:
         """The rows whose report is the first of its device in this phase: the first of the
-        batch per device whose dedupe key this transaction claimed (`Store.claim_keys`). The
+        batch per device whose dedupe key this transaction claimed (`Store.claim_key_array`). The
         keys are the keyed hashes of the rows' device ids (dedupe.py), made in one C call over
         their spans in the batch's buffer; the batch's devices are told apart by
         `seen_log.unique_keys` over the 16-byte hashes (a collision: about n^2 / 2^129). The others are `_seen_before` (the

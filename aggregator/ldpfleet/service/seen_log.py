@@ -10,11 +10,12 @@ delta and the counters, so a commit still covers dedupe keys + sketch + counters
 acknowledgements. Lookups go to `SeenIndex`, this process's index of the log.
 
 The index stays exact whatever else writes the file: inside each write transaction (which holds
-SQLite's write lock) it first reads the log's highest row id and the purge epoch; rows appended
+SQLite's write lock), before its first claim (`Store.claim_key_array`), it reads the log's highest row id and the purge epoch; rows appended
 by another process since are loaded, and a purge (which deletes rows) makes it reload. Keys
 this transaction claims enter the index only after COMMIT (`Store.batch`): a rolled-back batch
-leaves no trace. Memory: 20 bytes per accepted (device, phase) of the open campaigns; a closed
-campaign's keys are not loaded (its reports are rejected before dedupe).
+leaves no trace. Memory: 20 bytes per accepted (device, phase) of the open campaigns (twice
+that while two runs merge); a closed campaign's keys are not loaded at start (its reports are
+rejected before dedupe) and leave memory at the next reload (a purge).
 
 Per (campaign, phase) the index is a few sorted runs (16-byte keys as two uint64 words, with
 their nonces); a new batch adds a run and runs of similar size merge in linear time (a binary
@@ -124,7 +125,7 @@ class SeenIndex:
                 grouped.setdefault((name, int(phase)), []).append((keys, seqs))
             for where, parts in grouped.items():
                 keys = np.frombuffer(b"".join(bytes(k) for k, _s in parts), np.uint8)
-                seqs = np.frombuffer(b"".join(bytes(s) for _k, s in parts), "<u4").astype(np.int64)
+                seqs = np.frombuffer(b"".join(bytes(s) for _k, s in parts), "<u4").astype(np.uint32)
                 self._add(where, *key_words(keys), seqs)
             self.loaded_id = top
 
@@ -148,7 +149,7 @@ class SeenIndex:
         uint8) not claimed yet, appending one `seen_log` row. Returns (claimed bool array,
         prior nonces with -1 for the claimed)."""
         keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
-        seqs = np.ascontiguousarray(seqs, np.int64)
+        seqs = np.ascontiguousarray(seqs).astype(np.uint32)  # nonces are u32 (spec §3)
         hi, lo = key_words(keys)
         prior = self.lookup(name, phase, hi, lo)
         new = prior < 0

@@ -139,6 +139,7 @@ class Store:
         self.path = self.conn.where
         # SQLite (one writer): dedupe keys in an append-only log + this index (seen_log.py)
         self.seen_index = seen_log.SeenIndex() if self.conn.kind == "sqlite" else None
+        self._index_synced = False
         if not create and self._schema_version() is None:
             raise ConfigError("state", "no ldpfleet state in %s" % self.path)
         if self._schema_version() != SCHEMA_VERSION:  # readers never write unless it must
@@ -186,6 +187,7 @@ class Store:
         """One write transaction (BEGIN [IMMEDIATE] ... COMMIT; ROLLBACK on any exception)."""
         self.conn.ensure_alive()
         self.conn.execute(self.conn.BEGIN_WRITE)
+        self._index_synced = False
         try:
             yield self
             self.conn.execute("COMMIT")
@@ -350,18 +352,16 @@ class Store:
             stored = self.conn.seen_seqs(name, phase, hashed)
         return {d: stored[k] for d, k in zip(devices, hashed) if k in stored}
 
-    def claim_keys(self, name: str, phase: int, keys: list, seqs: list):
-        """Inside `batch()`: claim the distinct dedupe `keys` (`device_keys` hashes, bytes)
-        reporting nonces `seqs` for this phase; (claimed flags, {key: prior nonce} of the
-        others) (`dedupe.claim`)."""
-        return dedupe.claim(self.conn, name, phase, keys, seqs)
-
     def claim_key_array(self, name: str, phase: int, keys: np.ndarray, seqs: np.ndarray):
-        """`claim_keys` over arrays: `keys` (n, 16) uint8 distinct hashes, `seqs` their nonces.
-        Returns (claimed bool array, prior nonce int64 array, -1 where claimed). SQLite: the
-        log and its index (seen_log.py); PostgreSQL: `seen`'s unique key (dedupe.claim)."""
+        """Inside `batch()`: claim the distinct dedupe `keys` ((n, 16) uint8 `device_keys`
+        hashes) reporting nonces `seqs` for this phase. Returns (claimed bool array, prior nonce
+        int64 array, -1 where claimed). SQLite: the log and its index (seen_log.py), caught up
+        with the file ONCE per transaction, before its first claim (later, the connection would
+        see its own uncommitted rows); PostgreSQL: `seen`'s unique key (dedupe.claim)."""
         if self.seen_index is not None:
-            self.seen_index.sync(self.conn)
+            if not self._index_synced:
+                self.seen_index.sync(self.conn)
+                self._index_synced = True
             return self.seen_index.claim(self.conn, name, phase, keys, seqs)
         listed = dedupe.as_keys(keys)
         claimed, prior = dedupe.claim(self.conn, name, phase, listed, np.asarray(seqs).tolist())
