@@ -91,18 +91,11 @@ def rekey_seen(conn):
 
 
 def claim(conn, name: str, phase: int, keys: list, seqs: list):
-    """Claim the distinct dedupe `keys` (hashes) reporting nonces `seqs` in this transaction.
-    Returns (claimed: list of bool, prior: {key: stored nonce} of the others). A key not
-    claimed already had a report in this phase: committed earlier, or (PostgreSQL) by another
-    worker meanwhile."""
+    """PostgreSQL: claim the distinct dedupe `keys` (hashes) reporting nonces `seqs` in this
+    transaction. Returns (claimed: list of bool, prior: {key: stored nonce} of the others). A
+    key not claimed already had a report in this phase: committed earlier, or by another worker
+    meanwhile (the unique key decides who wins). SQLite claims through `seen_log`."""
     rows = [(name, phase, k, int(q)) for k, q in zip(keys, seqs)]
-    if conn.claim_all(rows):  # SQLite, every device new: the common case
-        return [True] * len(rows), {}
-    if conn.kind == "sqlite":  # one writer: look up, then insert the new ones
-        stored = conn.seen_seqs(name, phase, keys)
-        conn.claim_seen([r for r in rows if r[2] not in stored])
-        won = {r[2] for r in rows} - set(stored)
-    else:  # concurrent workers: the unique key decides who wins
-        won = conn.claim_seen(rows)
-        stored = conn.seen_seqs(name, phase, [k for k in keys if k not in won])
+    won = conn.claim_seen(rows)
+    stored = conn.seen_seqs(name, phase, [k for k in keys if k not in won])
     return [k in won for k in keys], {k: stored[k] for k in keys if k in stored}

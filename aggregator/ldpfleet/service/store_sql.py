@@ -8,7 +8,8 @@
 
 Both run the same SQL (`?` placeholders; PostgreSQL gets `%s`) over the same schema; the few
 differences live here: column types, how a write transaction starts, how a reader notices that
-campaigns changed, and how a batch's dedupe keys are claimed (`claim_seen`).
+campaigns changed, and how a batch's dedupe keys are claimed (PostgreSQL: `claim_seen` into
+`seen`; SQLite: `seen_log`).
 
 Schema versions (`meta.schema`) and their migrations (`migrate`), applied in one transaction:
 2 -> 3: sketches and counters get a `worker` column (a per-(campaign, phase, worker) partial, so
@@ -181,35 +182,6 @@ class SQLiteConnection:
         keys; off otherwise (with random keys every page split would zero the moved cells)."""
         self.db.execute("PRAGMA secure_delete=%s" % ("ON" if on else "OFF"))
 
-    def claim_all(self, rows) -> bool:
-        """Insert every dedupe key (campaign, phase, key, seq) if none is in the table yet;
-        else insert nothing and return False (the caller then looks them up: `seen_seqs`).
-        One writer per file, so the common case (every key new) costs one executemany."""
-        self.db.execute("SAVEPOINT claim_all")
-        before = self.db.total_changes
-        self.db.executemany("INSERT OR IGNORE INTO seen VALUES (?, ?, ?, ?)", rows)
-        if self.db.total_changes - before == len(rows):
-            self.db.execute("RELEASE SAVEPOINT claim_all")
-            return True
-        self.db.execute("ROLLBACK TO SAVEPOINT claim_all")
-        self.db.execute("RELEASE SAVEPOINT claim_all")
-        return False
-
-    def claim_seen(self, rows) -> set:
-        """Insert dedupe keys known to be new (the caller looked them up in this
-        transaction; one writer per file). Returns the keys claimed."""
-        self.db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)", rows)
-        return {r[2] for r in rows}
-
-    def seen_seqs(self, name: str, phase: int, keys: list) -> dict:
-        out = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            out.update(self.db.execute(
-                "SELECT device, seq FROM seen WHERE campaign=? AND phase=? AND device IN (%s)"
-                % ",".join("?" * len(chunk)), [name, phase] + chunk).fetchall())
-        return out
-
     def ensure_alive(self):
         pass
 
@@ -266,10 +238,6 @@ class PostgresConnection:
     def zero_deleted(self, on: bool):
         """Nothing to switch: PostgreSQL keeps deleted rows until VACUUM (autovacuum) reclaims
         them, as for every other table."""
-
-    def claim_all(self, rows) -> bool:
-        """Always False: concurrent workers claim with `claim_seen`, which says which won."""
-        return False
 
     def claim_seen(self, rows) -> set:
         """Insert dedupe keys; returns the keys this transaction inserted. A key
