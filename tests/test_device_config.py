@@ -113,6 +113,54 @@ def mutated_configs():
         m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 1, "params": {}}])(d),
                      set_(["domain", "size"], 2 ** 16)(d))),
     ]
+    return cases + fallback_configs(m, set_)
+
+
+def svim_phases(fallback, eps2=2000, mech2="psgrr"):
+    """A svim campaign's phases (public split) with phase 2's `fallback` (spec §5.4)."""
+    p2 = {"phase": 2, "mechanism": mech2, "eps_milli": eps2, "sample_rate_ppm": 500000,
+          "params": {"l": 2}}
+    if fallback is not MISSING:
+        p2["fallback"] = fallback
+    return [{"phase": 1, "mechanism": "psolh", "eps_milli": 2000, "sample_rate_ppm": 500000,
+             "params": {"l": 1, "g": 5}}, p2]
+
+
+MISSING = object()
+
+
+def fallback_configs(m, set_):
+    """svim's `fallback` (spec §5.4): valid ones, and every rule refused as `phases.fallback`."""
+    grr, olh = {"mechanism": "psgrr", "params": {"l": 4}}, {"mechanism": "psolh", "params": {"l": 4, "g": 5}}
+
+    def fb(value, **kw):
+        return m(set_(["phases"], svim_phases(value, **kw)))
+
+    def with_params(base, **params):
+        return dict(base, params=dict(base["params"], **params))
+
+    on_phase1 = svim_phases(MISSING)
+    on_phase1[0]["fallback"] = dict(grr)
+    cases = [fb(MISSING), fb(grr), fb(olh), fb(with_params(grr, l=65536)),
+             fb(with_params(olh, g=65536, l=1)), fb(olh, mech2="psolh"),
+             m(set_(["phases"], on_phase1)), fb(grr, mech2="srappor"),
+             fb("psgrr"), fb(None), fb([grr]), fb(dict(grr, eps_milli=2000)), fb({"mechanism": "psgrr"}),
+             fb(dict(grr, mechanism="olh")), fb(dict(grr, mechanism="grr")), fb(dict(grr, mechanism=10)),
+             fb(dict(grr, params=[4])), fb(with_params(grr, g=5)), fb(dict(olh, params={"l": 4})),
+             fb(dict(olh, params={"g": 5})), fb(dict(grr, params={})),
+             fb(with_params(grr, l=0)), fb(with_params(grr, l=65537)), fb(with_params(grr, l=True)),
+             fb(with_params(grr, l="4")), fb(with_params(grr, l=1.5)), fb(with_params(grr, l=-1)),
+             fb(with_params(olh, g=1)), fb(with_params(olh, g=65537)), fb(with_params(olh, g=False))]
+    # grr_ok at phase 2's eps: psgrr over d + 1 = 10^7 + 1 outputs fails at eps_milli 1
+    cases.append(m(lambda d: (set_(["phases"], svim_phases(grr, eps2=1))(d),
+                              set_(["domain", "size"], 10 ** 7)(d))))
+    cases.append(m(lambda d: (set_(["phases"], svim_phases(grr, eps2=2000))(d),
+                              set_(["domain", "size"], 10 ** 7)(d))))
+    # listless over an integer domain of at most 2^24 items
+    cases.append(m(lambda d: (set_(["phases"], svim_phases(grr))(d),
+                              set_(["domain", "size"], 2 ** 24 + 1)(d))))
+    cases.append(m(lambda d: (set_(["phases"], svim_phases(grr))(d),
+                              set_(["domain", "size"], 2 ** 24)(d))))
     return cases
 
 
@@ -135,6 +183,7 @@ def test_rules_match_the_aggregator(tmp_path):
     assert got["verify"] == want_verify
     want_check = [aggregator_field(campaign_config.check_config, doc, now) for doc, now in checks]
     assert None in want_check and len(set(want_check)) > 10
+    assert want_check.count("phases.fallback") >= 25  # svim's fallback rules (spec §5.4)
     assert got["check"] == want_check
 
 

@@ -64,10 +64,10 @@ with open(sys.argv[1]) as f:
 out = []
 for job in jobs:
     doc = cfg.check_config(job["config"])
-    p2 = cfg.check_phase2(job["phase2"], doc)
     dev = Device(sys.argv[3], identity, doc["campaign"], job["value"], "127.0.0.1",
                  high=job.get("high", False))
     try:
+        p2 = cfg.check_phase2(job["phase2"], doc)
         mech, value = dev.phase2_input(doc, p2)
     except ConfigError as exc:
         out.append({"refused": exc.field})
@@ -179,6 +179,35 @@ def miner_jobs():
     return jobs
 
 
+def fallback_jobs():
+    """svim's flat branch (spec §5.4 `fallback`): the phase-2 message says `"fallback": true`;
+    a device reports its whole (untrimmed) set with the config's fallback over the integer
+    domain at the full l, phase byte 2, the fallback's mechanism id."""
+    rng = np.random.default_rng(20261125)
+    jobs, seq = [], 500
+    grr = svim_config({"type": "int", "size": 100}, l=5, k_max=4, eps_milli=4000)  # psgrr fallback
+    values = [[3, 50, 7, 99, 1, 2, 60], [50], [], [99, 98, 3], [0, 1, 2, 3, 4]]
+    for cfg, cands, values in svim_campaigns() + [(grr, [3, 50, 7, 99], values)]:
+        p2 = campaign_config.make_phase2(cfg, fallback=True)
+        mech = campaign_config.mechanism_for_phase(cfg, 2, fallback=True)
+        assert mech.name == cfg["phases"][1]["fallback"]["mechanism"] and mech.phase == 2
+        assert mech.l == cfg["phases"][1]["fallback"]["params"]["l"]
+        for value in values:
+            keys = distinct([protocol.item_key(v) for v in value])
+            size = max(mech.l, len(keys))
+            for slot in range(size):
+                words = slot_words(mech.random_words, slot, size, rng)
+                seq += 1
+                want = mech.reference_report(keys, words, seq)
+                assert want[1] == protocol.MECHANISM_IDS[mech.name] and want[2] == 2
+                trimmed = ldpminer.trim_to_candidates(keys, cands)
+                jobs.append({"config": cfg, "phase2": p2, "value": value, "nonce": seq,
+                             "words": words, "mechanism": mech.name, "keys": keys,
+                             "want": want.hex(),
+                             "trimmed_fallback": mech.reference_report(trimmed, words, seq).hex()})
+    return jobs
+
+
 def lcm_config(domain, eps_milli=2000, k=4, m=32):
     tag = domain["type"]
     return config_doc("learned-" + tag, phases=ldplcm.campaign_phases(eps_milli, k, m, 300000),
@@ -258,6 +287,17 @@ def refusal_jobs():
                 p2["candidates"] = bad
             jobs.append(({"config": cfg, "phase2": p2, "value": values[0], "nonce": 1, "words": []},
                          "candidates"))
+    # svim's flat branch (spec §5.4): exactly one of candidates and "fallback": true
+    for cfg, cands, values in svim_campaigns():
+        for extra in ({"fallback": True, "candidates": cands}, {"fallback": False},
+                      {"fallback": 1}, {"fallback": "true"}, {"fallback": None},
+                      {"fallback": False, "candidates": cands}):
+            p2 = dict(campaign_config.make_phase2(cfg), **extra)
+            jobs.append(({"config": cfg, "phase2": p2, "value": values[0], "nonce": 1,
+                          "words": []}, "candidates"))
+    cfg, cands, values = miner_campaigns()[0]  # no fallback in an LDPMiner config
+    jobs.append(({"config": cfg, "phase2": campaign_config.make_phase2(cfg, fallback=True),
+                  "value": values[0], "nonce": 1, "words": []}, "candidates"))
     cfg = lcm_config({"type": "int", "size": 64})
     for _, doc in BAD_DOCS + [("null", None)]:
         p2 = campaign_config.make_phase2(cfg)
@@ -309,19 +349,22 @@ def run_c(jobs, sanitize=False):
 
 @pytest.fixture(scope="module")
 def phase2_jobs(trained):
-    return {"miner": miner_jobs(), "lcm": lcm_jobs(trained)}
+    return {"miner": miner_jobs(), "lcm": lcm_jobs(trained), "fallback": fallback_jobs()}
 
 
 @pytest.fixture(scope="module", params=CLIENTS)
 def client_results(request, phase2_jobs, tmp_path_factory):
-    jobs = phase2_jobs["miner"] + phase2_jobs["lcm"] + [j for j, _ in refusal_jobs()]
+    jobs = (phase2_jobs["miner"] + phase2_jobs["lcm"] + phase2_jobs["fallback"]
+            + [j for j, _ in refusal_jobs()])
     if request.param == "micropython":
         out = run_micropython(jobs, tmp_path_factory.mktemp("mp"))
     else:
         out = run_c(jobs)
     n_miner, n_lcm = len(phase2_jobs["miner"]), len(phase2_jobs["lcm"])
+    n_fb = len(phase2_jobs["fallback"])
     return {"client": request.param, "miner": out[:n_miner], "lcm": out[n_miner:n_miner + n_lcm],
-            "refused": out[n_miner + n_lcm:]}
+            "fallback": out[n_miner + n_lcm:n_miner + n_lcm + n_fb],
+            "refused": out[n_miner + n_lcm + n_fb:]}
 
 
 # --- (b) LDPMiner phase-2 reports --------------------------------------------------------------
@@ -344,8 +387,25 @@ def test_ldpminer_phase2_reports_equal_the_aggregator_reference(client_results, 
             assert got["input"] == job["trimmed"]
 
 
+def test_fallback_jobs_cover_both_oracles_and_the_set_is_not_trimmed(phase2_jobs):
+    jobs = phase2_jobs["fallback"]
+    assert {j["mechanism"] for j in jobs} == {"psgrr", "psolh"}
+    # a device that trimmed to candidates it never got, or used the listed mechanism, would differ
+    assert any(j["want"] != j["trimmed_fallback"] for j in jobs)
+    assert any(len(j["keys"]) > j["config"]["phases"][1]["params"]["l"] for j in jobs)
+
+
+def test_fallback_phase2_reports_equal_the_aggregator_reference(client_results, phase2_jobs):
+    """svim's flat branch on both clients: the fallback over the whole integer domain, untrimmed,
+    byte for byte the aggregator's fallback mechanism (header: the fallback's id, phase 2)."""
+    for job, got in zip(phase2_jobs["fallback"], client_results["fallback"]):
+        assert got.get("report") == job["want"], (client_results["client"], job["value"], job["nonce"], got)
+        if "input" in got:
+            assert got["input"] == job["keys"]
+
+
 def test_phase2_device_path_under_asan_and_ubsan(phase2_jobs):
-    jobs = phase2_jobs["miner"][::3] + phase2_jobs["lcm"][::3]
+    jobs = phase2_jobs["miner"][::3] + phase2_jobs["lcm"][::3] + phase2_jobs["fallback"][::3]
     for job, got in zip(jobs, run_c(jobs, sanitize=True)):
         assert got.get("report") == job["want"], (job["value"], got)
     refused = run_c([j for j, _ in refusal_jobs()], sanitize=True)

@@ -95,5 +95,7 @@ def test_non_adaptive_svim_keeps_the_candidate_list_on_flat_data():
 
 
 def test_fallback_phase_is_the_listless_oracle_at_full_length():
-    assert svim.fallback_phase(2000, 1000, 50) == {"mechanism": "psolh", "params": {"l": 50}}
+    # every parameter spelled out as the config's `fallback` writes it (spec §5.4)
+    assert svim.fallback_phase(2000, 1000, 50) == {"mechanism": "psolh",
+                                                   "params": {"l": 50, "g": 8}}
     assert svim.fallback_phase(4000, 100, 7) == {"mechanism": "psgrr", "params": {"l": 7}}

@@ -19,6 +19,10 @@ own budget ledgers.
   wrong side of the rule is (in both directions); the final estimates are finite and the model
   calls the Zipf head high-frequent.
 
+* svim's flat branch (spec §5.4 `fallback`): on flat data `campaign advance` publishes
+  `"fallback": true`, phase-2 devices of every kind report the fallback over the whole domain,
+  and `estimate` pools both phases within its standard deviations of the truth.
+
 * LDPMiner-SH with correlated phases (`ldpminer-sh-opt`, mechanism `shc` in both phases, spec
   §3.1): real MicroPython and C devices run across both phases in one --once process each,
   beside simulated devices made by the aggregator's own `ShcMechanism` (phase 2 from each
@@ -295,6 +299,74 @@ def test_auto_picks_svim_and_it_finds_the_planted_heavy_hitters(service, run_cli
         f = second.true_counts[item] / n
         sd = math.sqrt(float(mech.item_variances(n, [f])[0]))
         assert abs(top[item] - f) <= z * sd, (item, top[item], f, sd)
+
+
+FLAT_DEVICES = 20000
+FLAT_SET = 6
+
+
+@pytest.mark.parametrize("kinds", [(3, 2)], ids=["with-real-devices"])
+def test_svim_flat_branch_end_to_end(service, run_cli, tmp_path, kinds):
+    """Adaptive svim on flat data (spec §3, §5.4 `fallback`): every device holds 6 distinct
+    items drawn uniformly from 64, so phase 1 cannot separate a head; `campaign advance`
+    publishes `"fallback": true` and the phase-2 devices (simulated, MicroPython, C) report the
+    config's fallback listless over the whole domain at l = 6 with its own mechanism id (the
+    header rule follows: nothing is rejected). Each device reports once (ledger: one report, eps
+    once); `estimate` pools both phases and every item's estimate lies within z of its own
+    standard deviation (Bonferroni over the 64 items) of the truth; `campaign status --json`
+    shows the branch."""
+    broker, serve, state, key_file, key = service
+    mp, cc = kinds
+    dist = tmp_path / "flat.txt"
+    dist.write_text("".join("%d 1\n" % i for i in range(64)))
+    made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
+                   "--signing-key", key_file, "--name", "fl", "--protocol", "svim",
+                   "--epsilon", 2, "--domain", 64, "--set-size", FLAT_SET, "--top", 2,
+                   "--salt", 5)
+    phases = made["config"]["phases"]
+    fallback = phases[1]["fallback"]
+    assert fallback["params"]["l"] == FLAT_SET and phases[1]["params"]["l"] == 4
+    ppm = phases[0]["sample_rate_ppm"]
+    workdir = str(tmp_path / "devices")
+    run = dict(devices=FLAT_DEVICES, micropython=mp, c_clients=cc, dist=str(dist), seed=SEED,
+               workdir=workdir, c_client=str(build_client()), set_size=FLAT_SET)
+
+    first = run_fleet(broker.url, "fl", key, FleetOptions(phase=1, **run))
+    serve.wait_counts("fl", settled(first.sent), timeout=60)
+    advanced = run_cli("campaign", "advance", "fl", "--state", state, "--broker", broker.url)
+    assert advanced["branch"] == "flat" and "candidates" not in advanced
+    assert advanced["separation"]["z"] < 1, advanced["separation"]
+
+    second = run_fleet(broker.url, "fl", key, FleetOptions(phase=2, **run))
+    assert second.mechanism == fallback["mechanism"]
+    total = FLAT_DEVICES + mp + cc
+    assert first.sent + second.sent == total  # each device in exactly one phase
+    counters = serve.wait_counts("fl", settled(total), timeout=60)
+    assert counters.get("accepted") == total, counters
+    assert sketch_counts(state, "fl") == [first.sent, second.sent]
+    for kind, dirname in (("micropython", "mp"), ("c", "c")):
+        ids = first.device_ids.get(kind, []) + second.device_ids.get(kind, [])
+        assert len(ids) == (mp if kind == "micropython" else cc)
+        for device_id in ids:
+            book = ledger(workdir, dirname, device_id)
+            phase = 1 if ldplcm.in_phase1(device_id, 5, ppm) else 2
+            assert book["spent_milli"] == 2000 and list(book["reports"]) == [
+                "%d:%d" % (made["campaign_id"], phase)], device_id
+
+    status = run_cli("campaign", "status", "fl", "--state", state)
+    assert status["branch"] == "flat" and status["protocol"]["branch"] == "flat"
+    assert status["phases"][1]["fallback"] is True
+    assert status["phases"][1]["mechanism"] == fallback["mechanism"]
+
+    answer = run_cli("estimate", "fl", "--state", state, "--top", 64)
+    assert answer["branch"] == "flat" and answer["phase_reports"] == [first.sent, second.sent]
+    assert len(answer["items"]) == 64
+    z = stats.norm.ppf(1 - ALPHA / (2 * 64))
+    n = first.sent + second.sent
+    for row in answer["items"]:
+        truth = (first.true_counts.get(row["item"], 0) + second.true_counts.get(row["item"], 0)) / n
+        assert abs(row["frequency"] - truth) <= z * row["stddev"], (row, truth)
+    assert max(row["stddev"] for row in answer["items"]) < 0.05  # the bound has teeth
 
 
 SHO_SIMULATED = 4000

@@ -167,6 +167,7 @@ def check_config(doc: dict, now: int = None) -> dict:
         check_grr_bound(ph, domain_size(doc))
         check_listless_domain(ph, doc["domain"])
     check_shc_phases(phases)
+    check_fallback(doc)
     if "delivery" in doc:
         check_delivery(doc["delivery"])
     return doc
@@ -200,6 +201,79 @@ def check_listless_domain(phase: dict, domain: dict):
             and domain.get("type") != "int":
         raise ConfigError("domain.type", "%s in phase 1 (no candidate list) needs an integer "
                           "domain" % phase["mechanism"])
+
+
+FALLBACK_MECHANISMS = ("psgrr", "psolh")
+FALLBACK_PARAMS = {"psgrr": ("l",), "psolh": ("g", "l")}
+PS_MAX_DOMAIN = 1 << 24
+
+
+def check_fallback(doc: dict):
+    """Spec §5.4 `fallback` (svim's flat branch, §3): only on phase 2 of a psgrr/psolh phase 2,
+    exactly {"mechanism": "psgrr"|"psolh", "params": {"l"[, "g"]}} (every parameter spelled
+    out), run listless over an integer domain of at most 2^24 items at phase 2's eps, passing
+    grr_ok. Every refusal names `phases.fallback` (both clients apply the same rules)."""
+    field = "phases.fallback"
+    for ph in doc["phases"]:
+        if "fallback" not in ph:
+            continue
+        fb = ph["fallback"]
+        if ph["phase"] != 2 or ph["mechanism"] not in FALLBACK_MECHANISMS:
+            raise ConfigError(field, "only phase 2 of a psgrr/psolh (svim) campaign has a fallback")
+        if not isinstance(fb, dict) or set(fb) != {"mechanism", "params"}:
+            raise ConfigError(field, "must be {\"mechanism\", \"params\"}")
+        name = fb["mechanism"]
+        if name not in FALLBACK_MECHANISMS:
+            raise ConfigError(field, "mechanism must be psgrr or psolh, got %r" % (name,))
+        params = fb["params"]
+        if not isinstance(params, dict) or sorted(params) != list(FALLBACK_PARAMS[name]):
+            raise ConfigError(field, "%s params must be exactly %s"
+                              % (name, ", ".join(FALLBACK_PARAMS[name])))
+        for key, low in (("l", 1), ("g", 2)):
+            v = params.get(key, low)
+            if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= 65536:
+                raise ConfigError(field, "params.%s must be an integer in [%d, 65536]" % (key, low))
+        dom = doc["domain"]
+        if dom.get("type") != "int" or dom["size"] > PS_MAX_DOMAIN:
+            raise ConfigError(field, "runs over the integer domain 0..d-1, d <= 2^24")
+        n = params["g"] if name == "psolh" else dom["size"] + 1
+        if not protocol.grr_ok(ph["eps_milli"], n):
+            raise ConfigError(field, "GRR over %d outputs is not exactly eps-LDP at eps_milli %d "
+                              "(spec §2)" % (n, ph["eps_milli"]))
+
+
+def fallback_entry(doc: dict):
+    """Phase 2's flat-branch entry {"phase": 2, "mechanism", "eps_milli", "params"} (phase 2's
+    eps), or None when the config has no fallback."""
+    phases = doc["phases"]
+    if len(phases) < 2 or "fallback" not in phases[1]:
+        return None
+    fb = phases[1]["fallback"]
+    return {"phase": 2, "mechanism": fb["mechanism"], "eps_milli": phases[1]["eps_milli"],
+            "params": dict(fb["params"])}
+
+
+def is_fallback(phase2) -> bool:
+    """Does a phase-2 body choose the flat branch (`"fallback": true`, spec §5.4)?"""
+    return isinstance(phase2, dict) and phase2.get("fallback") is True
+
+
+def check_phase2_choice(config: dict, body: dict) -> dict:
+    """Spec §5.4: a phase-2 body of a config with a fallback carries exactly one of
+    `candidates` and `"fallback": true`; `fallback` is refused on any other config and with any
+    other value. ConfigError("candidates") (both clients apply the same rules)."""
+    if "fallback" in body:
+        if body["fallback"] is not True:
+            raise ConfigError("candidates", "fallback must be true")
+        if fallback_entry(config) is None:
+            raise ConfigError("candidates", "the config's phase 2 has no fallback")
+        if "candidates" in body:
+            raise ConfigError("candidates", "a phase-2 message carries candidates or fallback, "
+                              "not both")
+    elif fallback_entry(config) is not None and "candidates" not in body:
+        raise ConfigError("candidates", "the phase-2 message carries neither candidates nor "
+                          "fallback")
+    return body
 
 
 def check_shc_phases(phases: list):
@@ -300,10 +374,13 @@ def phase2_inputs(mechanism: str, phase2: dict) -> dict:
     return {f: phase2[f] for f in phase2_parameters(mechanism) if phase2 and f in phase2}
 
 
-def mechanism_for_phase(doc: dict, phase: int, **extra):
-    """The Mechanism object a config prescribes for one phase."""
+def mechanism_for_phase(doc: dict, phase: int, fallback: bool = False, **extra):
+    """The Mechanism object a config prescribes for one phase (`fallback`: phase 2's flat
+    branch, spec §5.4, listless over the integer domain)."""
     from .mechanisms import make_mechanism
-    ph = doc["phases"][phase - 1]
+    ph = fallback_entry(doc) if fallback and phase == 2 else doc["phases"][phase - 1]
+    if ph is None:
+        raise ConfigError("phases.fallback", "the config's phase 2 has no fallback")
     kw = dict(domain_extras(doc, ph["mechanism"]), **ph.get("params", {}))
     if ph["mechanism"] == "shc" and phase == 2:  # its thresholds need phase 1's eps (§3.1)
         kw["eps1_milli"] = doc["phases"][0]["eps_milli"]
@@ -360,11 +437,15 @@ def check_keys(doc: dict) -> dict:
     return doc
 
 
-def make_phase2(config: dict, candidates=None, model=None) -> dict:
+def make_phase2(config: dict, candidates=None, model=None, fallback: bool = False) -> dict:
+    """A phase-2 body: LDPMiner/svim `candidates`, LDPLCM `model`, or svim's flat branch
+    (`"fallback": true`, spec §5.4)."""
     doc = {"type": "phase2", "protocol": protocol.PROTOCOL_VERSION, "campaign": config["campaign"],
            "campaign_id": config["campaign_id"], "phase": 2}
     if candidates is not None:
         doc["candidates"] = [int(c) for c in candidates]
     if model is not None:
         doc["model"] = model
+    if fallback:
+        doc["fallback"] = True
     return doc

@@ -732,6 +732,24 @@ int ldpc_phase2_is_shc(const cJSON *doc)
     return cJSON_IsString(name) && ldp_mechanism_id(name->valuestring) == LDP_MECHANISM_ID_SHC;
 }
 
+/* svim's flat branch (spec §5.4): the config's fallback, psgrr/psolh listless over the integer
+ * domain at phase 2's eps, phase byte 2 and its own mechanism id; the set is not trimmed. */
+static int fallback_phase2(const cJSON *doc, const cJSON *value, struct ldpc_mech *mech, struct ldpc_input *in,
+                           uint32_t **keys, struct ldpc_reason *why)
+{
+    const cJSON *fb = ldpc_fallback_of(doc);
+    if (ldpc_mech_init(mech, cJSON_GetObjectItemCaseSensitive(fb, "mechanism")->valuestring,
+                       int_of(phase_entry(doc, 2), "eps_milli"), ldpc_domain_size(doc), (uint32_t)int_of(doc, "salt"),
+                       (uint32_t)int_of(doc, "campaign_id"), 2, cJSON_GetObjectItemCaseSensitive(fb, "params"), NULL,
+                       why) != 0)
+        return -1;
+    if (build_input(value, 0, doc, mech, in, keys, why) != 0) {
+        ldpc_mech_free(mech);
+        return -1;
+    }
+    return 0;
+}
+
 int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
                       struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
@@ -739,6 +757,8 @@ int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int
     const char *name = cJSON_GetObjectItemCaseSensitive(phase_entry(doc, 2), "mechanism")->valuestring;
     struct ldpc_lcm_model model;
     *keys = NULL;
+    if (ldpc_phase2_is_fallback(p2) && ldpc_fallback_of(doc) != NULL)
+        return fallback_phase2(doc, value, mech, in, keys, why);
     if (ldpc_mech_set_valued_name(name))
         return ldpminer_phase2(doc, p2, value, mech, in, keys, why);
     if (make_mech(doc, 2, NULL, mech, why) != 0)
@@ -799,6 +819,8 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
     if (rc == 0 && cJSON_GetObjectItemCaseSensitive(p2, "candidates") != NULL)
         snprintf(detail, sizeof detail, " candidates=%d",
                  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p2, "candidates")));
+    else if (rc == 0 && ldpc_phase2_is_fallback(p2))
+        snprintf(detail, sizeof detail, " fallback");
     cJSON_Delete(p2);
     if (rc != 0) {
         keep_kid_refused(dev, INBOX_PHASE2, payload, len, &why);

@@ -388,6 +388,82 @@ static int check_shc(const cJSON *doc, struct ldpc_reason *why)
     return 0;
 }
 
+/* Spec §5.4 `fallback` (device/ldp/config.py::check_fallback): only on a psgrr/psolh phase 2,
+ * exactly {"mechanism": psgrr|psolh, "params": {"l"[, "g"]}}, an integer domain of at most 2^24
+ * items, grr_ok at phase 2's eps. Every refusal names `phases.fallback`. */
+static int check_fallback(const cJSON *doc, struct ldpc_reason *why)
+{
+    const cJSON *ph;
+    cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
+        const cJSON *fb = cJSON_GetObjectItemCaseSensitive(ph, "fallback"), *mech, *params, *domain;
+        const char *own = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
+        int64_t number = 0, eps = 0, l = 0, g = 0, size = 0;
+        int psolh;
+        uint64_t n;
+        if (fb == NULL)
+            continue;
+        ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "phase"), &number);
+        ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "eps_milli"), &eps);
+        if (number != 2 || (strcmp(own, "psgrr") != 0 && strcmp(own, "psolh") != 0)) {
+            ldpc_reason_set(why, "phases.fallback", "only phase 2 of a psgrr/psolh (svim) campaign has a fallback");
+            return -1;
+        }
+        mech = cJSON_GetObjectItemCaseSensitive(fb, "mechanism");
+        params = cJSON_GetObjectItemCaseSensitive(fb, "params");
+        if (!cJSON_IsObject(fb) || cJSON_GetArraySize(fb) != 2 || mech == NULL || params == NULL) {
+            ldpc_reason_set(why, "phases.fallback", "must be {mechanism, params}");
+            return -1;
+        }
+        if (!str_equals(mech, "psgrr") && !str_equals(mech, "psolh")) {
+            ldpc_reason_set(why, "phases.fallback", "mechanism must be psgrr or psolh");
+            return -1;
+        }
+        psolh = str_equals(mech, "psolh");
+        if (!cJSON_IsObject(params) || cJSON_GetArraySize(params) != (psolh ? 2 : 1)
+            || cJSON_GetObjectItemCaseSensitive(params, "l") == NULL
+            || (psolh && cJSON_GetObjectItemCaseSensitive(params, "g") == NULL)) {
+            ldpc_reason_set(why, "phases.fallback", "%s params must be exactly %s", mech->valuestring,
+                            psolh ? "g, l" : "l");
+            return -1;
+        }
+        if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(params, "l"), &l) || l < 1 || l > 65536) {
+            ldpc_reason_set(why, "phases.fallback", "params.l must be an integer in [1, 65536]");
+            return -1;
+        }
+        if (psolh && (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(params, "g"), &g) || g < 2 || g > 65536)) {
+            ldpc_reason_set(why, "phases.fallback", "params.g must be an integer in [2, 65536]");
+            return -1;
+        }
+        domain = cJSON_GetObjectItemCaseSensitive(doc, "domain");
+        ldpc_json_int(cJSON_GetObjectItemCaseSensitive(domain, "size"), &size);
+        if (!str_equals(cJSON_GetObjectItemCaseSensitive(domain, "type"), "int") || size > 16777216) {
+            ldpc_reason_set(why, "phases.fallback", "runs over the integer domain 0..d-1, d <= 2^24");
+            return -1;
+        }
+        n = psolh ? (uint64_t)g : (uint64_t)size + 1;
+        if (ldp_grr_ok((uint32_t)eps, n) != 1) {
+            ldpc_reason_set(why, "phases.fallback", "GRR over %llu outputs is not exactly eps-LDP at eps_milli %lld "
+                            "(spec §2)", (unsigned long long)n, (long long)eps);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The config's phase-2 fallback object, or NULL. */
+const cJSON *ldpc_fallback_of(const cJSON *config)
+{
+    const cJSON *phases = cJSON_GetObjectItemCaseSensitive(config, "phases");
+    if (cJSON_GetArraySize(phases) != 2)
+        return NULL;
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(phases, 1), "fallback");
+}
+
+int ldpc_phase2_is_fallback(const cJSON *p2)
+{
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p2, "fallback"));
+}
+
 /* Spec §5.4 `delivery` (absent: no acknowledgements): {ack, retry_s 1..86400,
  * retry_max_s retry_s..259200}. */
 static int check_delivery(const cJSON *d, struct ldpc_reason *why)
@@ -454,7 +530,7 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
         return -1;
     }
     if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || check_grr_bound(doc, why) != 0
-        || check_shc(doc, why) != 0)
+        || check_shc(doc, why) != 0 || check_fallback(doc, why) != 0)
         return -1;
     return check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why);
 }
@@ -543,6 +619,24 @@ int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *
     }
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(config, "phases")) != 2) {
         ldpc_reason_set(why, "phases", "the config has no phase 2");
+        return -1;
+    }
+    /* spec §5.4: exactly one of `candidates` and `"fallback": true` when the config has a fallback */
+    if (cJSON_GetObjectItemCaseSensitive(p2, "fallback") != NULL) {
+        if (!ldpc_phase2_is_fallback(p2)) {
+            ldpc_reason_set(why, "candidates", "fallback must be true");
+            return -1;
+        }
+        if (ldpc_fallback_of(config) == NULL) {
+            ldpc_reason_set(why, "candidates", "the config's phase 2 has no fallback");
+            return -1;
+        }
+        if (cJSON_GetObjectItemCaseSensitive(p2, "candidates") != NULL) {
+            ldpc_reason_set(why, "candidates", "a phase-2 message carries candidates or fallback, not both");
+            return -1;
+        }
+    } else if (ldpc_fallback_of(config) != NULL && cJSON_GetObjectItemCaseSensitive(p2, "candidates") == NULL) {
+        ldpc_reason_set(why, "candidates", "the phase-2 message carries neither candidates nor fallback");
         return -1;
     }
     return 0;

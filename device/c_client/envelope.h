@@ -52,6 +52,10 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why);
 
 /* 0 if `p2` is a phase-2 body belonging to the accepted `config`, else -1 and `why`. */
 int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *why);
+/* svim's flat branch (spec §5.4): the config's phase-2 `fallback` (NULL if none), and whether a
+ * phase-2 body says `"fallback": true`. */
+const cJSON *ldpc_fallback_of(const cJSON *config);
+int ldpc_phase2_is_fallback(const cJSON *p2);
 
 /* A JSON integer (a number with an integral value within +-2^53): 1 and *out, else 0. */
 int ldpc_json_int(const cJSON *v, int64_t *out);

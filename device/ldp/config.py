@@ -106,6 +106,7 @@ def check_config(doc, now=None):
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
     check_shc(phases)
+    check_fallback(doc)
     if "delivery" in doc:
         check_delivery(doc["delivery"])
     return doc
@@ -146,6 +147,53 @@ def check_grr_bound(ph, d):
         raise ConfigError(field, "GRR over %d outputs is not exactly eps-LDP at eps_milli %d "
                           "(bucket counts %d and %d, spec §2)"
                           % (n, ph["eps_milli"], cmin(n - 1), cmin(n - 1) + 1))
+
+
+FALLBACK_PARAMS = {"psgrr": ["l"], "psolh": ["g", "l"]}
+PS_MAX_DOMAIN = 16777216
+
+
+def check_fallback(doc):
+    """Spec §5.4 `fallback` (the aggregator's config.check_fallback): only on a psgrr/psolh
+    phase 2, exactly {"mechanism": psgrr|psolh, "params": {"l"[, "g"]}}, an integer domain of at
+    most 2^24 items, grr_ok at phase 2's eps. Field `phases.fallback`."""
+    field = "phases.fallback"
+    for ph in doc["phases"]:
+        if "fallback" not in ph:
+            continue
+        fb = ph["fallback"]
+        if ph["phase"] != 2 or ph["mechanism"] not in FALLBACK_PARAMS:
+            raise ConfigError(field, "only phase 2 of a psgrr/psolh (svim) campaign has a fallback")
+        if not isinstance(fb, dict) or len(fb) != 2 or "mechanism" not in fb or "params" not in fb:
+            raise ConfigError(field, "must be {mechanism, params}")
+        name = fb["mechanism"]
+        if not isinstance(name, str) or name not in FALLBACK_PARAMS:
+            raise ConfigError(field, "mechanism must be psgrr or psolh")
+        params = fb["params"]
+        if not isinstance(params, dict) or sorted(params) != FALLBACK_PARAMS[name]:
+            raise ConfigError(field, "%s params must be exactly %s"
+                              % (name, ", ".join(FALLBACK_PARAMS[name])))
+        for key, low in (("l", 1), ("g", 2)):
+            v = params.get(key, low)
+            if not _is_int(v) or not low <= v <= 65536:
+                raise ConfigError(field, "params.%s must be an integer in [%d, 65536]" % (key, low))
+        dom = doc["domain"]
+        if dom.get("type") != "int" or dom["size"] > PS_MAX_DOMAIN:
+            raise ConfigError(field, "runs over the integer domain 0..d-1, d <= 2^24")
+        n = params["g"] if name == "psolh" else dom["size"] + 1
+        if not grr_ok(ph["eps_milli"], n):
+            raise ConfigError(field, "GRR over %d outputs is not exactly eps-LDP at eps_milli %d "
+                              "(spec §2)" % (n, ph["eps_milli"]))
+
+
+def fallback_of(config):
+    """The config's phase-2 fallback {"mechanism", "params"}, or None."""
+    phases = config["phases"]
+    return phases[1].get("fallback") if len(phases) == 2 else None
+
+
+def is_fallback(p2):
+    return p2.get("fallback") is True
 
 
 def check_shc(phases):
@@ -225,6 +273,18 @@ def check_phase2(doc, config):
         raise ConfigError("protocol", "unsupported protocol %r" % (doc.get("protocol"),))
     if len(config["phases"]) != 2:
         raise ConfigError("phases", "the config has no phase 2")
+    # spec §5.4: exactly one of `candidates` and `"fallback": true` when the config has a fallback
+    if "fallback" in doc:
+        if doc["fallback"] is not True:
+            raise ConfigError("candidates", "fallback must be true")
+        if fallback_of(config) is None:
+            raise ConfigError("candidates", "the config's phase 2 has no fallback")
+        if "candidates" in doc:
+            raise ConfigError("candidates", "a phase-2 message carries candidates or fallback, "
+                              "not both")
+    elif fallback_of(config) is not None and "candidates" not in doc:
+        raise ConfigError("candidates", "the phase-2 message carries neither candidates nor "
+                          "fallback")
     return doc
 
 

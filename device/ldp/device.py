@@ -263,6 +263,8 @@ class Device:
         detail = ""
         if "candidates" in p2:
             detail = " candidates=%d" % len(p2["candidates"])
+        elif cfg.is_fallback(p2):
+            detail = " fallback"
         self.log("accepted", "phase2 campaign_id=%d%s" % (doc["campaign_id"], detail))
         if memo is not None:
             self._resend(2, memo)
@@ -277,8 +279,13 @@ class Device:
         psolh, also the items' order (LISTED).
         shc (spec §3.1): the candidates are checked, not used; the input is {"t", "y1", "x"}
         from the phase-1 memo and the ledger's bit, never the value; (None, None) without them.
-        LDPLCM: {"key", "high"} with high = g(index) >= P of the signed `model`."""
+        LDPLCM: {"key", "high"} with high = g(index) >= P of the signed `model`.
+        svim's flat branch (`"fallback": true`, spec §5.4): the config's fallback over the whole
+        integer domain at the full l, on the untrimmed set."""
         name = doc["phases"][1]["mechanism"]
+        if cfg.is_fallback(p2):  # svim's flat branch (spec §5.4): listless, no trimming
+            mech = self._fallback_mechanism(doc)
+            return mech, self._input(doc, mech)
         if name not in SET_VALUED:
             mech = self._mechanism(doc, 2, {})
             return mech, self._input(doc, mech, p2)
@@ -290,6 +297,14 @@ class Device:
         extra = {"candidates": p2["candidates"]} if name in LISTED else {}
         mech = self._mechanism(doc, 2, extra)
         return mech, trim(self._input(doc, mech), index)
+
+    def _fallback_mechanism(self, doc):
+        """The config's phase-2 fallback (psgrr/psolh over the integer domain, at phase 2's eps,
+        phase byte 2, its own mechanism id in the header)."""
+        fb = cfg.fallback_of(doc)
+        ph = doc["phases"][1]
+        return make(fb["mechanism"], ph["eps_milli"], cfg.domain_size(doc), doc["salt"],
+                    doc["campaign_id"], 2, dict(fb["params"]))
 
     def _shc_phase2(self, doc):
         """shc phase 2's mechanism and input {"t", "y1", "x"}: the phase-1 memo's row and sign

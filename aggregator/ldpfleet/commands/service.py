@@ -161,7 +161,9 @@ def register(subparsers):
         "advance", help="two-phase protocol: compute, sign and publish the phase-2 message",
         description="From the committed phase-1 sketch: LDPMiner's k_max candidates or LDPLCM's "
                     "trained frequency model, signed and retained on ldp/NAME/phase2; the "
-                    "campaign then accepts phase-2 reports.")
+                    "campaign then accepts phase-2 reports. svim tests whether phase 1 separates "
+                    "the head and otherwise publishes \"fallback\": true (its flat branch, spec "
+                    "§5.4).")
     ad.add_argument("name")
     _state_arg(ad)
     _broker_args(ad)
@@ -286,6 +288,9 @@ def run_status(args):
              status["domain"]["type"], status["domain"]["size"]))
     if status.get("protocol"):
         print("protocol %s" % json.dumps(status["protocol"], sort_keys=True))
+    if status.get("branch"):
+        print("branch %s (svim phase 2%s)" % (status["branch"], ": the config's fallback over the "
+              "whole domain" if status["branch"] == "flat" else ": the candidates"))
     print("received %d  accepted %d  rejected %d" % (status["received"], status["accepted"],
                                                      status["rejected_total"]))
     for reason, count in status["rejected"].items():
@@ -393,6 +398,11 @@ def run_phase2(args):
     return 0
 
 
+def _svim_z() -> float:
+    from ..protocols.svim import SEPARATION_Z
+    return SEPARATION_Z
+
+
 def run_advance(args):
     from ..service.protocol_campaigns import advance_campaign
     from ..service.store import Store
@@ -400,6 +410,11 @@ def run_advance(args):
         out = advance_campaign(store, _command_broker(args, store), args.name, signing_key_file=args.signing_key_file)
     if args.json:
         print(json.dumps(out, sort_keys=True))
+    elif out.get("branch") == "flat":
+        print("campaign %s is in phase 2: svim flat branch (phase 1 does not separate the head: "
+              "z = %.3g <= %g from %d phase-1 reports); phase 2 runs the config's fallback over "
+              "the whole domain; phase-2 message (fallback) retained on ldp/%s/phase2" % (
+                  args.name, out["separation"]["z"], _svim_z(), out["phase1_reports"], args.name))
     elif "candidates" in out:
         print("campaign %s is in phase 2: %d candidates from %d phase-1 reports (%s); phase-2 "
               "message retained on ldp/%s/phase2" % (

@@ -94,12 +94,16 @@ def fetch_campaign(broker, campaign: str, trusted_keys, phase: int = None,
         phase2 = campaign_config.verify(retained["phase2"], trusted_keys)
         if phase2.get("type") != "phase2" or phase2.get("campaign_id") != doc["campaign_id"]:
             raise ConfigError("phase2", "phase-2 message does not belong to this campaign")
+        campaign_config.check_phase2_choice(doc, phase2)
     return CampaignView(doc, phase, phase2, status)
 
 
 def phase_mechanism(view: CampaignView):
     """The Mechanism a device uses in the view's phase (phase 2 gets LDPMiner's candidates;
-    LDPLCM's model is no parameter: it decides each device's `high`)."""
+    LDPLCM's model is no parameter: it decides each device's `high`; svim's flat branch,
+    `"fallback": true`, the config's fallback over the whole domain, spec §5.4)."""
+    if view.phase == 2 and campaign_config.is_fallback(view.phase2):
+        return campaign_config.mechanism_for_phase(view.config, 2, fallback=True)
     name = view.config["phases"][view.phase - 1]["mechanism"]
     extra = campaign_config.phase2_inputs(name, view.phase2) if view.phase2 else {}
     return campaign_config.mechanism_for_phase(view.config, view.phase, **extra)

@@ -23,7 +23,9 @@ Adaptive phase 2 (issue 16). On flat data (no clear head: the seed's normal/Lapl
 phase 1 cannot separate the top k from the rest, the k_max candidates miss most of the true
 top k, and those items keep only a phase-1 estimate from half of the devices. So at the end of
 phase 1 the collector tests separability (`separation`, a pure function of the phase-1
-estimates and their exact variances, hence post-processing at no privacy cost):
+estimates and the mechanisms' exact variance formulas evaluated at those estimates, hence
+post-processing at no privacy cost; a heuristic threshold, not a calibrated test: the selected
+order statistics are treated as fixed items, which biases the gap upward):
 
     z = (s^_(j) - s^_(k_max+1)) / sqrt(Var s^_(j) + Var s^_(k_max+1)) > SEPARATION_Z,
     j = ceil(k / 2),
@@ -82,7 +84,8 @@ def campaign_phases(eps_milli: int, domain_size: int, l: int, k_max: int,
                     phase1_share: float = DEFAULT_PHASE1_SHARE) -> list:
     """A campaign config's phases: phase 1 PSFO over the domain at l = 1 on the devices below the
     public split, phase 2 PSFO over the k_max candidates at l2 = min(l, k_max) on the others;
-    both at the full eps (each device reports in one phase only)."""
+    both at the full eps (each device reports in one phase only). Phase 2 carries the flat
+    branch's `fallback` (spec §5.4, `fallback_phase`), used if the phase-2 message says so."""
     if not 1 <= int(k_max) <= min(int(domain_size), MAX_CANDIDATES):
         raise ConfigError("k_max", "must be in [1, %d], got %r"
                           % (min(int(domain_size), MAX_CANDIDATES), k_max))
@@ -91,7 +94,8 @@ def campaign_phases(eps_milli: int, domain_size: int, l: int, k_max: int,
              "eps_milli": int(eps_milli), "sample_rate_ppm": ppm, "params": {"l": 1}},
             {"phase": 2, "mechanism": choose_oracle(eps_milli, int(k_max)),
              "eps_milli": int(eps_milli), "sample_rate_ppm": ppm,
-             "params": {"l": phase2_length(l, k_max)}}]
+             "params": {"l": phase2_length(l, k_max)},
+             "fallback": fallback_phase(eps_milli, domain_size, l)}]
 
 
 def single_phase(eps_milli: int, domain_size: int, l: int) -> list:
@@ -118,8 +122,13 @@ def combined(f1_cand, f2_cand, var1, var2, scale: float) -> np.ndarray:
 
 def fallback_phase(eps_milli: int, domain_size: int, l: int) -> dict:
     """The flat branch's phase 2: the listless padding-and-sampling oracle over the integer
-    domain at the full length l, at the same eps (spec §5.4 `fallback`)."""
-    return {"mechanism": choose_oracle(eps_milli, int(domain_size)), "params": {"l": int(l)}}
+    domain at the full length l, at the same eps (spec §5.4 `fallback`), every parameter
+    spelled out as the config writes it (psolh's g)."""
+    from ..mechanisms import make_mechanism
+    name = choose_oracle(eps_milli, int(domain_size))
+    mech = make_mechanism(name, int(eps_milli), int(domain_size), salt=0, campaign_id=0, phase=2,
+                          l=int(l))
+    return {"mechanism": name, "params": mech.config_params()}
 
 
 def separation(scores, variances, k: int, k_max: int, z: float = SEPARATION_Z) -> dict:
@@ -161,3 +170,35 @@ def pooled(s1, var1, f2, var2, ratio, s_plug=None) -> tuple:
     v1 = r * r * np.asarray(var1, np.float64) + sp * sp * var_r
     w1, w2 = 1.0 / v1, 1.0 / np.asarray(var2, np.float64)
     return (w1 * r * s1 + w2 * f2) / (w1 + w2), 1.0 / (w1 + w2)
+
+
+def phase1_scores(sketch1, keys) -> tuple:
+    """(scores, exact variances) of phase 1 over `keys` (the domain): the frequencies of the
+    l1 = 1 sketch and `item_variances` at each score clipped to [0, 1] (what `separation`
+    takes)."""
+    f1 = np.asarray(sketch1.estimate(keys), np.float64) / max(sketch1.n, 1)
+    return f1, sketch1.mechanism.item_variances(max(sketch1.n, 1), np.clip(f1, 0.0, 1.0))
+
+
+def separation_doc(sep: dict) -> dict:
+    """`separation`'s diagnostics as JSON (an infinite z as None)."""
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in sep.items()}
+
+
+def flat_estimates(sketch1, sketch2, keys, l: int) -> tuple:
+    """The flat branch's answer over `keys` (the whole integer domain): phase 1's scores scaled
+    by `ratio_of_sums` and pooled with phase 2's listless estimates (`pooled`): (f^, Var f^,
+    (r^, Var r^)). The ratio from variances at each phase's own estimate (its sums are over the
+    whole domain), the pooled weights from variances at one plug-in frequency common to both
+    phases. Simulation (svim_sim) and campaigns (`estimate`) share it."""
+    mech1, mech2 = sketch1.mechanism, sketch2.mechanism
+    n1, n2 = max(sketch1.n, 1), max(sketch2.n, 1)
+    f1 = np.asarray(sketch1.estimate(keys), np.float64) / n1
+    f2 = np.asarray(sketch2.estimate(keys), np.float64) / n2
+    ratio = ratio_of_sums(f1, mech1.item_variances(n1, np.clip(f1, 0, 1)),
+                          f2, mech2.item_variances(n2, np.clip(f2, 0, 1)), l)
+    f_plug = np.clip(0.5 * (ratio[0] * f1 + f2), 0.0, 1.0)
+    s_plug = f_plug / ratio[0]
+    f, var = pooled(f1, mech1.item_variances(n1, s_plug), f2, mech2.item_variances(n2, f_plug),
+                    ratio, s_plug)
+    return f, var, ratio

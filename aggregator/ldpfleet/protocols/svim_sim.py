@@ -70,7 +70,7 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
         sep = svim.separation(f1, v1, k, kc, z)
         if adaptive and not sep["separable"]:
             if flat is None:
-                flat = _flat_phase2(sketch1, f1, group2, (eps_milli, d, l, salt), rng)
+                flat = _flat_phase2(sketch1, group2, (eps_milli, d, l, salt), rng)
             order = np.argsort(-flat, kind="stable")
             out[k] = _answer(order[:k], flat[order[:k]], order, flat, "flat", sep)
             continue
@@ -92,7 +92,7 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
     return out
 
 
-def _flat_phase2(sketch1, f1, group2, setup, rng) -> np.ndarray:
+def _flat_phase2(sketch1, group2, setup, rng) -> np.ndarray:
     """The flat branch: phase 2 over the whole domain at length l (svim.fallback_phase), pooled
     with the scaled phase-1 scores by inverse variance. Frequencies of every domain item."""
     eps_milli, d, l, salt = setup
@@ -100,16 +100,6 @@ def _flat_phase2(sketch1, f1, group2, setup, rng) -> np.ndarray:
     cfg = _campaign([{"phase": 1, "mechanism": fb["mechanism"], "eps_milli": int(eps_milli),
                       "params": fb["params"]}], d, salt)
     mech2 = config.mechanism_for_phase(cfg, 1)
-    keys = np.arange(d, dtype=np.uint32)
     sketch2 = run_phase(mech2, group2, rng)
-    f2 = _freqs(sketch2, keys)
-    n1, n2 = max(sketch1.n, 1), max(sketch2.n, 1)
-    # the ratio from variances at each phase's own estimate (its sums are over the whole domain)
-    ratio = svim.ratio_of_sums(f1, sketch1.mechanism.item_variances(n1, np.clip(f1, 0, 1)),
-                               f2, mech2.item_variances(n2, np.clip(f2, 0, 1)), l)
-    # the pooled weights from variances at one plug-in frequency common to both phases
-    f_plug = np.clip(0.5 * (ratio[0] * f1 + f2), 0.0, 1.0)
-    s_plug = f_plug / ratio[0]
-    f, _ = svim.pooled(f1, sketch1.mechanism.item_variances(n1, s_plug), f2,
-                       mech2.item_variances(n2, f_plug), ratio, s_plug)
+    f, _, _ = svim.flat_estimates(sketch1, sketch2, np.arange(d, dtype=np.uint32), l)
     return f

@@ -257,8 +257,10 @@ def close_campaign(store: Store, name: str, broker: mqtt.BrokerSettings = None,
 
 
 def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candidates=None,
-                   model=None, signing_key_file: str = None, protocol: dict = None) -> Campaign:
-    """Sign and publish the phase-2 message (LDPMiner candidates or LDPLCM model); the campaign
+                   model=None, signing_key_file: str = None, protocol: dict = None,
+                   fallback: bool = False) -> Campaign:
+    """Sign and publish the phase-2 message (LDPMiner/svim candidates, LDPLCM model, or svim's
+    flat branch `fallback`, spec §5.4); the campaign
     then accepts phase-2 reports (and still late phase-1 ones). `protocol`: the campaign's
     updated protocol document, stored in the same transaction. If the broker does not take
     the message, the campaign goes back to phase 1 (and its old protocol document).
@@ -287,7 +289,8 @@ def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candida
     if model is not None:
         from ..protocols import ldplcm
         ldplcm.check_model(model)  # the devices' own rules (ldplcm-model.md)
-    body = cfgmod.make_phase2(camp.config, candidates=candidates, model=model)
+    body = cfgmod.check_phase2_choice(camp.config, cfgmod.make_phase2(
+        camp.config, candidates=candidates, model=model, fallback=fallback))
     if camp.phase >= 2:
         if body != camp.phase2:
             raise ConfigError("phase", "phase 2 of %s is already open with another message; "
@@ -351,6 +354,9 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
         entry = {"phase": ph["phase"], "mechanism": ph["mechanism"],
                  "epsilon": ph["eps_milli"] / 1000.0, "params": ph.get("params", {}), "reports": n,
                  "open": ph["phase"] <= camp.phase}
+        if ph["phase"] == 2 and camp.fallback:  # svim's flat branch: phase 2 runs the fallback
+            fb = cfgmod.fallback_entry(camp.config)
+            entry.update(mechanism=fb["mechanism"], params=fb["params"], fallback=True)
         if "sample_rate_ppm" in ph:
             entry["sample_rate_ppm"] = ph["sample_rate_ppm"]
         if ph["phase"] <= camp.phase:
@@ -367,5 +373,6 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
             "not_after": camp.config["not_after"],
             "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),
             "rejected": rejected, "rejected_total": sum(rejected.values()), "phases": phases,
-            "protocol": camp.protocol, "delivery": camp.config.get("delivery"),
+            "protocol": camp.protocol, "branch": (camp.protocol or {}).get("branch"),
+            "delivery": camp.config.get("delivery"),
             "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name)}

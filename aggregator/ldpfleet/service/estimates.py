@@ -318,6 +318,8 @@ class ProtocolAnswer:
     rows: list = field(default_factory=list)
     high_items: list = None
     warnings: list = field(default_factory=list)
+    branch: str = None
+    """svim: "candidates" or "flat" (the phase-2 branch taken at `campaign advance`)."""
 
     def to_json(self) -> dict:
         out = {"campaign": self.campaign, "protocol": self.protocol, "phase": 2,
@@ -325,6 +327,8 @@ class ProtocolAnswer:
                "params": self.params, "items": self.rows, "warnings": self.warnings}
         if self.high_items is not None:
             out["high_items"] = self.high_items
+        if self.branch is not None:
+            out["branch"] = self.branch
         return out
 
     def columns(self):
@@ -349,6 +353,14 @@ class ProtocolAnswer:
             for row in self.rows:
                 lines.append("%5d  %-24s %10.5f  %s" % (row["rank"], str(row["item"])[:24],
                                                        row["frequency"], "yes" if row["high"] else ""))
+        elif self.branch == "flat":
+            lines.append("top-%d of the whole domain (svim flat branch: phase 1 scaled by %.4g "
+                         "and phase 2 pooled by inverse variance)"
+                         % (len(self.rows), self.params.get("ratio", float("nan"))))
+            lines.append("%5s  %-24s %10s %12s" % ("rank", "item", "fraction", "phase-1"))
+            for row in self.rows:
+                lines.append("%5d  %-24s %10.5f %12.5f" % (row["rank"], str(row["item"])[:24],
+                                                          row["frequency"], row["phase1_frequency"]))
         else:
             lines.append("top-%d of %d candidates, ranked by their phase-2 estimates"
                          % (len(self.rows), self.params["k_max"]))
@@ -404,11 +416,13 @@ def compute_answer(store: Store, name: str, top: int = None) -> ProtocolAnswer:
                                 "estimate": float(est[i]) * sketch2.n,
                                 "frequency": float(est[i]), "high": bool(high[i])})
         return answer
+    if camp.fallback:
+        return _svim_flat_answer(camp, sketch1, sketch2, top)
     cand = np.asarray(camp.phase2["candidates"], np.uint32)
     k = int(proto["k"]) if top is None else int(top)
     params = {"k": int(proto["k"]), "k_max": int(proto["k_max"]), "set_size": proto["set_size"],
               "budget_split": proto["budget_split"]}
-    answer = ProtocolAnswer(name, proto["protocol"], reports, params)
+    answer = ProtocolAnswer(name, proto["protocol"], reports, params, branch=proto.get("branch"))
     if sketch2.n == 0:
         return answer
     best = ldpminer.final_topk(sketch1, sketch2, k, candidates=cand)
@@ -420,6 +434,34 @@ def compute_answer(store: Store, name: str, top: int = None) -> ProtocolAnswer:
                             "estimate": float(f) * sketch2.n, "frequency": float(f),
                             "phase1_frequency": float(f1)})
     answer.warnings += _ldpminer_warnings(camp, answer, sketch1, sketch2)
+    return answer
+
+
+def _svim_flat_answer(camp, sketch1, sketch2, top) -> ProtocolAnswer:
+    """svim's flat branch (spec §5.4 `fallback`): every domain item's phase-1 score scaled by
+    the ratio of sums and pooled with phase 2's listless estimate by inverse variance
+    (`svim.flat_estimates`, the simulation's own computation); the top k with each pooled
+    estimate's standard deviation `stddev` (as a fraction)."""
+    from ..protocols import svim
+    proto = camp.protocol
+    keys = np.asarray(cfgmod.domain_keys(camp.config), np.uint32)
+    k = min(int(proto["k"]) if top is None else int(top), keys.size)
+    params = {"k": int(proto["k"]), "k_max": int(proto["k_max"]), "set_size": proto["set_size"],
+              "budget_split": proto["budget_split"]}
+    answer = ProtocolAnswer(camp.name, proto["protocol"], [int(sketch1.n), int(sketch2.n)],
+                            params, branch="flat")
+    if sketch2.n == 0 or sketch1.n == 0:
+        return answer
+    f, var, ratio = svim.flat_estimates(sketch1, sketch2, keys, int(proto["set_size"]))
+    params.update(ratio=float(ratio[0]), ratio_variance=float(ratio[1]))
+    f1 = np.asarray(sketch1.estimate(keys), np.float64) / max(sketch1.n, 1)
+    order = np.argsort(-f, kind="stable")[:k]
+    shown = _display(camp.config, keys[order])
+    for rank, (i, item) in enumerate(zip(order.tolist(), shown), start=1):
+        answer.rows.append({"rank": rank, "item": item, "key": int(keys[i]),
+                            "estimate": float(f[i]) * sketch2.n, "frequency": float(f[i]),
+                            "stddev": float(math.sqrt(var[i])),
+                            "phase1_frequency": float(f1[i])})
     return answer
 
 

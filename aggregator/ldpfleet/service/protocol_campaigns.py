@@ -10,7 +10,10 @@ protocol_spec/v2 §3, §5).
   never in the config.
 - `advance_campaign(store, broker, name)`: from the phase-1 sketch, LDPMiner's k_max
   candidates (`candidates_from_phase1`) or LDPLCM's trained model (`train_model`), signed and
-  retained on `ldp/<name>/phase2`; the campaign moves to phase 2.
+  retained on `ldp/<name>/phase2`; the campaign moves to phase 2. svim first tests
+  separability (`svim.separation`) and on flat phase-1 data publishes `"fallback": true`
+  (spec §5.4): phase 2 then runs the config's fallback over the whole domain; the branch and
+  the test's diagnostics are kept in the protocol document.
 """
 from .. import config as cfgmod
 from .. import protocol
@@ -147,7 +150,8 @@ def advance_campaign(store: Store, broker: mqtt.BrokerSettings, name: str,
     """Phase 1 -> phase 2 of a protocol campaign: compute the phase-2 message from the
     phase-1 sketch as it is committed now, sign and publish it retained, persist it (with
     LDPLCM's measured theta). Returns what was decided: {"campaign", "protocol",
-    "phase1_reports", "candidates"} (LDPMiner) or {..., "high_items", "theta_measured",
+    "phase1_reports", "candidates"} (LDPMiner; svim adds "branch" and "separation", and on the
+    flat branch publishes `"fallback": true` instead of candidates, spec §5.4) or {..., "high_items", "theta_measured",
     "model_nodes"} (LDPLCM)."""
     from ..protocols import ldplcm, ldpminer
     from .estimates import load_sketch
@@ -176,10 +180,32 @@ def advance_campaign(store: Store, broker: mqtt.BrokerSettings, name: str,
         out.update(theta_measured=training.theta_measured, high_items=int(high.sum()),
                    model_nodes=len(model.split))
         return out
+    updated = None
+    if proto["protocol"] == "svim":
+        branch, sep = svim_branch(camp, sketch1, keys)
+        updated = dict(proto, branch=branch, separation=sep)
+        out.update(branch=branch, separation=sep)
+        if branch == "flat":
+            publish_phase2(store, broker, name, fallback=True, signing_key_file=signing_key_file,
+                           protocol=updated)
+            return out
     cand = ldpminer.candidates_from_phase1(sketch1, int(proto["k_max"]), keys)
     publish_phase2(store, broker, name, candidates=[int(c) for c in cand],
-                   signing_key_file=signing_key_file)
+                   signing_key_file=signing_key_file, protocol=updated)
     out["candidates"] = [int(c) for c in cand]
     return out
+
+
+def svim_branch(camp: Campaign, sketch1, keys) -> tuple:
+    """(branch, separation diagnostics) of a svim campaign at the end of phase 1 (protocols.svim:
+    the separability test on the phase-1 scores and their exact variances, post-processing):
+    "flat" when phase 1 does not separate the head and the config carries a fallback (spec
+    §5.4), else "candidates" (a config without a fallback always takes it)."""
+    from ..protocols import svim
+    proto = camp.protocol
+    scores, variances = svim.phase1_scores(sketch1, keys)
+    sep = svim.separation(scores, variances, int(proto["k"]), int(proto["k_max"]))
+    flat = not sep["separable"] and cfgmod.fallback_entry(camp.config) is not None
+    return ("flat" if flat else "candidates"), svim.separation_doc(sep)
 
 

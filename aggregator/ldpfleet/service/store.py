@@ -93,7 +93,7 @@ class Campaign:
         phase-2 message exists; sh and lcm fold reports without them (the lcm sketch gets the
         model only at estimate time)."""
         name = self.config["phases"][phase - 1]["mechanism"]
-        if phase != 2:
+        if phase != 2 or self.fallback:  # the flat branch runs listless (spec §5.4)
             return {}
         extras = cfgmod.phase2_inputs(name, self.phase2)
         if "candidates" in cfgmod.phase2_parameters(name) and "candidates" not in extras:
@@ -102,12 +102,24 @@ class Campaign:
         return extras
 
     @property
+    def fallback(self) -> bool:
+        """Has phase 2 taken svim's flat branch (`"fallback": true`, spec §5.4)? Its reports
+        then carry the fallback's mechanism id and are folded by the fallback mechanism."""
+        return cfgmod.is_fallback(self.phase2)
+
+    def mechanism_name(self, phase: int) -> str:
+        if phase == 2 and self.fallback:
+            return self.config["phases"][1]["fallback"]["mechanism"]
+        return self.config["phases"][phase - 1]["mechanism"]
+
+    @property
     def header_rule(self):
         """What a report header must say for this campaign (spec §3); the sizes of phases
         not open yet are never compared (their reports are `phase_not_open` first)."""
         phases = self.config["phases"]
         return protocol.HeaderRule(
-            self.campaign_id, tuple(protocol.MECHANISM_IDS[ph["mechanism"]] for ph in phases),
+            self.campaign_id, tuple(protocol.MECHANISM_IDS[self.mechanism_name(ph["phase"])]
+                                    for ph in phases),
             tuple(self.mechanism(p).report_size if p <= self.phase else 0
                   for p in range(1, len(phases) + 1)),
             open_phase=self.phase)
@@ -115,8 +127,9 @@ class Campaign:
     def mechanism(self, phase: int):
         """The Mechanism of one phase (cached per row object)."""
         if phase not in self._mechanisms:
-            self._mechanisms[phase] = cfgmod.mechanism_for_phase(self.config, phase,
-                                                                 **self.phase_extras(phase))
+            self._mechanisms[phase] = cfgmod.mechanism_for_phase(
+                self.config, phase, fallback=phase == 2 and self.fallback,
+                **self.phase_extras(phase))
         return self._mechanisms[phase]
 
 
