@@ -68,6 +68,25 @@ static int cmp_names(const void *a, const void *b)
     return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
 }
 
+/* The members of a JSON object sorted by name (heap array of *n pointers; NULL when out of
+ * memory): the canonical order of the ledger's "reports" and "shc" objects. */
+static const cJSON **sorted_members(const cJSON *obj, size_t *n)
+{
+    const cJSON *e, **sorted;
+    size_t count = 0;
+    cJSON_ArrayForEach(e, obj)
+        count++;
+    sorted = malloc((count ? count : 1) * sizeof *sorted);
+    if (sorted == NULL)
+        return NULL;
+    count = 0;
+    cJSON_ArrayForEach(e, obj)
+        sorted[count++] = e;
+    qsort(sorted, count, sizeof *sorted, cmp_names);
+    *n = count;
+    return sorted;
+}
+
 /* The canonical JSON of a ledger document (sorted keys, no spaces: Python's
  * json.dumps(doc, sort_keys=True, separators=(",", ":"))), heap string or NULL. */
 static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed, const cJSON *keys,
@@ -103,17 +122,11 @@ static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed,
         put(&t, "\"}");
     }
     put(&t, ",\"reports\":{");
-    cJSON_ArrayForEach(e, reports)
-        n++;
-    sorted = malloc((n ? n : 1) * sizeof *sorted);
+    sorted = sorted_members(reports, &n);
     if (sorted == NULL) {
         free(t.s);
         return NULL;
     }
-    n = 0;
-    cJSON_ArrayForEach(e, reports)
-        sorted[n++] = e;
-    qsort(sorted, n, sizeof *sorted, cmp_names);
     for (i = 0; i < n; i++) {
         if (i)
             put(&t, ",");
@@ -131,18 +144,11 @@ static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed,
     put(&t, "}");
     if (shc != NULL) { /* {"<cid>": 0|1, ...}: decimal keys (checked), sorted as strings */
         put(&t, ",\"shc\":{");
-        n = 0;
-        cJSON_ArrayForEach(e, shc)
-            n++;
-        sorted = malloc((n ? n : 1) * sizeof *sorted);
+        sorted = sorted_members(shc, &n);
         if (sorted == NULL) {
             free(t.s);
             return NULL;
         }
-        n = 0;
-        cJSON_ArrayForEach(e, shc)
-            sorted[n++] = e;
-        qsort(sorted, n, sizeof *sorted, cmp_names);
         for (i = 0; i < n; i++) {
             put(&t, i ? ",\"" : "\"");
             put(&t, sorted[i]->string);
