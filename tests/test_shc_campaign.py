@@ -10,20 +10,18 @@ errors lie within z = Phi^-1(1 - alpha/(2k)), alpha = 1e-4, phase-2 standard dev
 (`params.m`, `params.l`, `phases.mechanism`, `phases.eps_milli`). Devices are simulated with the
 C kernels from a fixed seed; the device-level end to end test lives with the clients.
 """
-import json
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet import cli
 from ldpfleet.errors import ConfigError
 from ldpfleet.loadgen.campaign import fetch_campaign
 from ldpfleet.mechanisms.shc import memo_from_reports
 from ldpfleet.service import Store
 from ldpfleet.service.campaigns import build_config
 from ldpfleet.signing import read_signing_key, write_signing_key
-from support.service import fold_batch, report_messages
+from support.service import cli_json, fold_batch, report_messages
 
 SEED = 3131
 DEVICES = 20000
@@ -32,11 +30,7 @@ ALPHA = 1e-4
 
 
 def run_cli(capsys, *args):
-    capsys.readouterr()
-    status = cli.main([str(a) for a in args] + ["--json"])
-    out, err = capsys.readouterr()
-    assert status == 0, err
-    return json.loads(out)
+    return cli_json(capsys, *args)
 
 
 def planted_sets(rng, n, d=64, size=3):

@@ -5,19 +5,17 @@ backend, and `estimate`, `campaign status` and `campaign advance` print the same
 campaigns' random ids and times. On each backend the merged sketch is byte-identical to one
 in-process sketch of the accepted reports, and the counters are exact. Also: a schema-2 SQLite
 file (before per-worker partials) is migrated in place."""
-import json
 import sqlite3
 
 import numpy as np
 import pytest
 
-from ldpfleet import cli
 from ldpfleet.mechanisms.base import Sketch
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from ldpfleet.service.campaigns import Issuance
 from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
 from ldpfleet.signing import write_signing_key
-from support.service import direct_sketch, fold_batch, report_messages
+from support.service import cli_json, direct_sketch, fold_batch, report_messages
 
 SEED = 1414
 VOLATILE = ("campaign_id", "created_at", "closed_at", "not_after", "config", "time", "salt")
@@ -33,11 +31,7 @@ def normalised(doc):
 
 
 def run_cli(capsys, *args):
-    capsys.readouterr()
-    status = cli.main([str(a) for a in args] + ["--json"])
-    out, err = capsys.readouterr()
-    assert status == 0, err
-    return json.loads(out)
+    return cli_json(capsys, *args)
 
 
 def fold(state, worker, messages):

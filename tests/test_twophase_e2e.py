@@ -34,7 +34,6 @@ Both: accepted == sent in each phase (the per-phase sketch counts), nothing lost
 report before `campaign advance` is counted as `phase_not_open`. The simulated devices draw from
 fixed seeds and the campaigns have fixed salts; only the few real devices use the OS RNG.
 """
-import json
 import math
 import shutil
 
@@ -43,11 +42,11 @@ import pytest
 from scipy import stats
 
 from support.c_client import build_client, start_client
-from ldpfleet import cli, device_runner
+from ldpfleet import device_runner
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.protocols import ldplcm
 from ldpfleet.service import BrokerSettings, Store
-from support.service import ServeProcess
+from support.service import cli_json, ServeProcess
 from ldpfleet.mqtt import publish
 from ldpfleet.signing import write_signing_key
 
@@ -73,13 +72,7 @@ def service(mosquitto, tmp_path):
 @pytest.fixture
 def run_cli(capsys):
     """`ldpfleet ...` in this process; returns the parsed JSON it printed."""
-    def call(*args):
-        capsys.readouterr()
-        status = cli.main([str(a) for a in args] + ["--json"])
-        out, err = capsys.readouterr()
-        assert status == 0, err
-        return json.loads(out)
-    return call
+    return lambda *args: cli_json(capsys, *args)
 
 
 def settled(total):

@@ -101,3 +101,15 @@ def fold_batch(state: str, messages, worker: str = ""):
         return ingestor.process_batch(messages)
     finally:
         ingestor.store.close()
+
+
+def cli_json(capsys, *args):
+    """`ldpfleet ARGS --json` in this process (pytest's capsys): the parsed JSON it printed;
+    fails the test on a non-zero exit, showing stderr."""
+    import json
+    from ldpfleet import cli
+    capsys.readouterr()
+    status = cli.main([str(a) for a in args] + ["--json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    return json.loads(out)
