@@ -61,3 +61,22 @@ def test_batches_are_bounded_by_batch_size(tmp_path, mosquitto):
                             re.M).group(1))
     assert total == n and count >= n / 700
     assert small == count, text  # no batch above 1000 messages
+
+
+def test_a_flush_remainder_does_not_carry_its_read_buffer_along():
+    """After a flush takes the first batch_size messages, the rest still shares the read's
+    buffer; concatenating it with the next read copies only the rest's own bytes (before, each
+    flush copied every committed byte again and the buffer grew with every flush)."""
+    from ldpfleet.service.batch import ReportBatch
+    msgs = [("ldp/c/r/d%04d" % i, bytes([i % 256]) * 40) for i in range(1000)]
+    first = ReportBatch.from_pairs(msgs[:600])
+    rest = first.take(np.arange(500, 600))  # what _flush keeps pending after a batch of 500
+    assert rest.data.size == first.data.size  # shared: the whole read
+    joined = ReportBatch.concat([rest, ReportBatch.from_pairs(msgs[600:])])
+    per_message = first.data.size // 600
+    assert joined.data.size == 500 * per_message
+    assert [joined.topic(i) for i in range(len(joined))] == [t for t, _p in msgs[500:]]
+    assert [joined.payload(i) for i in range(len(joined))] == [p for _t, p in msgs[500:]]
+    assert np.array_equal(joined.headers(np.arange(3))[0],
+                          np.frombuffer(b"".join(p[:12] for _t, p in msgs[500:503]),
+                                        np.uint8).reshape(3, 12))

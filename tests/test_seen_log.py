@@ -45,6 +45,17 @@ def test_unique_keys_matches_numpy_unique_on_128_bits():
     assert np.array_equal(uniq[inverse], keys)
 
 
+def test_unique_keys_without_shared_high_words_keeps_each_keys_earliest_row():
+    rng = np.random.default_rng(9)
+    keys = keys_of(rng, 300)
+    keys[rng.permutation(300)[:120]] = keys[rng.integers(0, 300, 120)]  # repeats, any order
+    uniq, first, inverse = seen_log.unique_keys(keys)
+    ref, ref_first = np.unique(keys.view(np.dtype((np.void, 16))).ravel(), return_index=True)
+    assert sorted(map(bytes, uniq)) == sorted(bytes(r) for r in ref)
+    assert sorted(first.tolist()) == sorted(ref_first.tolist())  # numpy's first = earliest
+    assert np.array_equal(uniq[inverse], keys)
+
+
 def test_claims_are_exact_when_keys_share_their_first_64_bits(state):
     rng = np.random.default_rng(2)
     a = keys_of(rng, 4)
@@ -57,7 +68,7 @@ def test_claims_are_exact_when_keys_share_their_first_64_bits(state):
         assert new.tolist() == [True] * 4 + [False, False]
         assert prior.tolist() == [-1] * 4 + [1, 2]
         assert store.seen_count("c", 1) == 8
-        assert len(store.seen_index.runs[("c", 1)]) == 1  # merged: equal high words side by side
+        assert store.seen_index.tables[("c", 1)].size == 8  # one slot per key, both words kept
         new, prior = claim(store, np.concatenate([a, b]), [0] * 8)
         assert not new.any() and prior.tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
 
@@ -111,16 +122,21 @@ def test_a_purge_elsewhere_makes_the_index_reload(state):
         assert new.all()
 
 
-def test_many_batches_merge_into_few_runs(state):
+def test_the_table_grows_and_finds_every_key(state):
+    """64 batches of 100 keys: the table doubles past 70 % load (1024 -> 16384 slots) and
+    still finds every key with its nonce, and misses keys it never saw."""
     rng = np.random.default_rng(6)
     all_keys = keys_of(rng, 64 * 100)
     with Store(state) as store:
         for i in range(64):
-            claim(store, all_keys[i * 100:(i + 1) * 100], np.arange(100))
-        runs = store.seen_index.runs[("c", 1)]
-        assert len(runs) <= 7 and sum(r.size for r in runs) == 6400
-        new, _prior = claim(store, all_keys[::7], np.arange(all_keys[::7].shape[0]))
-        assert not new.any()
+            claim(store, all_keys[i * 100:(i + 1) * 100], np.arange(i * 100, (i + 1) * 100))
+        table = store.seen_index.tables[("c", 1)]
+        assert table.size == 6400 and table.capacity == 16384
+        assert table.size <= table.MAX_LOAD * table.capacity
+        new, prior = claim(store, all_keys[::7], np.zeros(all_keys[::7].shape[0]))
+        assert not new.any() and prior.tolist() == list(range(0, 6400, 7))
+        new, prior = claim(store, keys_of(rng, 50), np.arange(50))
+        assert new.all() and (prior == -1).all()
 
 
 def test_two_groups_then_a_rollback_then_another_writer(state):
@@ -151,4 +167,4 @@ def test_a_multi_group_commit_indexes_each_key_once(state):
             store.claim_key_array("c", 2, keys, np.arange(6))
         claim(store, keys_of(rng, 1), [0])  # a later transaction syncs again
         for phase in (1, 2):
-            assert sum(r.size for r in store.seen_index.runs[("c", phase)]) == (6 if phase == 2 else 7)
+            assert store.seen_index.tables[("c", phase)].size == (6 if phase == 2 else 7)

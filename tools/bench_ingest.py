@@ -196,18 +196,24 @@ class RawSubscriber:
         sock.sendall(b"\xe0\x00")
         sock.close()
 
-    def drain(self, n: int, timeout: float) -> float:
-        """Receive n queued PUBLISH packets; returns messages/s after the first."""
+    def drain(self, n: int, timeout: float, acks: bool = False) -> float:
+        """Receive n queued PUBLISH packets; returns messages/s after the first. `acks`: also
+        publish one QoS 0 message per report to `ldp/<campaign>/a/<device>` with a 12-byte
+        payload, in the same write as the PUBACKs: the broker's work for a subscriber that
+        sends spec §6 acknowledgements, as serve does for a campaign that asks for them.
+        `cpu_share` is then this subscriber's CPU time over its wall time: well below 1, it
+        waited for the broker (the broker is the ceiling, not this loop)."""
         sock = self._connect()
         sock.settimeout(timeout)
         buf = bytearray()
         count, first_at = 0, None
+        ack_payload = bytes(12)
         while count < n:
             chunk = sock.recv(1 << 20)
             if not chunk:
                 raise RuntimeError("raw subscriber: connection closed after %d" % count)
             buf += chunk
-            acks = bytearray()
+            out = bytearray()
             pos = 0
             while True:
                 parsed = _packet(buf, pos)
@@ -216,18 +222,23 @@ class RawSubscriber:
                 kind, start, end = parsed
                 if kind >> 4 == 3:
                     if first_at is None:
-                        first_at = time.perf_counter()
+                        first_at, cpu_at = time.perf_counter(), time.process_time()
                     count += 1
+                    (tlen,) = struct.unpack_from("!H", buf, start)
                     if (kind >> 1) & 3:
-                        (tlen,) = struct.unpack_from("!H", buf, start)
-                        acks += b"\x40\x02" + bytes(buf[start + 2 + tlen:start + 4 + tlen])
+                        out += b"\x40\x02" + bytes(buf[start + 2 + tlen:start + 4 + tlen])
+                    if acks:
+                        topic = bytes(buf[start + 2:start + 2 + tlen]).replace(b"/r/", b"/a/", 1)
+                        out += (b"\x30" + _varint(tlen + 14) + struct.pack("!H", tlen) + topic
+                                + ack_payload)
                 pos = end
             del buf[:pos]
-            if acks:
-                sock.sendall(acks)
-        last_at = time.perf_counter()
+            if out:
+                sock.sendall(out)
+        last_at, cpu_end = time.perf_counter(), time.process_time()
         sock.sendall(b"\xe0\x00")
         sock.close()
+        self.cpu_share = (cpu_end - cpu_at) / (last_at - first_at)
         return (n - 1) / (last_at - first_at)
 
 
@@ -374,7 +385,15 @@ def main(argv=None):
         raw.subscribe_and_leave()
         pub_raw = publish(broker.url, "bench", key, args.reports, seed=3)
         raw_rate = raw.drain(args.reports, args.timeout)
+        raw_cpu = raw.cpu_share
         raw.forget()  # so the later runs' reports are not queued for it
+        raw_acks_rate, pub_raw_acks = None, None
+        if not args.no_ack:  # the same broker work as serve's: one ack published per report
+            raw.subscribe_and_leave()
+            pub_raw_acks = publish(broker.url, "bench", key, args.reports, seed=6)
+            raw_acks_rate = raw.drain(args.reports, args.timeout, acks=True)
+            raw_acks_cpu = raw.cpu_share
+            raw.forget()
 
         bare = BareSubscriber(settings, args.mqtt)
         bare.subscribe_and_leave()
@@ -401,13 +420,14 @@ def main(argv=None):
                                                         args, tmp, workers=2)
 
     pubs = [pub_raw, pub_bare] + [run[3] for run in runs.values()] + (
-        [pub_gmqtt] if pub_gmqtt else [])
+        [pub_gmqtt] if pub_gmqtt else []) + ([pub_raw_acks] if pub_raw_acks else [])
     publish_rate = sum(p.sent for p in pubs) / sum(p.seconds for p in pubs)
     out = {
         "reports": args.reports, "mechanism": args.mechanism, "epsilon": args.epsilon,
         "domain": args.domain, "mqtt": args.mqtt, "qos": 1, "acks": not args.no_ack,
         "batch_size": args.batch_size,
         "raw_socket_rate": round(raw_rate, 1),
+        "raw_socket_cpu_share": round(raw_cpu, 3),
         "bare_subscriber_rate": round(bare_rate, 1),
         "bare_subscriber_ratio_raw": round(bare_rate / raw_rate, 3),
         "gmqtt_subscriber_rate": round(gmqtt_rate, 1) if gmqtt_rate else None,
@@ -416,9 +436,15 @@ def main(argv=None):
         "loadgen_ratio_raw": round(publish_rate / raw_rate, 3),
         "method": "pre-queued backlog drained by a returning persistent session (see docstring)",
     }
+    if raw_acks_rate:
+        out.update(raw_socket_acks_rate=round(raw_acks_rate, 1),
+                   raw_socket_acks_cpu_share=round(raw_acks_cpu, 3))
     for name, (rate, counters, first, _pub, sustained) in runs.items():
         out[name + "_rate"] = round(rate, 1)
         out[name + "_ratio_raw"] = round(rate / raw_rate, 3)
+        if raw_acks_rate:
+            out[name + "_ratio_raw_acks"] = round(rate / raw_acks_rate, 3)
+            out[name + "_sustained_ratio_raw_acks"] = round(sustained / raw_acks_rate, 3)
         out[name + "_sustained_rate"] = round(sustained, 1)
         out[name + "_sustained_ratio_raw"] = round(sustained / raw_rate, 3)
         out[name + "_accepted"] = counters.get("accepted", 0)

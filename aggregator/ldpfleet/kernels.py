@@ -3,6 +3,7 @@
 One cffi crossing per chunk; cffi releases the GIL, so chunks run on `threads` cores.
 """
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -52,10 +53,24 @@ def spans(n: int, chunk: int):
     return [(s, min(n, s + chunk)) for s in range(0, n, chunk)]
 
 
+_POOLS = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """This process's pool of `threads` workers, made once (starting threads for every batch
+    cost serve a tenth of its time); a forked child makes its own."""
+    key = (os.getpid(), threads)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="ldp-kernels")
+        return pool
+
+
 def parallel_map(fn, items, threads: int = THREADS):
     """Run fn over items on a thread pool (for GIL-free C calls); returns results in order."""
     items = list(items)
     if threads <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(fn, items))
+    return list(_pool(threads).map(fn, items))

@@ -11,7 +11,7 @@ campaign and device names are taken out of the buffer as one numpy string array 
 import numpy as np
 
 from .. import protocol
-from ..kernels import ffi, lib
+from ..kernels import ffi, lib, ptr
 
 HEADER = protocol.HEADER_SIZE
 
@@ -65,6 +65,7 @@ class ReportBatch:
             return batches[0]
         if not batches:
             return cls(np.zeros(0, np.uint8), [], [], [], [])
+        batches = [b.trimmed() for b in batches]
         shift = np.cumsum([0] + [b.data.shape[0] for b in batches[:-1]])
         cat = np.concatenate
         return cls(cat([b.data for b in batches]),
@@ -73,6 +74,26 @@ class ReportBatch:
                    cat([b.payload_off + s for b, s in zip(batches, shift)]),
                    cat([b.payload_len for b in batches]),
                    cat([b.packet_id for b in batches]), cat([b.qos for b in batches]))
+
+    def trimmed(self) -> "ReportBatch":
+        """The same messages over the span of `data` they use (a view, offsets moved): what
+        `concat` copies. A batch's remainder after a flush (`take`) still shares the whole
+        buffer of the read it came from; without this every concat would copy the bytes of
+        messages already committed again, and the buffer would grow with every flush."""
+        n = len(self)
+        if n == 0 or self.data.shape[0] == 0:
+            return self
+        toff = np.where(self.topic_len < 0, self.data.shape[0], self.topic_off)
+        poff = np.where(self.payload_len < 0, self.data.shape[0], self.payload_off)
+        lo = int(min(toff.min(), poff.min()))
+        hi = int(max((self.topic_off + np.maximum(self.topic_len, 0)).max(),
+                     (self.payload_off + np.maximum(self.payload_len, 0)).max()))
+        lo = min(lo, hi)
+        if lo == 0 and hi == self.data.shape[0]:
+            return self
+        out = ReportBatch(self.data[lo:hi], self.topic_off - lo, self.topic_len,
+                          self.payload_off - lo, self.payload_len, self.packet_id, self.qos)
+        return out
 
     def take(self, idx) -> "ReportBatch":
         """The messages at `idx` (sharing `data`)."""
@@ -127,6 +148,20 @@ class ReportBatch:
             self._split = (ok.astype(bool),) + tuple(s.astype(np.int64) for s in spans)
         return self._split
 
+    def gather(self, off, length, idx, width: int) -> np.ndarray:
+        """(len(idx), width) uint8: data[off[i]:off[i] + length[i]] for i in idx, cut to
+        `width` and zero-padded (a negative length: zeros), in one C call (`ldp_gather_spans`)."""
+        idx = np.ascontiguousarray(idx, np.int64)
+        out = np.empty((idx.size, width), np.uint8)
+        if idx.size and width:
+            off = np.ascontiguousarray(off, np.int64)
+            length = np.ascontiguousarray(length, np.int64)
+            bad = lib.ldp_gather_spans(ffi.from_buffer("uint8_t[]", self.data), self.data.size,
+                                       ptr(off), ptr(length), ptr(idx), idx.size, width, ptr(out))
+            if bad:
+                raise ValueError("%d span(s) outside the batch's buffer" % bad)
+        return out
+
     def strings(self, off, length, idx, text: bool = True) -> np.ndarray:
         """The ASCII strings at data[off[i]:off[i] + length[i]] for i in idx, as a numpy unicode
         array (names are [A-Za-z0-9_-/], checked by the topic rule); `text=False`: the bytes
@@ -134,29 +169,19 @@ class ReportBatch:
         idx = np.asarray(idx, np.int64)
         if idx.size == 0:
             return np.zeros(0, "U1" if text else "S1")
-        lens = length[idx]
-        width = max(1, int(lens.max()))
-        cols = np.arange(width)
-        inside = cols < lens[:, None]
-        mat = np.where(inside, self.data[np.where(inside, off[idx, None] + cols, 0)], 0).astype(np.uint8)
-        raw = np.ascontiguousarray(mat).view("S%d" % width).ravel()
+        width = max(1, int(length[idx].max()))
+        raw = self.gather(off, length, idx, width).view("S%d" % width).ravel()
         return raw.astype("U%d" % width) if text else raw
 
     # --- payloads -----------------------------------------------------------------------------
     def headers(self, idx):
         """(len(idx), 12) header bytes (zero-padded when a payload is shorter) and lengths."""
         idx = np.asarray(idx, np.int64)
-        lens = self.payload_len[idx]
-        cols = np.arange(HEADER)
-        inside = cols < lens[:, None]
-        pos = np.where(inside, self.payload_off[idx, None] + cols, 0)
-        hdr = np.where(inside, self.data[pos] if self.data.size else 0, 0).astype(np.uint8)
-        return hdr, lens
+        return self.gather(self.payload_off, self.payload_len, idx, HEADER), self.payload_len[idx]
 
     def rows(self, idx, size: int) -> np.ndarray:
         """(len(idx), size) payload bytes of messages whose payloads are `size` long."""
-        idx = np.asarray(idx, np.int64)
-        return self.data[self.payload_off[idx, None] + np.arange(size)]
+        return self.gather(self.payload_off, self.payload_len, idx, size)
 
 
 class AckBatch:
@@ -177,18 +202,15 @@ class AckBatch:
     def for_devices(cls, prefix: bytes, batch: ReportBatch, idx, payloads) -> "AckBatch":
         """Topics `prefix + <device>` of the messages `idx` of `batch` (their device spans)."""
         _ok, _coff, _clen, doff, dlen = batch.split_topics()
-        dev_off, dev_len = doff[idx], dlen[idx]
+        idx = np.asarray(idx, np.int64)
         plen = len(prefix)
-        lengths = plen + dev_len
-        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(idx) else lengths
-        topics = np.empty(int(lengths.sum()), np.uint8)
-        topics[offsets[:, None] + np.arange(plen)] = np.frombuffer(prefix, np.uint8)
-        width = int(dev_len.max()) if len(idx) else 0
-        cols = np.arange(width)
-        inside = cols < dev_len[:, None]
-        topics[(offsets[:, None] + plen + cols)[inside]] = batch.data[(dev_off[:, None] + cols)[inside]]
-        return cls(topics, offsets.astype(np.uint32), lengths.astype(np.uint32),
-                   np.ascontiguousarray(payloads, np.uint8))
+        dev_len = dlen[idx]
+        width = plen + (int(dev_len.max()) if idx.size else 0)
+        rows = np.empty((idx.size, width), np.uint8)  # prefix + device, padded to one width
+        rows[:, :plen] = np.frombuffer(prefix, np.uint8)
+        rows[:, plen:] = batch.gather(doff, dlen, idx, width - plen)
+        return cls(rows.ravel(), (np.arange(idx.size, dtype=np.uint32) * np.uint32(width)),
+                   (plen + dev_len).astype(np.uint32), np.ascontiguousarray(payloads, np.uint8))
 
     @classmethod
     def concat(cls, parts) -> "AckBatch":

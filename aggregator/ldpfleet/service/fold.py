@@ -160,11 +160,15 @@ class BatchFolder:
         self._reject(np.flatnonzero(~ok & ~too_large), BAD_TOPIC, batch)
         self._reject(np.flatnonzero(~ok & too_large), TOO_LARGE, batch, status=None)
         okidx = np.flatnonzero(ok)
-        raw, inverse = np.unique(batch.strings(coff, clen, okidx, text=False), return_inverse=True)
+        raw = batch.strings(coff, clen, okidx, text=False)
+        if raw.size and (raw == raw[0]).all():  # the usual batch: one campaign
+            raw, inverse = raw[:1], np.zeros(raw.size, np.int64)
+        else:
+            raw, inverse = np.unique(raw, return_inverse=True)
         names = [b.decode("ascii") for b in raw.tolist()]
         taken = {}
         for u, name in enumerate(names):
-            members = okidx[inverse.ravel() == u]
+            members = okidx[inverse.ravel() == u] if len(names) > 1 else okidx
             camp = self.campaigns.get(name)
             big = too_large[members]
             if camp is not None:
