@@ -93,7 +93,7 @@ def test_ldpminer_answer_flags_fractions_outside_0_1_and_noise():
     no warning. The answer now says when its numbers leave [0, 1] or sink into the noise."""
     from types import SimpleNamespace
     from ldpfleet.mechanisms import make_mechanism
-    from ldpfleet.service.estimates import ProtocolAnswer, _ldpminer_warnings
+    from ldpfleet.service.answers import ProtocolAnswer, _ldpminer_warnings
     mech2 = make_mechanism("srappor", 2000, 1000, salt=1, campaign_id=1, phase=2,
                            candidates=list(range(20)), l=10)
     camp = SimpleNamespace(protocol={"k_max": 20}, mechanism=lambda phase: mech2)

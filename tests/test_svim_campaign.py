@@ -20,7 +20,7 @@ from ldpfleet.protocols.ldpminer_sim import _run_phase as run_phase
 from ldpfleet.protocols.options import ProtocolOptions
 from ldpfleet.service import Store
 from ldpfleet.service.campaigns import Issuance, campaign_status, publish_phase2
-from ldpfleet.service.estimates import compute_answer
+from ldpfleet.service.answers import compute_answer
 from ldpfleet.service.protocol_campaigns import advance_campaign, create_protocol_campaign
 from ldpfleet.signing import write_signing_key
 

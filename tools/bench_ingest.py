@@ -242,6 +242,22 @@ class RawSubscriber:
         return (n - 1) / (last_at - first_at)
 
 
+def broker_cpu_share(broker, drain, *args, **kw):
+    """(drain's result, the broker process's CPU seconds over drain's wall time): near 1, the
+    single-threaded Mosquitto was the ceiling of that drain (Linux /proc; None elsewhere)."""
+    def cpu():
+        try:
+            with open("/proc/%d/stat" % broker.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, AttributeError, ValueError):
+            return None
+    c0, t0 = cpu(), time.perf_counter()
+    result = drain(*args, **kw)
+    c1, t1 = cpu(), time.perf_counter()
+    return result, (round((c1 - c0) / (t1 - t0), 3) if c0 is not None and c1 is not None else None)
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while True:
@@ -384,14 +400,15 @@ def main(argv=None):
         raw = RawSubscriber(broker.host, broker.port)
         raw.subscribe_and_leave()
         pub_raw = publish(broker.url, "bench", key, args.reports, seed=3)
-        raw_rate = raw.drain(args.reports, args.timeout)
+        raw_rate, raw_broker = broker_cpu_share(broker, raw.drain, args.reports, args.timeout)
         raw_cpu = raw.cpu_share
         raw.forget()  # so the later runs' reports are not queued for it
         raw_acks_rate, pub_raw_acks = None, None
         if not args.no_ack:  # the same broker work as serve's: one ack published per report
             raw.subscribe_and_leave()
             pub_raw_acks = publish(broker.url, "bench", key, args.reports, seed=6)
-            raw_acks_rate = raw.drain(args.reports, args.timeout, acks=True)
+            raw_acks_rate, raw_acks_broker = broker_cpu_share(broker, raw.drain, args.reports,
+                                                              args.timeout, acks=True)
             raw_acks_cpu = raw.cpu_share
             raw.forget()
 
@@ -428,6 +445,7 @@ def main(argv=None):
         "batch_size": args.batch_size,
         "raw_socket_rate": round(raw_rate, 1),
         "raw_socket_cpu_share": round(raw_cpu, 3),
+        "raw_socket_broker_cpu_share": raw_broker,
         "bare_subscriber_rate": round(bare_rate, 1),
         "bare_subscriber_ratio_raw": round(bare_rate / raw_rate, 3),
         "gmqtt_subscriber_rate": round(gmqtt_rate, 1) if gmqtt_rate else None,
@@ -438,7 +456,8 @@ def main(argv=None):
     }
     if raw_acks_rate:
         out.update(raw_socket_acks_rate=round(raw_acks_rate, 1),
-                   raw_socket_acks_cpu_share=round(raw_acks_cpu, 3))
+                   raw_socket_acks_cpu_share=round(raw_acks_cpu, 3),
+                   raw_socket_acks_broker_cpu_share=raw_acks_broker)
     for name, (rate, counters, first, _pub, sustained) in runs.items():
         out[name + "_rate"] = round(rate, 1)
         out[name + "_ratio_raw"] = round(rate / raw_rate, 3)

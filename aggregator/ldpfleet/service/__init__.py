@@ -11,8 +11,9 @@ Modules
 - `protocol_campaigns`: two-phase protocols (LDPMiner, LDPLCM): `create_protocol_campaign`
   (`protocols.options.ProtocolOptions`), `advance_campaign`.
 - `estimates`: `compute_estimates` -> `EstimateTable` (confidence intervals, post-processing,
-  top-K, threshold; JSON/CSV/text); `compute_answer` -> `ProtocolAnswer` (a protocol
-  campaign's final answer in phase 2).
+  top-K, threshold; JSON/CSV/text).
+- `answers`: `compute_answer` -> `ProtocolAnswer` (a two-phase protocol campaign's final
+  answer in phase 2).
 - `http_metrics`: `ServiceMetrics` (Prometheus).
 - `ldpfleet.mqtt` (one level up): `BrokerSettings.from_url`, `publish`, `QosPublisher`.
 
@@ -34,7 +35,8 @@ or in-process: `Ingestor(state_url, broker, IngestOptions(...)).run()` in a thre
 from ..mqtt import BrokerSettings
 from .campaigns import (Issuance, campaign_status, close_campaign, create_campaign,
                         publish_phase2)
-from .estimates import EstimateQuery, compute_answer, compute_estimates
+from .answers import compute_answer
+from .estimates import EstimateQuery, compute_estimates
 from .fold import REASONS
 from .ingest import IngestOptions, Ingestor
 from .protocol_campaigns import advance_campaign, create_protocol_campaign
