@@ -36,9 +36,17 @@ def test_plan_predicts_each_protocol_from_its_variance_and_picks_the_smallest(ca
     n, l, l2 = 1e6, 60, 20
     rp = make_mechanism("srappor", 2000, 10000, l=l).item_variances(n, [0.0])[0]
     assert rows["rp"]["predicted_sd"] == pytest.approx(math.sqrt(rp))
-    ph2 = make_mechanism(choose_oracle(2000, 20), 2000, 10000, l=l2,
-                         candidates=list(range(20))).item_variances(n / 2, [0.0])[0]
-    assert rows["svim"]["predicted_sd"] == pytest.approx(math.sqrt(ph2))
+    # svim: the better of its branches' bounds (protocols.auto): candidates at l2 on the phase-2
+    # devices minus the size group; flat: phase 1 (l = 1, n/2, scaled by l) pooled with PSFO
+    # at l over the other n/2 -- exactly one-phase PSFO over all n at f = 0
+    ph2 = make_mechanism(choose_oracle(2000, 20), 2000, 10000, l=l2, candidates=list(
+        range(20))).item_variances(n / 2 * (1 - svim.SIZE_SHARE), [0.0])[0]
+    psfo = make_mechanism(choose_oracle(2000, 10000), 2000, 10000, l=l).item_variances(n, [0.0])[0]
+    assert rows["psfo"]["predicted_sd"] == pytest.approx(math.sqrt(psfo))
+    assert ph2 < psfo and rows["svim"]["predicted_sd"] == pytest.approx(math.sqrt(ph2))
+    flat = auto.predict(n, 2000, 10000, l, 10, k_max=200)  # 200 candidates: the flat bound wins
+    assert {r["protocol"]: r for r in flat}["svim"]["predicted_sd"] == pytest.approx(
+        math.sqrt(psfo), rel=1e-9)
     assert rows["lm-rp"]["params"]["eps2_milli"] == 1000 and rows["svim"]["params"]["l2"] == l2
     best = min((r for r in out["rows"] if r["feasible"]), key=lambda r: r["predicted_sd"])
     assert out["chosen"] == best["protocol"] == "svim"
@@ -112,8 +120,12 @@ def test_auto_choice_matches_predict():
     rows = auto.predict(10 ** 6, 1000, 1000, 50, 20)
     choice = auto.choose(10 ** 6, 1000, 1000, 50, 20)
     assert choice["rows"] == rows
-    assert choice["chosen"] == min((r for r in rows if r["feasible"]),
-                                   key=lambda r: r["predicted_sd"])["protocol"]
+    best = min(r["predicted_sd"] for r in rows if r["feasible"])
+    sd = {r["protocol"]: r["predicted_sd"] for r in rows}
+    # here (d = 1000, l = 50, k = 20) svim's flat-branch bound ties one-phase PSFO's, and svim
+    # takes the tie (its bounds are conservative: r <= l, l2 <= min(l, k_max))
+    assert sd["svim"] == pytest.approx(sd["psfo"], rel=1e-9) and sd["psfo"] == best
+    assert choice["chosen"] == "svim" and choice["predicted_error"] == sd["svim"]
 
 
 def test_listless_psfo_and_svim_refuse_a_string_domain():
@@ -139,3 +151,22 @@ def test_listless_psfo_and_svim_refuse_a_string_domain():
         protocol_phases("auto", 2000, {"type": "int", "size": 50},
                         ProtocolOptions(set_size=2, top=1, fleet_size=1000, budget_split=0.3))
     assert err.value.field == "budget_split"
+
+
+def test_a_campaign_plans_svim_without_the_size_step():
+    """`campaign create --protocol auto` predicts svim as a campaign runs it (its phase-2
+    length fixed at creation, no size group): the candidate branch on all the phase-2 devices,
+    never the flat-branch bound the simulation's size step earns."""
+    n, eps, d, l, k = 10 ** 6, 1000, 7520, 9, 5
+    sim = {r["protocol"]: r for r in auto.predict(n, eps, d, l, k)}
+    camp = {r["protocol"]: r for r in auto.predict(n, eps, d, l, k, size_step=False)}
+    kc = 2 * k
+    cand = math.sqrt(float(make_mechanism(choose_oracle(eps, kc), eps, d, l=min(l, kc),
+                                          candidates=list(range(kc)))
+                           .item_variances(1, [0.0])[0]) / (n * (1 - svim.DEFAULT_PHASE1_SHARE)))
+    assert camp["svim"]["predicted_sd"] == pytest.approx(cand, rel=1e-12)
+    assert sim["svim"]["predicted_sd"] < camp["svim"]["predicted_sd"]
+    assert sim["svim"]["predicted_sd"] == pytest.approx(sim["psfo"]["predicted_sd"], rel=1e-9)
+    from ldpfleet.service.protocol_campaigns import CAMPAIGN_AUTO
+    plan = auto.choose(n, eps, d, l, k, allowed=CAMPAIGN_AUTO, size_step=False)
+    assert plan["predicted_error"] == pytest.approx(cand, rel=1e-12)

@@ -162,9 +162,13 @@ def run(out_dir, users, repeats, seed, quick, workers, tool):
                 "sd of their difference, so phase 2 runs PSFO over the whole domain at the full "
                 "l and pools both phases by inverse variance), and the mean separation z. "
                 "auto (protocols.auto) picks per (n, eps, d, l, k) the protocol with the smallest "
-                "predicted standard deviation of a top-k estimate; on these settings it is svim "
+                "predicted standard deviation of a top-k estimate (svim: the better of its two "
+                "branches' bounds, never above one-phase PSFO's); on these settings it is svim "
                 "(SVIM-style: devices split between the phases, padding-and-sampling GRR/OLH, "
-                "phase 1 at l = 1) or one-phase PSFO. LDPMiner-RAPPOR spends eps/2 per phase on "
+                "phase 1 at l = 1; in simulation a size group of 20% of the phase-2 devices, "
+                "Wang et al. S&P 2018 §5.2, sets phase 2's l2 from the trimmed sizes on short "
+                "sets and the flat branch's phase-1 scale from the set sizes). "
+                "LDPMiner-RAPPOR spends eps/2 per phase on "
                 "every device, and its phase 1 (sampling SH at length l) misses the head, as the "
                 "issue's real-data table showed.")
     tool.write_summary(os.path.join(out_dir, "auto.md"),

@@ -9,8 +9,15 @@ mechanism's `item_variances` with its realised integer thresholds):
 * psfo (padding-and-sampling, one phase): PSGRR/PSOLH over the domain, length l, n, eps;
 * lm-rp (LDPMiner-RAPPOR): phase 2 srappor over k_max = 2k candidates, l2 = min(l, k_max), n
   devices at eps2 = eps/2 (sequential composition);
-* svim (protocols.svim): phase 2 PSGRR/PSOLH over k_max candidates, l2 = min(l, k_max), the
-  (1 - share) n devices of phase 2, eps.
+* svim (protocols.svim): the better of its two phase-2 branches (the separation test picks
+  one after phase 1), each an upper bound:
+  - candidates: PSGRR/PSOLH over the k_max candidates at l2 = min(l, k_max) (size estimation,
+    svim_sim, only lowers l2) on the (1 - share)(1 - SIZE_SHARE) n devices of phase 2, eps;
+  - flat: the inverse-variance pool (svim.pooled) of phase 1 scaled to frequencies by r <= l
+    (sd l * phase1_sd) and PSFO over the domain at length l on the (1 - share) n others. At
+    f = 0 PSFO's variance is exactly l^2 times its l = 1 variance, so with r = l the pool has
+    the variance of one-phase PSFO over all n devices: svim is never predicted worse than psfo
+    (r < l when sets are shorter than l, which the data, not (n, eps, d, l, k), tells).
 
 Two-phase rows also carry `phase1_sd`: the standard deviation of the score the candidates are
 chosen by (LDPMiner: sampling SH at eps1 and length l; svim: PSFO at eps and length 1 on the
@@ -35,7 +42,7 @@ def _sd(name: str, eps_milli: int, d: int, l: int, n: float, **params) -> float:
 
 
 def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
-            k_max: int = None) -> list:
+            k_max: int = None, size_step: bool = True) -> list:
     """One row per protocol: {"protocol", "cli_name", "feasible", "predicted_sd",
     "phase1_sd", "params"} (module docstring)."""
     n, d, l, k = int(users), int(domain), int(set_size), int(top)
@@ -68,12 +75,28 @@ def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
     row("lm-rp", lambda: (_sd("srappor", eps2, d, l2, n, candidates=list(range(kc))),
                           _sh_sd(eps1, d, l, n)),
         {"k_max": kc, "l2": l2, "eps1_milli": eps1, "eps2_milli": eps2})
-    row("svim", lambda: (_sd(choose_oracle(eps_milli, kc), eps_milli, d, l2, (1 - share) * n,
-                             candidates=list(range(kc))),
-                         _sd(choose_oracle(eps_milli, d), eps_milli, _check_ps(d), 1, share * n)),
+    row("svim", lambda: _svim_sd(eps_milli, d, l, kc, n, share, size_step),
         {"k_max": kc, "l1": 1, "l2": l2, "phase1_share": share,
-         "oracle1": choose_oracle(eps_milli, d), "oracle2": choose_oracle(eps_milli, kc)})
+         "size_share": svim.SIZE_SHARE, "oracle1": choose_oracle(eps_milli, d),
+         "oracle2": choose_oracle(eps_milli, kc)})
     return rows
+
+
+def _svim_sd(eps_milli, d, l, kc, n, share, size_step: bool = True) -> tuple:
+    """(predicted sd, phase-1 sd) of svim (module docstring): the smaller of the candidate
+    branch's and the flat branch's bounds. Without the size step (`size_step` False: a real
+    campaign, whose phase-2 length is fixed at creation and whose flat branch scales phase 1
+    by svim.ratio_of_sums, noisy on long-tailed domains) only the candidate branch on all the
+    phase-2 devices, as before the size step existed."""
+    sd1 = _sd(choose_oracle(eps_milli, d), eps_milli, _check_ps(d), 1, share * n)
+    n2 = (1 - share) * n
+    cand = _sd(choose_oracle(eps_milli, kc), eps_milli, d, min(l, kc),
+               (1 - svim.SIZE_SHARE) * n2 if size_step else n2, candidates=list(range(kc)))
+    if not size_step:
+        return cand, sd1
+    flat2 = _sd(choose_oracle(eps_milli, d), eps_milli, d, l, n2)
+    flat = (1.0 / ((l * sd1) ** -2 + flat2 ** -2)) ** 0.5
+    return min(cand, flat), sd1
 
 
 def _check_rp(d):
@@ -94,14 +117,15 @@ def _sh_sd(eps_milli, d, l, n):
 
 
 def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
-           k_max: int = None, allowed=CHOICES) -> dict:
+           k_max: int = None, allowed=CHOICES, size_step: bool = True) -> dict:
     """{"chosen_protocol": CLI name, "chosen": core name, "predicted_error", "params",
     "rows": predict(...)}:
     the feasible protocol with the smallest predicted_sd; LDPMiner only if its phase 1 (an
     estimate of the frequency itself) is no noisier than the best one-phase protocol. svim's
     phase-1 score is the frequency divided by the sizes of the sets that hold the item, which
-    (n, eps, d, l, k) do not give, so its phase1_sd is reported but not used."""
-    rows = predict(users, eps_milli, domain, set_size, top, k_max)
+    (n, eps, d, l, k) do not give, so its phase1_sd is reported but not used. `size_step`
+    False: svim as a real campaign runs it today (`_svim_sd`), for `campaign create`."""
+    rows = predict(users, eps_milli, domain, set_size, top, k_max, size_step)
     ok = {r["protocol"]: r for r in rows if r["feasible"] and r["protocol"] in allowed}
     if not ok:
         raise ConfigError("domain", "no protocol is feasible: " + "; ".join(
@@ -111,7 +135,9 @@ def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
     best = single
     for proto in ("lm-rp", "svim"):
         r = ok.get(proto)
-        if r is None or (best is not None and r["predicted_sd"] >= best["predicted_sd"]):
+        # svim wins ties (within rounding): its flat-branch bound equals psfo's exactly at r = l
+        slack = 1 + 1e-9 if proto == "svim" and size_step else 1.0
+        if r is None or (best is not None and r["predicted_sd"] >= best["predicted_sd"] * slack):
             continue
         if proto == "lm-rp" and single is not None and r["phase1_sd"] > single["predicted_sd"]:
             continue

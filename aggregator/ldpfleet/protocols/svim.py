@@ -15,9 +15,21 @@ Wang, Li, Jha, "Locally Differentially Private Frequent Itemset Mining" (IEEE S&
   (LDPMiner §4.4's trimming), padded to l2 = min(l, 2k) (no truncation for sets of at most l
   items, hence unbiased); the answer is the top k by phase-2 estimate.
 
-Not kept: SVIM's third user group, which estimates the trimmed-set length to pick a smaller l2
-and corrects the truncation bias (§5.2 "size estimation"); l2 here is min(l, k_max), public
-before the campaign starts.
+Size estimation (§5.2), in simulation only (svim_sim; a campaign's phase-2 length is public
+before it starts, min(l, k_max), until the phase-2 message can carry l2): after phase 1, when
+`size_estimation_pays` (short trimmed sets expected from the phase-1 scores), a share
+SIZE_SHARE of the phase-2 devices report the size m = |set & candidates| (capped at
+min(l, k_max)) through GRR/OLH at eps (`size_oracle`), and the others run phase 2 at
+l2 = `choose_l2` of the estimated size distribution: the 90th percentile of the non-empty
+trimmed sizes (SVIM takes the 90th percentile of the sizes; with the empty sets counted it would
+be 1 on short sets, where 1/3 of a head item's holders hold two candidates). PSFO samples L of a
+longer set, so the items of longer sets are under-counted by L/m: measured on the real dataset
+(true top-2k candidates) 3-6% of their occurrences. §5.2's correction by the estimated share
+E[m] / E[min(m, L)] is not applied: the size group's long-size cells are noisy and weighted by m,
+which made it about as noisy as the bias it removes (+9% at eps 2 with clipped cells).
+On short real sets (headlines:
+m is 0-2 for the top 2k words) L is 2 instead of min(l, k_max) = 9, which cuts the phase-2
+variance, ~L^2, twentyfold.
 
 Adaptive phase 2 (issue 16). On flat data (no clear head: the seed's normal/Laplace settings)
 phase 1 cannot separate the top k from the rest, the k_max candidates miss most of the true
@@ -69,6 +81,40 @@ many standard deviations of their difference (module docstring; measured in
 tools/twophase_auto.py)."""
 
 
+SIZE_SHARE = 0.2
+"""Share of the phase-2 devices in the size-estimation group (svim_sim; SVIM §5.2)."""
+SIZE_QUANTILE = 0.9
+
+
+def size_oracle(eps_milli: int, cap: int) -> str:
+    """GRR or OLH over the sizes 0..cap (the rule of `choose_oracle`, no dummy)."""
+    return "grr" if cap + 1 < 3 * np.exp(eps_milli / 1000.0) + 2 else "olh"
+
+
+def choose_l2(size_freqs, cap: int, q: float = SIZE_QUANTILE) -> int:
+    """Phase 2's length from the estimated distribution x_0..x_cap of the trimmed sizes (module
+    docstring): the q-quantile of the non-empty sizes, the smallest L in [1, cap] with
+    x_1 + ... + x_L >= q (x_1 + ... + x_cap). Sums of the unclipped estimates over the first
+    cells, so the noise of the rare long sizes barely moves it."""
+    x = np.asarray(size_freqs, np.float64)
+    cum = np.cumsum(x[1:int(cap) + 1])
+    if cum.size == 0 or cum[-1] <= 0:
+        return 1
+    return int(min(np.searchsorted(cum, q * cum[-1]) + 1, cap))
+
+
+def size_estimation_pays(s1_cand, l: int, cap: int) -> bool:
+    """Whether to spend SIZE_SHARE of the phase-2 devices on size estimation (module
+    docstring), from phase 1 (post-processing): E[m] <= about l * sum of the candidates'
+    phase-1 scores (each score sums 1/|set| over holders; sets are mostly at most l long), and
+    the 90th percentile of m is taken to be at most 2 E[m] + 1; the group pays when that is at
+    most half of cap = min(l, k_max) (phase-2 variance ~ l2^2: a quarter or less, against 1 /
+    (1 - SIZE_SHARE) for the devices it takes). Zipf(1) sets of mean 30 (m ~ 9 of 10
+    candidates) skip it, headlines (m ~ 0.5) take it."""
+    mean_m = float(l) * float(np.sum(np.clip(np.asarray(s1_cand, np.float64), 0.0, None)))
+    return 2.0 * mean_m + 1.0 <= 0.5 * float(cap)
+
+
 def phase2_length(l: int, k_max: int) -> int:
     return min(int(l), int(k_max))
 
@@ -81,7 +127,7 @@ def phase1_rate_ppm(share: float) -> int:
 
 
 def campaign_phases(eps_milli: int, domain_size: int, l: int, k_max: int,
-                    phase1_share: float = DEFAULT_PHASE1_SHARE) -> list:
+                    phase1_share: float = DEFAULT_PHASE1_SHARE, l2: int = None) -> list:
     """A campaign config's phases: phase 1 PSFO over the domain at l = 1 on the devices below the
     public split, phase 2 PSFO over the k_max candidates at l2 = min(l, k_max) on the others;
     both at the full eps (each device reports in one phase only). Phase 2 carries the flat
@@ -94,7 +140,7 @@ def campaign_phases(eps_milli: int, domain_size: int, l: int, k_max: int,
              "eps_milli": int(eps_milli), "sample_rate_ppm": ppm, "params": {"l": 1}},
             {"phase": 2, "mechanism": choose_oracle(eps_milli, int(k_max)),
              "eps_milli": int(eps_milli), "sample_rate_ppm": ppm,
-             "params": {"l": phase2_length(l, k_max)},
+             "params": {"l": phase2_length(l, k_max) if l2 is None else int(l2)},
              "fallback": fallback_phase(eps_milli, domain_size, l)}]
 
 
@@ -185,18 +231,36 @@ def separation_doc(sep: dict) -> dict:
     return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in sep.items()}
 
 
-def flat_estimates(sketch1, sketch2, keys, l: int) -> tuple:
+def size_ratio(size_freqs, var_freqs, l: int) -> tuple:
+    """(r^, Var r^) from a size group's estimated distribution x_0..x_l of min(|set|, l)
+    (svim_sim's flat branch): r = E[min(|set|, l)] / P(set non-empty), the ratio that
+    `ratio_of_sums` estimates from sums over the whole domain, which with PSOLH over thousands
+    of items carry the noise of every item (measured on the real dataset at eps 1: sd ~2 on
+    r ~ 6.7); from the sizes, about 2%. Delta method with the cells taken as independent."""
+    x, v = np.asarray(size_freqs, np.float64), np.asarray(var_freqs, np.float64)
+    m = np.minimum(np.arange(x.size, dtype=np.float64), float(l))
+    a, b = float(np.sum(m * x)), float(np.sum(x[1:]))
+    if b <= 0:
+        return float(l), float(l) ** 2
+    r = min(max(a / b, 1.0), float(l))
+    grad = (m - r * (np.arange(x.size) > 0)) / b
+    return r, float(np.sum(grad * grad * v))
+
+
+def flat_estimates(sketch1, sketch2, keys, l: int, ratio=None) -> tuple:
     """The flat branch's answer over `keys` (the whole integer domain): phase 1's scores scaled
     by `ratio_of_sums` and pooled with phase 2's listless estimates (`pooled`): (f^, Var f^,
     (r^, Var r^)). The ratio from variances at each phase's own estimate (its sums are over the
-    whole domain), the pooled weights from variances at one plug-in frequency common to both
-    phases. Simulation (svim_sim) and campaigns (`estimate`) share it."""
+    whole domain) unless `ratio` is given (svim_sim: `size_ratio` of a size group), the pooled
+    weights from variances at one plug-in frequency common to both phases. Simulation
+    (svim_sim) and campaigns (`estimate`) share it."""
     mech1, mech2 = sketch1.mechanism, sketch2.mechanism
     n1, n2 = max(sketch1.n, 1), max(sketch2.n, 1)
     f1 = np.asarray(sketch1.estimate(keys), np.float64) / n1
     f2 = np.asarray(sketch2.estimate(keys), np.float64) / n2
-    ratio = ratio_of_sums(f1, mech1.item_variances(n1, np.clip(f1, 0, 1)),
-                          f2, mech2.item_variances(n2, np.clip(f2, 0, 1)), l)
+    if ratio is None:
+        ratio = ratio_of_sums(f1, mech1.item_variances(n1, np.clip(f1, 0, 1)),
+                              f2, mech2.item_variances(n2, np.clip(f2, 0, 1)), l)
     f_plug = np.clip(0.5 * (ratio[0] * f1 + f2), 0.0, 1.0)
     s_plug = f_plug / ratio[0]
     f, var = pooled(f1, mech1.item_variances(n1, s_plug), f2, mech2.item_variances(n2, f_plug),

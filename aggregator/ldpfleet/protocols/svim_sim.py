@@ -2,6 +2,13 @@
 tools/reproduce_twophase.py): the campaign runs as `protocols.svim` prescribes for a real fleet
 (public device split, PSFO phases, candidate list, trimmed phase-2 sets), devices simulated
 with the C kernels. Returns the same `Answer`s as `ldpminer_sim.run_ldpminer`.
+
+One step beyond campaigns (svim module docstring, "Size estimation"): a size group of
+svim.SIZE_SHARE of the phase-2 devices (Wang, Li, Jha, S&P 2018, §5.2) -- in the candidate
+branch, when svim.size_estimation_pays, it reports trimmed sizes and phase 2 runs at
+svim.choose_l2 of them; in the flat branch it reports set sizes and the phase-1 scale is
+svim.size_ratio of them. Campaigns do neither yet (their phase-2 l is fixed at creation and
+their flat branch scales by svim.ratio_of_sums). Tuning `svim_size` = False turns it off.
 """
 import numpy as np
 
@@ -9,7 +16,7 @@ from .. import config
 from ..mechanisms.sh import key_sets, take_sets
 from . import svim
 from .ldpminer import _frequencies as _freqs
-from .ldpminer import candidates_from_phase1
+from .ldpminer import candidates_from_phase1, trim_sets
 from .ldpminer_sim import SIM_SALT_BITS, Answer, _ranked, default_l
 from .ldpminer_sim import _run_phase as run_phase
 
@@ -52,7 +59,7 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
         return {k: Answer(order[:k], f[order[:k]], order, f) for k in ks}
     if name != "svim":
         raise ValueError("unknown protocol %r" % name)
-    share = svim.DEFAULT_PHASE1_SHARE
+    share = getattr(tuning, "svim_share", svim.DEFAULT_PHASE1_SHARE)
     in1 = rng.random(n) < share  # the public split of spec §5, as a draw per simulated device
     group1, group2 = take_sets(sets, np.flatnonzero(in1)), take_sets(sets, np.flatnonzero(~in1))
     z = getattr(tuning, "svim_z", svim.SEPARATION_Z)
@@ -62,7 +69,8 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
     for k in ks:
         kc = int(tuning.k_max) if tuning.k_max is not None \
             else min(d, svim.DEFAULT_K_MAX_FACTOR * int(k))
-        cfg = _campaign(svim.campaign_phases(eps_milli, d, l, kc, share), d, salt)
+        cfg = _campaign(svim.campaign_phases(eps_milli, d, l, kc, share,
+                                             getattr(tuning, "svim_l2", None)), d, salt)
         if sketch1 is None:
             sketch1 = run_phase(config.mechanism_for_phase(cfg, 1), group1, rng)
             f1 = _freqs(sketch1, keys)
@@ -70,13 +78,19 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
         sep = svim.separation(f1, v1, k, kc, z)
         if adaptive and not sep["separable"]:
             if flat is None:
-                flat = _flat_phase2(sketch1, group2, (eps_milli, d, l, salt), rng)
+                flat = _flat_phase2(sketch1, group2, (eps_milli, d, l, salt), rng,
+                                    getattr(tuning, "svim_size", True))
             order = np.argsort(-flat, kind="stable")
             out[k] = _answer(order[:k], flat[order[:k]], order, flat, "flat", sep)
             continue
         cand = candidates_from_phase1(sketch1, kc, keys)
+        est_group = group2
+        if getattr(tuning, "svim_size", True) and getattr(tuning, "svim_l2", None) is None \
+                and svim.size_estimation_pays(f1[cand], l, min(l, kc)):
+            est_group, l2 = _size_phase(group2, cand, min(l, kc), eps_milli, rng)
+            cfg = _campaign(svim.campaign_phases(eps_milli, d, l, kc, share, l2), d, salt)
         mech2 = config.mechanism_for_phase(cfg, 2, candidates=[int(c) for c in cand])
-        sketch2 = run_phase(mech2, group2, rng, candidates=cand)
+        sketch2 = run_phase(mech2, est_group, rng, candidates=cand)
         f = _freqs(sketch2, cand)
         scale = svim.phase1_scale(f1[cand], f)
         if tuning.combine == "ivw":
@@ -92,14 +106,46 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
     return out
 
 
-def _flat_phase2(sketch1, group2, setup, rng) -> np.ndarray:
+def _sizes_of(group2, cand, cap: int, eps_milli: int, rng) -> tuple:
+    """A size group (SVIM §5.2): a public share svim.SIZE_SHARE of the phase-2 devices report
+    min(m, cap), m = |set & cand| (|set| when cand is None), through GRR/OLH at eps
+    (svim.size_oracle). (the other devices, estimated x_0..x_cap, their variances)."""
+    from ..mechanisms import make_mechanism
+    group2 = key_sets(group2)
+    n2 = group2.offsets.size - 1
+    in_size = rng.random(n2) < svim.SIZE_SHARE
+    mine = take_sets(group2, np.flatnonzero(in_size))
+    sizes = np.diff((mine if cand is None else trim_sets(mine, cand)).offsets.astype(np.int64))
+    mech = make_mechanism(svim.size_oracle(eps_milli, cap), int(eps_milli), int(cap) + 1)
+    sketch = mech.new_sketch()
+    sketch.update(mech.perturb_batch(np.minimum(sizes, cap).astype(np.uint32), rng))
+    n = max(sketch.n, 1)
+    x = np.asarray(sketch.estimate(np.arange(cap + 1, dtype=np.uint32)), np.float64) / n
+    var = mech.item_variances(n, np.clip(x, 0.0, 1.0))
+    return take_sets(group2, np.flatnonzero(~in_size)), x, var
+
+
+def _size_phase(group2, cand, cap: int, eps_milli: int, rng) -> tuple:
+    """Size estimation for the candidate branch: (the devices that run phase 2, l2), l2 =
+    svim.choose_l2 of the trimmed sizes (`_sizes_of`)."""
+    rest, x, _ = _sizes_of(group2, cand, cap, eps_milli, rng)
+    return rest, svim.choose_l2(x, cap)
+
+
+def _flat_phase2(sketch1, group2, setup, rng, sizes=True) -> np.ndarray:
     """The flat branch: phase 2 over the whole domain at length l (svim.fallback_phase), pooled
-    with the scaled phase-1 scores by inverse variance. Frequencies of every domain item."""
+    with the scaled phase-1 scores by inverse variance. Frequencies of every domain item. With
+    `sizes`, a share svim.SIZE_SHARE of the phase-2 devices report min(|set|, l) instead, and
+    the scale of phase 1 is svim.size_ratio of their sizes (svim.ratio_of_sums otherwise)."""
     eps_milli, d, l, salt = setup
+    ratio = None
+    if sizes:
+        group2, x, var = _sizes_of(group2, None, l, eps_milli, rng)
+        ratio = svim.size_ratio(x, var, l)
     fb = svim.fallback_phase(eps_milli, d, l)
     cfg = _campaign([{"phase": 1, "mechanism": fb["mechanism"], "eps_milli": int(eps_milli),
                       "params": fb["params"]}], d, salt)
     mech2 = config.mechanism_for_phase(cfg, 1)
     sketch2 = run_phase(mech2, group2, rng)
-    f, _, _ = svim.flat_estimates(sketch1, sketch2, np.arange(d, dtype=np.uint32), l)
+    f, _, _ = svim.flat_estimates(sketch1, sketch2, np.arange(d, dtype=np.uint32), l, ratio)
     return f

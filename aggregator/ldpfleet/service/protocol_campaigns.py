@@ -79,7 +79,7 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
             raise ConfigError("fleet_size", "--protocol auto needs --fleet-size N (the devices "
                               "expected to report)")
         plan = auto.choose(check_positive(opts.fleet_size, "fleet_size"), eps_milli, size, l, k,
-                           kc, allowed=CAMPAIGN_AUTO)
+                           kc, allowed=CAMPAIGN_AUTO, size_step=False)
         protocol_name = plan["chosen_protocol"]
     if protocol_name == "svim":
         from ..protocols import svim
