@@ -3,7 +3,6 @@ Differentially Private Frequent Itemset Mining", IEEE S&P 2018, §5.2): a share 
 devices report their trimmed set size (candidate branch: phase 2's length l2 from it) or their
 set size (flat branch: the scale of the phase-1 scores from it)."""
 import numpy as np
-import pytest
 
 from ldpfleet import datasets
 from ldpfleet.protocols import ldpminer_sim, svim, svim_sim

@@ -12,7 +12,10 @@ The bare subscriber is paho-mqtt with the aggregator's protocol version and QoS,
 messages in `on_message` and nothing else; its clock runs from the first message to the last.
 Because paho's per-message cost can exceed the aggregator's own (which batches acks), the
 broker's true ceiling is also measured with a minimal MQTT 3.1.1 socket subscriber (QoS 1,
-PUBACKs written once per received chunk).
+PUBACKs written once per received chunk), and for a campaign with end-to-end acknowledgements
+(the default; `--no-ack` for one without) once more publishing one QoS 0 ack per report as
+serve does (`raw_socket_acks_rate`: the broker's ceiling for that work). `*_broker_cpu_share`
+is Mosquitto's CPU time over a raw drain's wall time: near 1, the broker was the ceiling.
 The aggregator is `ldpfleet serve` (subprocess): validation, dedupe, the mechanism's C decode,
 commit, then PUBACKs; its committed counters are polled every 20 ms, and its clock runs from the
 first poll that shows a committed batch to the one that shows all N accepted (`_rate`); the
