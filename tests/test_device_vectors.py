@@ -56,13 +56,17 @@ def test_device_code_compiles_for_boards(tmp_path, march):
 def test_report_cycle_fits_a_16k_heap(mpy_dir, tmp_path, name, params):
     """From .mpy, importing the mechanism, building it (ε = 2, d = 1024) and making 500 reports
     runs with `-X heapsize=16k`; with 8k it does not (the limit is real)."""
-    script = tmp_path / "cycle.py"
-    script.write_text(device_runner.report_cycle_script(name, 2000, 1024, params, 5, 500))
+    (tmp_path / "cycle.py").write_text(device_runner.report_cycle_script(name, 2000, 1024, params,
+                                                                          5, 500))
+    # Short relative paths (the script and "lib" from the test's directory): the interpreter
+    # keeps its argv and sys.path strings on the same heap, so a long temporary directory (a
+    # pytest-xdist worker's, a long TMPDIR) would otherwise eat the margin being measured.
+    (tmp_path / "lib").symlink_to(mpy_dir, target_is_directory=True)
 
     def run(heap):
         return subprocess.run([device_runner.micropython_binary(), "-X", "heapsize=%s" % heap,
-                               str(script)], env=device_runner.micropython_env(mpy_dir),
-                              capture_output=True, text=True, timeout=60)
+                               "cycle.py"], env=device_runner.micropython_env("lib"),
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
     ok = run("16k")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert len(ok.stdout.split()) == 4
