@@ -71,8 +71,14 @@ def signature_cases() -> dict:
                                       {"phase": 2, "mechanism": "srappor", "eps_milli": 1000,
                                        "params": {"l": 4}}], {"type": "int", "size": 1024},
                                7, campaign_id=99, not_before=1790000000, not_after=1800000000)
+    from ldpfleet.protocols import svim
+    flat = config.make_config("flat", svim.campaign_phases(2000, 1000, 8, 10),
+                              {"type": "int", "size": 1000}, 9, campaign_id=100,
+                              not_before=1790000000, not_after=1800000000)
     elsewhere = dict(cfg, campaign="elsewhere", campaign_id=5)
     messages = [("config", cfg), ("phase2", config.make_phase2(miner, candidates=[3, 5, 700])),
+                ("config", flat),  # svim: phase 2 with its signed fallback (spec §3, §5.4)
+                ("phase2", config.make_phase2(flat, fallback=True)),  # svim's flat branch
                 ("close", config.make_close(cfg)),
                 ("keys", {"type": "keys", "protocol": protocol.PROTOCOL_VERSION, "serial": 1,
                           "keys": [other.public.to_doc(), key.public.to_doc()]}),
