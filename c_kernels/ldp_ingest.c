@@ -5,24 +5,25 @@
 
 /* Row i of out (width bytes) = buf[off[j] .. off[j] + min(len[j], width)) for j = idx[i]
  * (idx NULL: j = i), zero-padded; a negative length (no topic / a payload dropped on arrival)
- * gives a zero row. Returns the number of rows whose span lies outside buf (zeroed too): 0
- * unless the caller's offsets are wrong. */
+ * gives a zero row. Returns the number of rows zeroed because j is not below n_items or the
+ * whole span off[j] .. off[j] + len[j] is not inside buf: 0 unless the caller is wrong. */
 int64_t ldp_gather_spans(const uint8_t *buf, size_t buf_len, const int64_t *off,
-                         const int64_t *len, const int64_t *idx, size_t n, size_t width,
-                         uint8_t *out)
+                         const int64_t *len, size_t n_items, const int64_t *idx, size_t n,
+                         size_t width, uint8_t *out)
 {
     int64_t bad = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t j = idx ? (size_t)idx[i] : i;
         uint8_t *row = out + i * width;
-        int64_t o = off[j], l = len[j];
         size_t take = 0;
-        if (l > 0) {
-            take = (size_t)l < width ? (size_t)l : width;
-            if (o < 0 || (uint64_t)o > buf_len || take > buf_len - (size_t)o) {
+        int64_t j = idx ? idx[i] : (int64_t)i;
+        if (j < 0 || (uint64_t)j >= n_items) {
+            bad++;
+        } else if (len[j] > 0) {
+            int64_t o = off[j], l = len[j];
+            if (o < 0 || (uint64_t)o > buf_len || (uint64_t)l > buf_len - (size_t)o) {
                 bad++;
-                take = 0;
             } else {
+                take = (size_t)l < width ? (size_t)l : width;
                 memcpy(row, buf + o, take);
             }
         }
@@ -33,7 +34,7 @@ int64_t ldp_gather_spans(const uint8_t *buf, size_t buf_len, const int64_t *off,
 }
 
 /* The table: mask + 1 slots (a power of two) of three words each, (high word, low word,
- * USED | nonce), so one probe touches one cache line; linear probing from a mix of both words
+ * USED | nonce), so a probe touches one or two cache lines; linear probing from a mix of both words
  * (the keys are keyed hashes already; the mix only guards the slot choice). */
 #define SEEN_USED (UINT64_C(1) << 32)
 

@@ -9,8 +9,8 @@
 
 /* cdef-begin */
 int64_t ldp_gather_spans(const uint8_t *buf, size_t buf_len, const int64_t *off,
-                         const int64_t *len, const int64_t *idx, size_t n, size_t width,
-                         uint8_t *out);
+                         const int64_t *len, size_t n_items, const int64_t *idx, size_t n,
+                         size_t width, uint8_t *out);
 void ldp_seen_find(const uint64_t *slots, uint64_t mask, const uint64_t *qhi,
                    const uint64_t *qlo, size_t n, int64_t *prior);
 int64_t ldp_seen_insert(uint64_t *slots, uint64_t mask, const uint64_t *khi,

@@ -80,3 +80,34 @@ def test_a_flush_remainder_does_not_carry_its_read_buffer_along():
     assert np.array_equal(joined.headers(np.arange(3))[0],
                           np.frombuffer(b"".join(p[:12] for _t, p in msgs[500:503]),
                                         np.uint8).reshape(3, 12))
+
+
+def test_gathering_refuses_indices_and_spans_outside_the_batch():
+    """`ReportBatch.gather` (one C call, ldp_gather_spans) checks every index against the
+    message arrays and every whole span against the buffer: an error, never a read outside."""
+    import pytest
+    from ldpfleet.service.batch import ReportBatch
+    batch = ReportBatch.from_pairs([("ldp/c/r/a", b"x" * 20), ("ldp/c/r/b", b"y" * 20)])
+    assert batch.rows(np.array([1, 0]), 20).tobytes() == b"y" * 20 + b"x" * 20
+    for bad in ([2], [-1]):
+        with pytest.raises(IndexError):
+            batch.rows(np.array(bad), 20)
+    past = ReportBatch(batch.data, batch.topic_off, batch.topic_len, batch.payload_off,
+                       batch.payload_len + np.array([0, 5]))  # the last span runs past the buffer
+    with pytest.raises(IndexError):
+        past.headers(np.array([1]))  # even though a header (12 bytes) would fit
+    assert past.headers(np.array([0]))[0].tobytes() == b"x" * 12
+
+
+def test_kernel_pool_runs_nested_maps_inline_and_forked_children_make_their_own():
+    import os
+    from ldpfleet import kernels
+    inner = kernels.parallel_map(lambda a: kernels.parallel_map(lambda b: a * b, range(8), 2),
+                                 range(8), 2)  # a nested map on the pool's own threads
+    assert inner == [[a * b for b in range(8)] for a in range(8)]
+    assert 2 in kernels._POOLS
+    pid = os.fork()
+    if pid == 0:  # the child: no inherited pool, and a fresh one works
+        ok = not kernels._POOLS and kernels.parallel_map(lambda x: x + 1, range(4), 2) == [1, 2, 3, 4]
+        os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0

@@ -57,20 +57,36 @@ _POOLS = {}
 _POOLS_LOCK = threading.Lock()
 
 
+POOL_PREFIX = "ldp-kernels"
+
+
+def _forget_pools():
+    """In a forked child: the parent's pool threads do not exist there, and the lock may have
+    been held by one of them at the fork."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
+
+
 def _pool(threads: int) -> ThreadPoolExecutor:
     """This process's pool of `threads` workers, made once (starting threads for every batch
     cost serve a tenth of its time); a forked child makes its own."""
-    key = (os.getpid(), threads)
     with _POOLS_LOCK:
-        pool = _POOLS.get(key)
+        pool = _POOLS.get(threads)
         if pool is None:
-            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="ldp-kernels")
+            pool = _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix=POOL_PREFIX)
         return pool
 
 
 def parallel_map(fn, items, threads: int = THREADS):
-    """Run fn over items on a thread pool (for GIL-free C calls); returns results in order."""
+    """Run fn over items on a thread pool (for GIL-free C calls); returns results in order.
+    Called from one of the pool's own threads it runs inline (waiting on the pool from inside
+    it could deadlock once every worker waits)."""
     items = list(items)
-    if threads <= 1 or len(items) <= 1:
+    if threads <= 1 or len(items) <= 1 or threading.current_thread().name.startswith(POOL_PREFIX):
         return [fn(x) for x in items]
     return list(_pool(threads).map(fn, items))

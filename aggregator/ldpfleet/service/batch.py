@@ -156,10 +156,13 @@ class ReportBatch:
         if idx.size and width:
             off = np.ascontiguousarray(off, np.int64)
             length = np.ascontiguousarray(length, np.int64)
+            if off.size != length.size:
+                raise ValueError("%d offsets, %d lengths" % (off.size, length.size))
             bad = lib.ldp_gather_spans(ffi.from_buffer("uint8_t[]", self.data), self.data.size,
-                                       ptr(off), ptr(length), ptr(idx), idx.size, width, ptr(out))
+                                       ptr(off), ptr(length), off.size, ptr(idx), idx.size,
+                                       width, ptr(out))
             if bad:
-                raise ValueError("%d span(s) outside the batch's buffer" % bad)
+                raise IndexError("%d index(es) or span(s) outside the batch" % bad)
         return out
 
     def strings(self, off, length, idx, text: bool = True) -> np.ndarray:

@@ -14,7 +14,8 @@ SQLite's write lock), before its first claim (`Store.claim_key_array`), it reads
 by another process since are loaded, and a purge (which deletes rows) makes it reload. Keys
 this transaction claims enter the index only after COMMIT (`Store.batch`): a rolled-back batch
 leaves no trace. Memory: about 35-70 bytes per accepted (device, phase) of the open campaigns
-(a hash table kept between 35 % and 70 % full); a closed campaign's keys are not loaded at start
+(a hash table kept between 35 % and 70 % full; about 125 bytes for the moment it doubles,
+when the old and the new table exist together, and 24 KB per (campaign, phase) at least); a closed campaign's keys are not loaded at start
 (its reports are rejected before dedupe) and leave memory at the next reload (a purge).
 
 Per (campaign, phase) the index is one open-addressing hash table in C (`_Table`): a batch's
