@@ -44,9 +44,18 @@ def test_plan_predicts_each_protocol_from_its_variance_and_picks_the_smallest(ca
     psfo = make_mechanism(choose_oracle(2000, 10000), 2000, 10000, l=l).item_variances(n, [0.0])[0]
     assert rows["psfo"]["predicted_sd"] == pytest.approx(math.sqrt(psfo))
     assert ph2 < psfo and rows["svim"]["predicted_sd"] == pytest.approx(math.sqrt(ph2))
-    flat = auto.predict(n, 2000, 10000, l, 10, k_max=200)  # 200 candidates: the flat bound wins
+    # 200 candidates: the flat bound wins; at r = l it is PSFO's variance over the share of the
+    # devices that report items in either phase, 1/2 + 1/2 * (1 - SIZE_SHARE) of n
+    flat = auto.predict(n, 2000, 10000, l, 10, k_max=200)
+    used = 0.5 + 0.5 * (1 - svim.SIZE_SHARE)
     assert {r["protocol"]: r for r in flat}["svim"]["predicted_sd"] == pytest.approx(
-        math.sqrt(psfo), rel=1e-9)
+        math.sqrt(psfo / used), rel=1e-9)
+    # sets shorter than l (r = l / 2): phase 1's scaled scores are 4 times less noisy
+    short = auto.predict(n, 2000, 10000, l, 10, k_max=200, size_ratio=l / 2)
+    psfo1 = psfo / l ** 2  # PSFO's f = 0 variance is l^2 times its l = 1 variance
+    pooled = 1 / (0.5 / ((l / 2) ** 2 * psfo1) + 0.5 * (1 - svim.SIZE_SHARE) / psfo)
+    assert {r["protocol"]: r for r in short}["svim"]["predicted_sd"] == pytest.approx(
+        math.sqrt(pooled), rel=1e-9)
     assert rows["lm-rp"]["params"]["eps2_milli"] == 1000 and rows["svim"]["params"]["l2"] == l2
     best = min((r for r in out["rows"] if r["feasible"]), key=lambda r: r["predicted_sd"])
     assert out["chosen"] == best["protocol"] == "svim"
@@ -122,10 +131,15 @@ def test_auto_choice_matches_predict():
     assert choice["rows"] == rows
     best = min(r["predicted_sd"] for r in rows if r["feasible"])
     sd = {r["protocol"]: r["predicted_sd"] for r in rows}
-    # here (d = 1000, l = 50, k = 20) svim's flat-branch bound ties one-phase PSFO's, and svim
-    # takes the tie (its bounds are conservative: r <= l, l2 <= min(l, k_max))
-    assert sd["svim"] == pytest.approx(sd["psfo"], rel=1e-9) and sd["psfo"] == best
-    assert choice["chosen"] == "svim" and choice["predicted_error"] == sd["svim"]
+    # here (d = 1000, l = 50, k = 20, r = l by default) svim's flat bound is one-phase PSFO's
+    # over the 90 % of the devices that report items, and PSFO is chosen
+    used = 0.5 + 0.5 * (1 - svim.SIZE_SHARE)
+    assert sd["svim"] == pytest.approx(sd["psfo"] / math.sqrt(used), rel=1e-9)
+    assert sd["psfo"] == best and choice["chosen"] == "psfo"
+    assert choice["predicted_error"] == sd["psfo"]
+    # on sets of 20 items on average (r = 20 < l) svim's pool wins
+    short = auto.choose(10 ** 6, 1000, 1000, 50, 20, size_ratio=20)
+    assert short["chosen"] == "svim" and short["predicted_error"] < sd["psfo"]
 
 
 def test_listless_psfo_and_svim_refuse_a_string_domain():
@@ -166,7 +180,10 @@ def test_a_campaign_plans_svim_without_the_size_step():
                            .item_variances(1, [0.0])[0]) / (n * (1 - svim.DEFAULT_PHASE1_SHARE)))
     assert camp["svim"]["predicted_sd"] == pytest.approx(cand, rel=1e-12)
     assert sim["svim"]["predicted_sd"] < camp["svim"]["predicted_sd"]
-    assert sim["svim"]["predicted_sd"] == pytest.approx(sim["psfo"]["predicted_sd"], rel=1e-9)
-    from ldpfleet.service.protocol_campaigns import CAMPAIGN_AUTO
-    plan = auto.choose(n, eps, d, l, k, allowed=CAMPAIGN_AUTO, size_step=False)
-    assert plan["predicted_error"] == pytest.approx(cand, rel=1e-12)
+    # the campaign's own planning path (what `campaign create --protocol auto` records)
+    from ldpfleet.protocols.options import ProtocolOptions
+    from ldpfleet.service.protocol_campaigns import protocol_phases
+    _phases, doc = protocol_phases("auto", eps, {"type": "int", "size": d},
+                                   ProtocolOptions(set_size=l, top=k, fleet_size=n))
+    assert doc["protocol"] == "svim"
+    assert doc["plan"]["predicted_error"] == pytest.approx(cand, rel=1e-12)

@@ -9,15 +9,18 @@ mechanism's `item_variances` with its realised integer thresholds):
 * psfo (padding-and-sampling, one phase): PSGRR/PSOLH over the domain, length l, n, eps;
 * lm-rp (LDPMiner-RAPPOR): phase 2 srappor over k_max = 2k candidates, l2 = min(l, k_max), n
   devices at eps2 = eps/2 (sequential composition);
-* svim (protocols.svim): the better of its two phase-2 branches (the separation test picks
-  one after phase 1), each an upper bound:
+* svim (protocols.svim): the bound of the better of its two phase-2 branches (the separation
+  test, not auto, picks the branch after phase 1; the row says what svim can reach):
   - candidates: PSGRR/PSOLH over the k_max candidates at l2 = min(l, k_max) (size estimation,
     svim_sim, only lowers l2) on the (1 - share)(1 - SIZE_SHARE) n devices of phase 2, eps;
-  - flat: the inverse-variance pool (svim.pooled) of phase 1 scaled to frequencies by r <= l
-    (sd l * phase1_sd) and PSFO over the domain at length l on the (1 - share) n others. At
-    f = 0 PSFO's variance is exactly l^2 times its l = 1 variance, so with r = l the pool has
-    the variance of one-phase PSFO over all n devices: svim is never predicted worse than psfo
-    (r < l when sets are shorter than l, which the data, not (n, eps, d, l, k), tells).
+  - flat: the inverse-variance pool (svim.pooled) of phase 1 scaled to frequencies by
+    r = E[min(|set|, l)] / P(set non-empty) <= l (sd r * phase1_sd) and PSFO over the domain at
+    length l on the (1 - share)(1 - SIZE_SHARE) n devices left after the size group. At f = 0
+    PSFO's variance is l^2 times its l = 1 variance, so at r = l (the default: (n, eps, d, l, k)
+    do not give r) the pool has 1 / (share + (1 - share)(1 - SIZE_SHARE)) = 1.11 times the
+    variance of one-phase PSFO over all n devices, and psfo is chosen; the simulation passes r
+    of the same data its default l comes from (`ldpminer_sim.auto_choice`), and on sets
+    shorter than l svim wins.
 
 Two-phase rows also carry `phase1_sd`: the standard deviation of the score the candidates are
 chosen by (LDPMiner: sampling SH at eps1 and length l; svim: PSFO at eps and length 1 on the
@@ -42,7 +45,7 @@ def _sd(name: str, eps_milli: int, d: int, l: int, n: float, **params) -> float:
 
 
 def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
-            k_max: int = None, size_step: bool = True) -> list:
+            k_max: int = None, size_step: bool = True, size_ratio: float = None) -> list:
     """One row per protocol: {"protocol", "cli_name", "feasible", "predicted_sd",
     "phase1_sd", "params"} (module docstring)."""
     n, d, l, k = int(users), int(domain), int(set_size), int(top)
@@ -75,14 +78,14 @@ def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
     row("lm-rp", lambda: (_sd("srappor", eps2, d, l2, n, candidates=list(range(kc))),
                           _sh_sd(eps1, d, l, n)),
         {"k_max": kc, "l2": l2, "eps1_milli": eps1, "eps2_milli": eps2})
-    row("svim", lambda: _svim_sd(eps_milli, d, l, kc, n, share, size_step),
+    row("svim", lambda: _svim_sd(eps_milli, d, l, kc, n, share, size_step, size_ratio),
         {"k_max": kc, "l1": 1, "l2": l2, "phase1_share": share,
          "size_share": svim.SIZE_SHARE, "oracle1": choose_oracle(eps_milli, d),
          "oracle2": choose_oracle(eps_milli, kc)})
     return rows
 
 
-def _svim_sd(eps_milli, d, l, kc, n, share, size_step: bool = True) -> tuple:
+def _svim_sd(eps_milli, d, l, kc, n, share, size_step: bool = True, ratio: float = None) -> tuple:
     """(predicted sd, phase-1 sd) of svim (module docstring): the smaller of the candidate
     branch's and the flat branch's bounds. Without the size step (`size_step` False: a real
     campaign, whose phase-2 length is fixed at creation and whose flat branch scales phase 1
@@ -94,8 +97,9 @@ def _svim_sd(eps_milli, d, l, kc, n, share, size_step: bool = True) -> tuple:
                (1 - svim.SIZE_SHARE) * n2 if size_step else n2, candidates=list(range(kc)))
     if not size_step:
         return cand, sd1
-    flat2 = _sd(choose_oracle(eps_milli, d), eps_milli, d, l, n2)
-    flat = (1.0 / ((l * sd1) ** -2 + flat2 ** -2)) ** 0.5
+    r = float(l) if ratio is None else min(max(float(ratio), 1.0), float(l))
+    flat2 = _sd(choose_oracle(eps_milli, d), eps_milli, d, l, (1 - svim.SIZE_SHARE) * n2)
+    flat = (1.0 / ((r * sd1) ** -2 + flat2 ** -2)) ** 0.5
     return min(cand, flat), sd1
 
 
@@ -117,15 +121,17 @@ def _sh_sd(eps_milli, d, l, n):
 
 
 def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
-           k_max: int = None, allowed=CHOICES, size_step: bool = True) -> dict:
+           k_max: int = None, allowed=CHOICES, size_step: bool = True,
+           size_ratio: float = None) -> dict:
     """{"chosen_protocol": CLI name, "chosen": core name, "predicted_error", "params",
     "rows": predict(...)}:
     the feasible protocol with the smallest predicted_sd; LDPMiner only if its phase 1 (an
     estimate of the frequency itself) is no noisier than the best one-phase protocol. svim's
     phase-1 score is the frequency divided by the sizes of the sets that hold the item, which
     (n, eps, d, l, k) do not give, so its phase1_sd is reported but not used. `size_step`
-    False: svim as a real campaign runs it today (`_svim_sd`), for `campaign create`."""
-    rows = predict(users, eps_milli, domain, set_size, top, k_max, size_step)
+    False: svim as a real campaign runs it today (`_svim_sd`), for `campaign create`;
+    `size_ratio`: r of the flat branch (module docstring), l if not given."""
+    rows = predict(users, eps_milli, domain, set_size, top, k_max, size_step, size_ratio)
     ok = {r["protocol"]: r for r in rows if r["feasible"] and r["protocol"] in allowed}
     if not ok:
         raise ConfigError("domain", "no protocol is feasible: " + "; ".join(
@@ -135,9 +141,7 @@ def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
     best = single
     for proto in ("lm-rp", "svim"):
         r = ok.get(proto)
-        # svim wins ties (within rounding): its flat-branch bound equals psfo's exactly at r = l
-        slack = 1 + 1e-9 if proto == "svim" and size_step else 1.0
-        if r is None or (best is not None and r["predicted_sd"] >= best["predicted_sd"] * slack):
+        if r is None or (best is not None and r["predicted_sd"] >= best["predicted_sd"]):
             continue
         if proto == "lm-rp" and single is not None and r["phase1_sd"] > single["predicted_sd"]:
             continue

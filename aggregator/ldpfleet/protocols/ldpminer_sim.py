@@ -188,10 +188,17 @@ def run_ldpminer(name: str, sets, d: int, eps_milli: int, ks, rng,
 
 
 def auto_choice(sets, d: int, eps_milli: int, k: int, tuning: MinerTuning) -> dict:
-    """protocols.auto's choice for these (n, eps, d, l, k): {"chosen", "predicted_error", ...}."""
+    """protocols.auto's choice for these (n, eps, d, l, k): {"chosen", "predicted_error", ...},
+    with svim's flat-branch ratio r = E[min(|set|, l)] / P(set non-empty) of the same sets the
+    default l is read from (protocols.auto)."""
     from . import auto
     l = default_l(sets) if tuning.l is None else int(tuning.l)
-    return auto.choose(users_of(sets), eps_milli, d, l, k, tuning.k_max)
+    ratio = None  # an (n, l) array: every set holds l items, r = l
+    if isinstance(sets, KeySets):
+        sizes = set_sizes(sets)
+        held = int(np.count_nonzero(sizes))
+        ratio = float(np.minimum(sizes, l).sum()) / held if held else None
+    return auto.choose(users_of(sets), eps_milli, d, l, k, tuning.k_max, size_ratio=ratio)
 
 
 def run_auto(sets, d: int, eps_milli: int, ks, rng, tuning: MinerTuning) -> dict:

@@ -100,7 +100,8 @@ def choose_l2(size_freqs, cap: int, q: float = SIZE_QUANTILE) -> int:
     cum = np.cumsum(x[1:int(cap) + 1])
     if cum.size == 0 or cum[-1] <= 0:
         return 1
-    return int(min(np.searchsorted(cum, q * cum[-1]) + 1, cap))
+    # the first L reaching the quantile (noisy cells can be negative: cum need not be sorted)
+    return int(min(int(np.argmax(cum >= q * cum[-1])) + 1, cap))
 
 
 def size_estimation_pays(s1_cand, l: int, cap: int) -> bool:
