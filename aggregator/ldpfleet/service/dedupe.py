@@ -90,12 +90,18 @@ def rekey_seen(conn):
         conn.zero_deleted(False)
 
 
-def claim(conn, name: str, phase: int, keys: list, seqs: list):
-    """PostgreSQL: claim the distinct dedupe `keys` (hashes) reporting nonces `seqs` in this
-    transaction. Returns (claimed: list of bool, prior: {key: stored nonce} of the others). A
-    key not claimed already had a report in this phase: committed earlier, or by another worker
-    meanwhile (the unique key decides who wins). SQLite claims through `seen_log`."""
-    rows = [(name, phase, k, int(q)) for k, q in zip(keys, seqs)]
-    won = conn.claim_seen(rows)
-    stored = conn.seen_seqs(name, phase, [k for k in keys if k not in won])
-    return [k in won for k in keys], {k: stored[k] for k in keys if k in stored}
+def claim(conn, name: str, phase: int, keys: np.ndarray, seqs):
+    """PostgreSQL: claim the distinct dedupe `keys` ((n, 16) uint8 hashes) reporting nonces
+    `seqs` in this transaction. Returns (claimed bool array, prior nonces int64 array, -1 where
+    claimed). A key not claimed already had a report in this phase: committed earlier, or by
+    another worker meanwhile (the unique key decides who wins). SQLite claims through
+    `seen_log`."""
+    keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
+    won = conn.claim_seen(name, phase, keys, seqs)
+    prior = np.full(keys.shape[0], -1, np.int64)
+    lost = np.flatnonzero(~won)
+    if lost.size:
+        stored = conn.seen_seqs(name, phase, [bytes(keys[i]) for i in lost])
+        for i in lost.tolist():
+            prior[i] = stored.get(bytes(keys[i]), -1)
+    return won, prior

@@ -376,10 +376,7 @@ class Store:
                 self.seen_index.sync(self.conn)
                 self._index_synced = True
             return self.seen_index.claim(self.conn, name, phase, keys, seqs)
-        listed = dedupe.as_keys(keys)
-        claimed, prior = dedupe.claim(self.conn, name, phase, listed, np.asarray(seqs).tolist())
-        return (np.asarray(claimed, bool),
-                np.asarray([prior.get(k, -1) for k in listed], np.int64))
+        return dedupe.claim(self.conn, name, phase, keys, seqs)
 
     def savepoint_mark(self):
         """Before a SAVEPOINT: what `savepoint_rolled_back` returns the index to."""

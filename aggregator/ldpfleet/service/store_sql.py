@@ -239,20 +239,29 @@ class PostgresConnection:
         """Nothing to switch: PostgreSQL keeps deleted rows until VACUUM (autovacuum) reclaims
         them, as for every other table."""
 
-    def claim_seen(self, rows) -> set:
-        """Insert dedupe keys; returns the keys this transaction inserted. A key
-        another worker inserted meanwhile (committed, or committing: PostgreSQL waits for it)
-        is not claimed, and the caller counts that report as a duplicate or second report.
-        Keys are inserted in sorted order so two workers never wait on each other in a cycle."""
-        if not rows:
-            return set()
-        rows = sorted(rows, key=lambda r: (r[0], r[1], r[2]))
-        cols = list(zip(*rows))
+    def claim_seen(self, name: str, phase: int, keys, seqs):
+        """Insert the distinct dedupe `keys` ((n, 16) uint8) with their nonces; returns a bool
+        array, True where this transaction inserted the key. A key another worker inserted
+        meanwhile (committed, or committing: PostgreSQL waits for it) is not claimed, and the
+        caller counts that report as a duplicate or second report. Keys are inserted in sorted
+        (memcmp) order so two workers never wait on each other in a cycle. The keys and the
+        nonces travel as two bytea blobs split by the server (generate_series): psycopg's
+        dumping of per-key arrays cost 5 us of client CPU per key, twice the statement."""
+        import numpy as np
+        keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
+        n = keys.shape[0]
+        if n == 0:
+            return np.zeros(0, bool)
+        order = np.argsort(keys.view("S16").ravel(), kind="stable")
+        blob = keys[order].tobytes()
+        nonces = np.asarray(seqs, np.int64)[order].astype(">i8").tobytes()
         cur = self.db.execute(
-            "INSERT INTO seen SELECT * FROM unnest(%s::text[], %s::int[], %s::bytea[], %s::bigint[])"
-            " ON CONFLICT DO NOTHING RETURNING device",
-            (list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3])))
-        return {bytes(r[0]) for r in cur.fetchall()}
+            "INSERT INTO seen SELECT %s, %s, substring(%s::bytea FROM 16 * i + 1 FOR 16),"
+            " ('x' || encode(substring(%s::bytea FROM 8 * i + 1 FOR 8), 'hex'))::bit(64)::bigint"
+            " FROM generate_series(0, %s - 1) AS i ON CONFLICT DO NOTHING RETURNING device",
+            (name, int(phase), blob, nonces, n))
+        won = {bytes(r[0]) for r in cur.fetchall()}
+        return np.fromiter((bytes(k) in won for k in keys), bool, n)
 
     def seen_seqs(self, name: str, phase: int, keys: list) -> dict:
         """One query joining a bytea[] parameter with the primary key. (An IN list of 500
