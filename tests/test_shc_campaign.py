@@ -115,3 +115,61 @@ def test_hand_made_shc_configs_follow_the_rules():
         build_config("hand", "shc", 1.0, dom, {"m": 128, "l": 2})
     assert err.value.field == "phases.mechanism"
 
+
+
+def test_load_generator_runs_shc_phase_two_from_a_replayed_phase_one(mosquitto, tmp_path, capsys):
+    """`ldpfleet fleet` keeps no state between runs; for shc phase 2 its simulated devices
+    replay phase 1 from the same seed and re-report from those memos (loadgen.simulated
+    `_shc_memos`): every device's phase-2 body repeats its phase-1 row t, and y2 agrees with y1
+    as often as the chain x -> y1, x -> y2 says (T_rr, T_shc_a, T_shc_b; 5 sd)."""
+    from ldpfleet.loadgen.bulk import BulkPublisher
+    from ldpfleet.loadgen.campaign import CampaignView
+    from ldpfleet.loadgen.items import item_distribution
+    from ldpfleet.loadgen.simulated import run_simulated, simulated_device_ids
+    from ldpfleet.mqtt import BrokerSettings
+    state = "sqlite:///%s" % (tmp_path / "agg.db")
+    key_file = str(tmp_path / "fleet.key")
+    write_signing_key(key_file)
+    made = run_cli(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
+                   "--signing-key", key_file, "--name", "lg", "--protocol", "ldpminer-sh-opt",
+                   "--epsilon", 2, "--domain", 64, "--set-size", 3, "--top", 2, "--salt", 6)
+    doc, n = made["config"], 3000
+    ids = simulated_device_ids(n, "lg")
+    dist = item_distribution("zipf:1.1", doc)
+    seen = {}
+    from ldpfleet import config
+    mechs = {1: config.mechanism_for_phase(doc, 1),
+             2: config.mechanism_for_phase(doc, 2, candidates=[0, 1, 2, 3])}
+    broker = BrokerSettings.from_url(mosquitto.url)
+    for phase, phase2 in ((1, None), (2, {"candidates": [0, 1, 2, 3], "phase": 2})):
+        view = CampaignView(doc, phase, phase2)
+        rows = []
+        publisher = BulkPublisher(broker, "lg-%d" % phase, 1000, None)
+        try:
+            sent, _counts = run_simulated(publisher, view, mechs[phase], dist, ids,
+                                          np.random.default_rng(SEED), 3,
+                                          keep=lambda _idx, reports: rows.append(reports.copy()))
+            publisher.wait_acked(30)
+        finally:
+            publisher.close()
+        assert len(sent) == n
+        seen[phase] = np.concatenate(rows)
+    body1, body2 = seen[1][:, 12:], seen[2][:, 12:]
+    assert np.array_equal(body1[:, :4], body2[:, :4])  # the same row t, device by device
+    mech2 = mechs[2]
+    w = 2.0 ** 32
+    p1 = mech2.t_rr / w
+    agree = p1 * mech2.t_a / w + (1 - p1) * (1 - mech2.t_b / w)
+    got = np.mean(body1[:, 4] == body2[:, 4])
+    assert abs(got - agree) < 5 * np.sqrt(agree * (1 - agree) / n), (got, agree)
+    # a phase-2 run with another seed replays other memos: rows no longer match
+    other = []
+    publisher = BulkPublisher(broker, "lg-other", 1000, None)
+    try:
+        run_simulated(publisher, CampaignView(doc, 2, {"candidates": [0, 1, 2, 3], "phase": 2}),
+                      mechs[2], dist, ids, np.random.default_rng(SEED + 1), 3,
+                      keep=lambda _idx, reports: other.append(reports.copy()))
+    finally:
+        publisher.close()
+    same_t = np.all(np.concatenate(other)[:, 12:16] == body1[:, :4], axis=1)
+    assert same_t.mean() < 0.01  # t is uniform over m = 65536 rows

@@ -166,6 +166,9 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
     if mech.set_valued:
         first = view.config["phases"][0]
         set_size = opts.set_size or int(first.get("params", {}).get("l", mech.params.get("l", 1)))
+    if mech.name == "shc" and view.phase == 2 and opts.seed is None and opts.devices:
+        raise ConfigError("seed", "shc phase 2: the simulated devices replay phase 1 to recover "
+                          "what they kept (spec §3.1); give the phase-1 run's --seed")
     rng = np.random.default_rng(opts.seed)
     id_prefix = opts.device_prefix()
     # a load generator's login L publishes only under ldp/<c>/r/L/<id> (spec §4)

@@ -30,6 +30,28 @@ def _phase2_sets(view: CampaignView, mech, keys):
     return ldpminer.trim_sets(keys, view.phase2["candidates"])
 
 
+def _shc_memos(view: CampaignView, dist: ItemDistribution, device_ids: list, chosen,
+               all_indices, rng):
+    """`shc` phase 2 (spec §3.1): a simulated device re-reports from what it kept in phase 1,
+    (t, y1, x). The load generator keeps no state between its runs, so it replays phase 1
+    exactly as the phase-1 run made it -- the same --seed, devices and chunks draw the same
+    items and words -- and keeps every device's memo (6 bytes) before phase 2 draws any word.
+    A run with another seed than phase 1's sends phase-2 reports of other memos: valid
+    reports, but not those devices' (the load generator's own limit, not the protocol's)."""
+    from .. import config as campaign_config
+    from ..mechanisms.shc import ShcMemo, memo_from_reports
+    if not np.array_equal(np.flatnonzero(reports_in_phase(device_ids, view.config, 1)), chosen):
+        raise ValueError("shc phase 2: the devices of phase 1 and 2 differ (a sampling rule)")
+    mech1 = campaign_config.mechanism_for_phase(view.config, 1)
+    parts = []
+    for start in range(0, len(chosen), BATCH_DEVICES):
+        keys = np.ascontiguousarray(dist.keys[all_indices[start:start + BATCH_DEVICES]])
+        parts.append(memo_from_reports(*mech1.perturb_phase1(keys, rng)))
+    if not parts:
+        return ShcMemo(np.zeros(0, np.uint32), np.zeros(0, np.uint8), np.zeros(0, np.uint8))
+    return ShcMemo(*(np.concatenate(column) for column in zip(*parts)))
+
+
 def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, device_ids: list,
                   rng: np.random.Generator, set_size: int = 0, tick=None, keep=None):
     """Publish one report per simulated device the sampling rule puts in this phase (nonce
@@ -44,12 +66,19 @@ def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, d
     counts = {}
     nonce = np.frombuffer(np.uint32(phase - 1).astype("<u4").tobytes(), np.uint8)
     all_indices = draw_indices(len(ids), dist, rng, set_size)
+    memos = None
+    if mech.name == "shc" and phase == 2:
+        memos = _shc_memos(view, dist, device_ids, chosen, all_indices, rng)
     for start in range(0, len(ids), BATCH_DEVICES):
         chunk = ids[start:start + BATCH_DEVICES]
         indices = all_indices[start:start + BATCH_DEVICES]
         keys = np.ascontiguousarray(dist.keys[indices])
-        reports = mech.perturb_batch(_phase2_sets(view, mech, keys), rng,
-                                     **_lcm_high(view, mech, indices))
+        if memos is not None:
+            reports = mech.perturb_batch(type(memos)(*(a[start:start + BATCH_DEVICES]
+                                                        for a in memos)), rng)
+        else:
+            reports = mech.perturb_batch(_phase2_sets(view, mech, keys), rng,
+                                         **_lcm_high(view, mech, indices))
         reports[:, 8:12] = nonce
         dist.add_counts(counts, indices)
         if keep is not None:
