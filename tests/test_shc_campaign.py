@@ -44,13 +44,21 @@ def planted_sets(rng, n, d=64, size=3):
     return np.array(sets, np.uint32)
 
 
-def test_ldpminer_sh_opt_campaign_in_process(mosquitto, tmp_path, capsys):
+def create_sh_opt(capsys, broker_url, tmp_path, name, epsilon, salt):
+    """(state URL, signing key file, `campaign create --protocol ldpminer-sh-opt` JSON) of a
+    campaign over 64 items, sets of 3, top 2."""
     state = "sqlite:///%s" % (tmp_path / "agg.db")
     key_file = str(tmp_path / "fleet.key")
     write_signing_key(key_file)
-    made = run_cli(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
-                   "--signing-key", key_file, "--name", "opt", "--protocol", "ldpminer-sh-opt",
-                   "--epsilon", 3, "--domain", 64, "--set-size", 3, "--top", 2, "--salt", 5)
+    made = run_cli(capsys, "campaign", "create", "--broker", broker_url, "--state", state,
+                   "--signing-key", key_file, "--name", name, "--protocol", "ldpminer-sh-opt",
+                   "--epsilon", epsilon, "--domain", 64, "--set-size", 3, "--top", 2,
+                   "--salt", salt)
+    return state, key_file, made
+
+
+def test_ldpminer_sh_opt_campaign_in_process(mosquitto, tmp_path, capsys):
+    state, key_file, made = create_sh_opt(capsys, mosquitto.url, tmp_path, "opt", 3, 5)
     assert made["protocol"] == {"protocol": "ldpminer-sh-opt", "k": 2, "k_max": 4, "set_size": 3,
                                 "budget_split": 0.5}
     phases = made["config"]["phases"]
@@ -127,12 +135,7 @@ def test_load_generator_runs_shc_phase_two_from_a_replayed_phase_one(mosquitto, 
     from ldpfleet.loadgen.items import item_distribution
     from ldpfleet.loadgen.simulated import run_simulated, simulated_device_ids
     from ldpfleet.mqtt import BrokerSettings
-    state = "sqlite:///%s" % (tmp_path / "agg.db")
-    key_file = str(tmp_path / "fleet.key")
-    write_signing_key(key_file)
-    made = run_cli(capsys, "campaign", "create", "--broker", mosquitto.url, "--state", state,
-                   "--signing-key", key_file, "--name", "lg", "--protocol", "ldpminer-sh-opt",
-                   "--epsilon", 2, "--domain", 64, "--set-size", 3, "--top", 2, "--salt", 6)
+    _state, _key_file, made = create_sh_opt(capsys, mosquitto.url, tmp_path, "lg", 2, 6)
     doc, n = made["config"], 3000
     ids = simulated_device_ids(n, "lg")
     dist = item_distribution("zipf:1.1", doc)
