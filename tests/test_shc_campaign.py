@@ -101,6 +101,12 @@ def test_ldpminer_sh_opt_campaign_in_process(mosquitto, tmp_path, capsys):
         assert abs(row["frequency"] - f_true[row["key"]]) <= z * s, (row, s)
     status = run_cli(capsys, "campaign", "status", "opt", "--state", state)
     assert status["phase"] == 2 and [p["reports"] for p in status["phases"]] == [DEVICES] * 2
+    # the load generator's simulated devices need phase 1's seed to re-report (loadgen.fleet)
+    from ldpfleet.loadgen import FleetOptions, run_fleet
+    with pytest.raises(ConfigError) as err:
+        run_fleet(mosquitto.url, "opt", read_signing_key(key_file).public,
+                  FleetOptions(devices=5, phase=2))
+    assert err.value.field == "seed"
 
 
 def test_hand_made_shc_configs_follow_the_rules():

@@ -195,3 +195,23 @@ def test_newer_schema_is_refused(tmp_path):
     db.close()
     with pytest.raises(Exception, match="schema 99"):
         Store("sqlite:///" + str(path))
+
+
+def test_dedupe_claims_keep_every_u32_nonce(state_url):
+    """Both backends claim a batch's keys and give back the stored nonce of a key already
+    claimed, over the whole u32 range (PostgreSQL: the nonces travel as one big-endian blob the
+    server splits, store_sql.claim_seen)."""
+    from ldpfleet.service import Store
+    rng = np.random.default_rng(11)
+    keys = rng.integers(0, 256, (5, 16), dtype=np.uint8)
+    nonces = np.array([0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1], np.int64)
+    with Store(state_url) as store:
+        with store.batch():
+            claimed, prior = store.claim_key_array("c", 1, keys, nonces)
+        assert claimed.all() and (prior == -1).all()
+        with store.batch():
+            claimed, prior = store.claim_key_array("c", 1, keys[::-1], np.zeros(5, np.int64))
+        assert not claimed.any() and prior.tolist() == nonces[::-1].tolist()
+        with store.batch():  # another phase is another claim
+            claimed, _prior = store.claim_key_array("c", 2, keys[:2], nonces[:2])
+        assert claimed.all()
