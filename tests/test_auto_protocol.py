@@ -45,15 +45,15 @@ def test_plan_predicts_each_protocol_from_its_variance_and_picks_the_smallest(ca
     assert rows["psfo"]["predicted_sd"] == pytest.approx(math.sqrt(psfo))
     assert ph2 < psfo and rows["svim"]["predicted_sd"] == pytest.approx(math.sqrt(ph2))
     # 200 candidates: the flat bound wins; at r = l it is PSFO's variance over the share of the
-    # devices that report items in either phase, 1/2 + 1/2 * (1 - SIZE_SHARE) of n
+    # devices that report items in either phase, 1/2 + 1/2 * (1 - FLAT_SIZE_SHARE) of n
     flat = auto.predict(n, 2000, 10000, l, 10, k_max=200)
-    used = 0.5 + 0.5 * (1 - svim.SIZE_SHARE)
+    used = 0.5 + 0.5 * (1 - svim.FLAT_SIZE_SHARE)
     assert {r["protocol"]: r for r in flat}["svim"]["predicted_sd"] == pytest.approx(
         math.sqrt(psfo / used), rel=1e-9)
     # sets shorter than l (r = l / 2): phase 1's scaled scores are 4 times less noisy
     short = auto.predict(n, 2000, 10000, l, 10, k_max=200, size_ratio=l / 2)
     psfo1 = psfo / l ** 2  # PSFO's f = 0 variance is l^2 times its l = 1 variance
-    pooled = 1 / (0.5 / ((l / 2) ** 2 * psfo1) + 0.5 * (1 - svim.SIZE_SHARE) / psfo)
+    pooled = 1 / (0.5 / ((l / 2) ** 2 * psfo1) + 0.5 * (1 - svim.FLAT_SIZE_SHARE) / psfo)
     assert {r["protocol"]: r for r in short}["svim"]["predicted_sd"] == pytest.approx(
         math.sqrt(pooled), rel=1e-9)
     assert rows["lm-rp"]["params"]["eps2_milli"] == 1000 and rows["svim"]["params"]["l2"] == l2
@@ -132,8 +132,8 @@ def test_auto_choice_matches_predict():
     best = min(r["predicted_sd"] for r in rows if r["feasible"])
     sd = {r["protocol"]: r["predicted_sd"] for r in rows}
     # here (d = 1000, l = 50, k = 20, r = l by default) svim's flat bound is one-phase PSFO's
-    # over the 90 % of the devices that report items, and PSFO is chosen
-    used = 0.5 + 0.5 * (1 - svim.SIZE_SHARE)
+    # over the 97.5 % of the devices that report items, and PSFO is chosen
+    used = 0.5 + 0.5 * (1 - svim.FLAT_SIZE_SHARE)
     assert sd["svim"] == pytest.approx(sd["psfo"] / math.sqrt(used), rel=1e-9)
     assert sd["psfo"] == best and choice["chosen"] == "psfo"
     assert choice["predicted_error"] == sd["psfo"]

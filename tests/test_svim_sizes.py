@@ -31,27 +31,32 @@ def test_size_estimation_pays_only_for_short_trimmed_sets():
     assert svim.size_estimation_pays(np.array([-1.0, 0.01]), 9, 9)  # negatives count as 0
 
 
-def test_size_ratio_is_unbiased_within_its_variance():
-    """r = E[min(|set|, l)] / P(non-empty) from GRR-reported sizes: z-scores over 30 seeds."""
-    from ldpfleet.mechanisms import make_mechanism
-    l, n = 8, 20000
+def test_size_bits_ratio_is_unbiased_within_its_variance():
+    """The flat branch's size group (svim_sim._size_bits: a fill bit and a held bit through
+    binary randomized response): r = E[min(|set|, l)] / P(non-empty), z-scores over 30 seeds
+    against the exact r of the sets."""
+    from ldpfleet.mechanisms.sh import KeySets
+    l, n = 8, 400000
     rng = np.random.default_rng(5)
     sizes = np.minimum(rng.geometric(1 / 4.0, n) - 1, 30)  # empty sets included
+    offsets = np.zeros(n + 1, np.uint64)
+    np.cumsum(sizes, out=offsets[1:])
+    sets = KeySets(np.concatenate([np.arange(s, dtype=np.uint32) for s in sizes]), offsets)
     truth = np.minimum(sizes, l).mean() / np.mean(sizes > 0)
-    mech = make_mechanism(svim.size_oracle(2000, l), 2000, l + 1)
+    assert 3 < truth < l - 1  # neither clip bound is near
     z = []
     for seed in range(30):
-        sk = mech.new_sketch()
-        sk.update(mech.perturb_batch(np.minimum(sizes, l).astype(np.uint32),
-                                     np.random.default_rng(100 + seed)))
-        x = np.asarray(sk.estimate(np.arange(l + 1, dtype=np.uint32)), np.float64) / n
-        r, var = svim.size_ratio(x, mech.item_variances(n, np.clip(x, 0, 1)), l)
+        rest, (r, var) = svim_sim._size_bits(sets, l, 2000, np.random.default_rng(100 + seed))
         z.append((r - truth) / np.sqrt(var))
+    assert abs((rest.offsets.size - 1) / n - (1 - svim.FLAT_SIZE_SHARE)) < 0.01
     z = np.array(z)
-    # mean of 30 z-scores: sd 1/sqrt(30); the delta method and independent cells (GRR's cells
-    # are negatively correlated) may misstate the spread, so allow 0.6-1.5
+    # mean of 30 z-scores: sd 1/sqrt(30); the delta method may misstate the spread a little
     assert abs(z.mean()) < 4 / np.sqrt(z.size), z.mean()
     assert 0.6 < z.std() < 1.5, z.std()
+    # what 2.5 % of the devices buy: r to about 1 % at eps 1 on 10^6 devices of sets of l
+    # (12,500 devices per half, a bit's variance ~ e / (e - 1)^2 = 0.92 per device)
+    sd = svim.size_bits_ratio((1.0, 0.92 / 12500), (1.0, 0.92 / 12500), 50)[1] ** 0.5
+    assert abs(sd - 50 * np.sqrt(2 * 0.92 / 12500)) < 1e-9 and sd / 50 < 0.013
 
 
 def test_size_phase_finds_the_trimmed_sizes_quantile():

@@ -9,7 +9,12 @@ one-phase sampling RAPPOR, paired by seed, on
 For every dataset, repeat, eps in {1, 2, 4} and k in {5, 10, 20}: RE (median relative error over
 the true top-k, LDPMiner §5.1.3) and recall of the three protocols on the same data. Checks: on
 zipf-var and real, auto's mean RE is lower than both others' and its mean recall at least theirs;
-on normal/laplace auto is never worse than the better of the two.
+on normal/laplace auto is never worse than the better of the two: neither its RE above nor its
+recall below either one's by more than twice the standard error of the paired differences
+(`not_worse`). Those are flat settings (the top 20 items within noise of each other at eps 1):
+the median over k items moves by about a third of itself from one repeat to the next, and two
+runs of the same protocol with different noise differ by up to 3 se in some cell (measured), so
+the strict order of two means cannot tell which protocol is better there.
 """
 import os
 import sys
@@ -18,14 +23,14 @@ import time
 import numpy as np
 
 from ldpfleet import datasets, protocol
-from ldpfleet.mechanisms.sh import KeySets, take_sets
+from ldpfleet.mechanisms.sh import KeySets, key_sets, take_sets
 from ldpfleet.protocols import ldpminer_sim
 
 EPS = [1.0, 2.0, 4.0]
 KS = [5, 10, 20]
 METHODS = ["auto", "lm-rp", "rp"]
 LABELS = {"auto": "auto", "lm-rp": "LDPMiner-RAPPOR", "rp": "sampling RAPPOR"}
-USERS, REPEATS = 1000000, 3
+USERS, REPEATS = 1000000, 10
 QUICK = {"users": 20000, "repeats": 2, "eps": [2.0, 4.0], "ks": [5, 10]}
 DATASETS = ["zipf-var", "real", "normal", "laplace"]
 SEED_INDEX = {name: i for i, name in enumerate(DATASETS)}
@@ -57,6 +62,7 @@ def task(name, repeat, users, eps_list, ks, seed):
     """One dataset and repeat: every method, eps and k on the same sets. [(key, value)]."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, SEED_INDEX[name], repeat]))
     sets, d = dataset(name, users, rng)
+    sets = key_sets(sets)  # checked once: every protocol below takes them as they are
     f_true = np.bincount(sets.keys, minlength=d)[:d] / users
     l = 50 if name in ("normal", "laplace") else ldpminer_sim.default_l(sets)
     out = []
@@ -98,6 +104,28 @@ def _se(acc, key):
     return float(np.std(vals, ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else float("nan")
 
 
+def _paired(acc, name, x, a, b, metric):
+    """(mean, se) of the per-repeat differences a - b (the tasks add every method's value of a
+    repeat together, so the lists are paired by position)."""
+    va = np.asarray(acc.values[(name, "eps-k", x, a, metric)])
+    vb = np.asarray(acc.values[(name, "eps-k", x, b, metric)])
+    diff = va - vb
+    se = float(np.std(diff, ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
+    return float(np.mean(diff)), se
+
+
+def not_worse(acc, name, x, z=2.0):
+    """(ok, worst): auto's RE is not above, and its recall not below, either baseline's by more
+    than z standard errors of the paired differences; `worst`: the largest RE excess in se."""
+    ok, worst = True, -np.inf
+    for other in ("lm-rp", "rp"):
+        d_re, se_re = _paired(acc, name, x, "auto", other, "re")
+        d_rec, se_rec = _paired(acc, name, x, other, "auto", "recall")
+        ok &= d_re <= z * se_re and d_rec <= z * se_rec
+        worst = max(worst, d_re / se_re if se_re > 0 else (np.inf if d_re > 0 else 0.0))
+    return bool(ok), float(worst)
+
+
 def _branches(acc, name, x):
     """"candidates 2, flat 1; z 0.8" for a cell, "-" when auto did not run svim."""
     counts = {b: len(v) for (n, s, xx, b, _), v in acc.values.items()
@@ -133,30 +161,38 @@ def run(out_dir, users, repeats, seed, quick, workers, tool):
                 rec = {m: acc.mean(name, "eps-k", x, m, "recall") for m in METHODS}
                 chosen = sorted(m for (n, s, xx, m, _), v in acc.values.items()
                                 if n == name and s == "chosen" and xx == x)
-                rows.append([name, eps, k, ", ".join(chosen), _branches(acc, name, x)] +
-                            ["%.3f ± %.3f / %.2f" % (re[m], _se(acc, (name, "eps-k", x, m, "re")),
-                                                     rec[m]) for m in METHODS])
                 others_re = min(re["lm-rp"], re["rp"])
                 others_rec = max(rec["lm-rp"], rec["rp"])
+                better = "rp" if re["rp"] <= re["lm-rp"] else "lm-rp"
+                d_re, se_re = _paired(acc, name, x, "auto", better, "re")
+                rows.append([name, eps, k, ", ".join(chosen), _branches(acc, name, x)] +
+                            ["%.3f ± %.3f / %.2f" % (re[m], _se(acc, (name, "eps-k", x, m, "re")),
+                                                     rec[m]) for m in METHODS] +
+                            ["%+.3f ± %.3f" % (d_re, se_re)])
                 if name in MUST_WIN:
                     ok = re["auto"] < others_re and rec["auto"] >= others_rec
                     crit = "auto RE < both, recall >= both"
                 else:
-                    ok = re["auto"] <= others_re and rec["auto"] >= others_rec
-                    crit = "auto never worse than the better of the two"
+                    ok, _ = not_worse(acc, name, x)
+                    crit = ("auto never worse than the better of the two (RE not above, recall "
+                            "not below either by more than 2 se of the paired differences)")
                 checks.add("%s eps %g k %d: %s" % (name, eps, k, crit),
                            "auto %.3f/%.2f, LDPMiner-RAPPOR %.3f/%.2f, sampling RAPPOR %.3f/%.2f"
                            % (re["auto"], rec["auto"], re["lm-rp"], rec["lm-rp"], re["rp"],
                               rec["rp"]), "RE / recall, mean of %d paired repeats" % repeats, ok)
     table = tool.markdown_table(["dataset", "eps", "k", "auto chose", "svim branch (runs; z)"] +
-                                ["%s RE ± se / recall" % LABELS[m] for m in METHODS], rows)
+                                ["%s RE ± se / recall" % LABELS[m] for m in METHODS] +
+                                ["auto - better RE (paired, ± se)"], rows)
     shape = "; ".join("%s: d = %d, l = p90 of set sizes = %d" % (
         n, acc.mean(n, "shape", "d", "items", "value"), acc.mean(n, "shape", "l", "p90", "value"))
         for n in names)
     setup = ("n = %d devices per dataset and repeat, %d repeats paired by seed (the same sets and "
              "noise seeds for every protocol), seed %d. %s." % (users, repeats, seed, shape))
     analysis = ("RE ± se: mean over the paired repeats ± its standard error (sd / sqrt(R)); "
-                "differences within about one se are ties. svim branch: how many repeats took "
+                "differences within about one se are ties. The last column: auto's RE minus "
+                "the better baseline's, the mean of the per-repeat differences ± its standard "
+                "error; on normal/laplace a check fails only when auto is worse than either "
+                "baseline by more than 2 se of that difference (in RE or recall). svim branch: how many repeats took "
                 "the candidate list and how many the flat branch (protocols.svim: phase 1 does "
                 "not separate the k-th score from the (k_max+1)-th by more than SEPARATION_Z "
                 "sd of their difference, so phase 2 runs PSFO over the whole domain at the full "
@@ -167,7 +203,8 @@ def run(out_dir, users, repeats, seed, quick, workers, tool):
                 "(SVIM-style: devices split between the phases, padding-and-sampling GRR/OLH, "
                 "phase 1 at l = 1; in simulation a size group of 20% of the phase-2 devices, "
                 "Wang et al. S&P 2018 §5.2, sets phase 2's l2 from the trimmed sizes on short "
-                "sets and the flat branch's phase-1 scale from the set sizes). "
+                "sets, and in the flat branch 5% of them report one size bit each for the "
+                "phase-1 scale). "
                 "LDPMiner-RAPPOR spends eps/2 per phase on "
                 "every device, and its phase 1 (sampling SH at length l) misses the head, as the "
                 "issue's real-data table showed.")

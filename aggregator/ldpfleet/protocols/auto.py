@@ -15,10 +15,11 @@ mechanism's `item_variances` with its realised integer thresholds):
     svim_sim, only lowers l2) on the (1 - share)(1 - SIZE_SHARE) n devices of phase 2, eps;
   - flat: the inverse-variance pool (svim.pooled) of phase 1 scaled to frequencies by
     r = E[min(|set|, l)] / P(set non-empty) <= l (sd r * phase1_sd) and PSFO over the domain at
-    length l on the (1 - share)(1 - SIZE_SHARE) n devices left after the size group. At f = 0
-    PSFO's variance is l^2 times its l = 1 variance, so at r = l (the default: (n, eps, d, l, k)
-    do not give r) the pool has 1 / (share + (1 - share)(1 - SIZE_SHARE)) = 1.11 times the
-    variance of one-phase PSFO over all n devices, and psfo is chosen; the simulation passes r
+    length l on the (1 - share)(1 - FLAT_SIZE_SHARE) n devices left after the size group. At
+    f = 0 PSFO's variance is l^2 times its l = 1 variance, so at r = l (the default:
+    (n, eps, d, l, k) do not give r) the pool has 1 / (share + (1 - share)(1 -
+    FLAT_SIZE_SHARE)) = 1.026 times the variance of one-phase PSFO over all n devices, and psfo
+    is chosen; the simulation passes r
     of the same data its default l comes from (`ldpminer_sim.auto_choice`), and on sets
     shorter than l svim wins.
 
@@ -80,7 +81,7 @@ def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
         {"k_max": kc, "l2": l2, "eps1_milli": eps1, "eps2_milli": eps2})
     row("svim", lambda: _svim_sd(eps_milli, d, l, kc, n, share, size_step, size_ratio),
         {"k_max": kc, "l1": 1, "l2": l2, "phase1_share": share,
-         "size_share": svim.SIZE_SHARE, "oracle1": choose_oracle(eps_milli, d),
+         "size_share": svim.SIZE_SHARE, "flat_size_share": svim.FLAT_SIZE_SHARE, "oracle1": choose_oracle(eps_milli, d),
          "oracle2": choose_oracle(eps_milli, kc)})
     return rows
 
@@ -98,7 +99,7 @@ def _svim_sd(eps_milli, d, l, kc, n, share, size_step: bool = True, ratio: float
     if not size_step:
         return cand, sd1
     r = float(l) if ratio is None else min(max(float(ratio), 1.0), float(l))
-    flat2 = _sd(choose_oracle(eps_milli, d), eps_milli, d, l, (1 - svim.SIZE_SHARE) * n2)
+    flat2 = _sd(choose_oracle(eps_milli, d), eps_milli, d, l, (1 - svim.FLAT_SIZE_SHARE) * n2)
     flat = (1.0 / ((r * sd1) ** -2 + flat2 ** -2)) ** 0.5
     return min(cand, flat), sd1
 

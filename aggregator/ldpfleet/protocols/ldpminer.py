@@ -54,7 +54,7 @@ import numpy as np
 from .. import config
 from ..errors import ConfigError
 from ..mechanisms.cms import as_keys
-from ..mechanisms.sh import KeySets, key_sets
+from ..mechanisms.sh import KeySets, derived_sets, key_sets
 
 PROTOCOLS = ("lm-rp", "lm-sh", "lm-sho", "rp", "sh")
 PHASE1_MECHANISM = {"lm-rp": "sh", "lm-sh": "sh", "lm-sho": "shc"}
@@ -178,6 +178,7 @@ def trim_sets(sets, candidates) -> KeySets:
     """trim_to_candidates for many users: a (n, s) array, a list of sets or KeySets in,
     KeySets out (users may end with an empty set: they report the dummy)."""
     cand = np.unique(as_keys(candidates))
+    ks = None
     if isinstance(sets, np.ndarray) and sets.ndim == 2:
         arr = as_keys(sets).reshape(sets.shape)
         keep = np.isin(arr, cand)
@@ -192,7 +193,7 @@ def trim_sets(sets, candidates) -> KeySets:
         keys = ks.keys[keep]
     offsets = np.zeros(counts.size + 1, np.uint64)
     np.cumsum(counts, out=offsets[1:])
-    return KeySets(np.ascontiguousarray(keys, np.uint32), offsets)
+    return derived_sets(ks, np.ascontiguousarray(keys, np.uint32), offsets)
 
 
 # --- answers -----------------------------------------------------------------------------------

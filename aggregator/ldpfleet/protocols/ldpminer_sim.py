@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import config, datasets, metrics, protocol
 from ..mechanisms.cms import as_keys
-from ..mechanisms.sh import KeySets
+from ..mechanisms.sh import KeySets, derived_sets
 from .ldpminer import (CORRELATED, DEFAULT_M, DEFAULT_SHARE, SINGLE_MECHANISM, _combined,
                        _frequencies, campaign_phases, candidates_from_phase1, check_protocol,
                        phase1_mechanism, phase2_length, phase2_mechanism, trim_sets)
@@ -66,7 +66,7 @@ def chunk_of(sets, start: int, stop: int):
     if not isinstance(sets, KeySets):
         return as_keys(sets[start:stop]).reshape(-1, sets.shape[1])
     off = sets.offsets[start:stop + 1]
-    return KeySets(sets.keys[int(off[0]):int(off[-1])], off - off[0])
+    return derived_sets(sets, sets.keys[int(off[0]):int(off[-1])], off - off[0])
 
 
 def set_sizes(sets) -> np.ndarray:

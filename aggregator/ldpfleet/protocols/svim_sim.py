@@ -4,10 +4,10 @@ tools/reproduce_twophase.py): the campaign runs as `protocols.svim` prescribes f
 with the C kernels. Returns the same `Answer`s as `ldpminer_sim.run_ldpminer`.
 
 One step beyond campaigns (svim module docstring, "Size estimation"): a size group of
-svim.SIZE_SHARE of the phase-2 devices (Wang, Li, Jha, S&P 2018, §5.2) -- in the candidate
-branch, when svim.size_estimation_pays, it reports trimmed sizes and phase 2 runs at
-svim.choose_l2 of them; in the flat branch it reports set sizes and the phase-1 scale is
-svim.size_ratio of them. Campaigns do neither yet (their phase-2 l is fixed at creation and
+svim.SIZE_SHARE of the phase-2 devices (Wang, Li, Jha, S&P 2018, §5.2) in the candidate
+branch, when svim.size_estimation_pays: it reports trimmed sizes and phase 2 runs at
+svim.choose_l2 of them; in the flat branch a group of svim.FLAT_SIZE_SHARE reports one size
+bit each and the phase-1 scale is svim.size_bits_ratio of them. Campaigns do neither yet (their phase-2 l is fixed at creation and
 their flat branch scales by svim.ratio_of_sums). Tuning `svim_size` = False turns it off.
 """
 import numpy as np
@@ -106,42 +106,58 @@ def run_svim(name: str, sets, d: int, eps_milli: int, ks, rng, tuning) -> dict:
     return out
 
 
-def _sizes_of(group2, cand, cap: int, eps_milli: int, rng) -> tuple:
-    """A size group (SVIM §5.2): a public share svim.SIZE_SHARE of the phase-2 devices report
-    min(m, cap), m = |set & cand| (|set| when cand is None), through GRR/OLH at eps
-    (svim.size_oracle). (the other devices, estimated x_0..x_cap, their variances)."""
+def _size_phase(group2, cand, cap: int, eps_milli: int, rng) -> tuple:
+    """Size estimation for the candidate branch (SVIM §5.2): a public share svim.SIZE_SHARE of
+    the phase-2 devices report min(m, cap), m = |set & cand|, through GRR/OLH at eps
+    (svim.size_oracle). (the devices that run phase 2, l2 = svim.choose_l2 of the estimated
+    sizes x_0..x_cap)."""
     from ..mechanisms import make_mechanism
     group2 = key_sets(group2)
     n2 = group2.offsets.size - 1
     in_size = rng.random(n2) < svim.SIZE_SHARE
     mine = take_sets(group2, np.flatnonzero(in_size))
-    sizes = np.diff((mine if cand is None else trim_sets(mine, cand)).offsets.astype(np.int64))
+    sizes = np.diff(trim_sets(mine, cand).offsets.astype(np.int64))
     mech = make_mechanism(svim.size_oracle(eps_milli, cap), int(eps_milli), int(cap) + 1)
     sketch = mech.new_sketch()
     sketch.update(mech.perturb_batch(np.minimum(sizes, cap).astype(np.uint32), rng))
     n = max(sketch.n, 1)
     x = np.asarray(sketch.estimate(np.arange(cap + 1, dtype=np.uint32)), np.float64) / n
-    var = mech.item_variances(n, np.clip(x, 0.0, 1.0))
-    return take_sets(group2, np.flatnonzero(~in_size)), x, var
+    return take_sets(group2, np.flatnonzero(~in_size)), svim.choose_l2(x, cap)
 
 
-def _size_phase(group2, cand, cap: int, eps_milli: int, rng) -> tuple:
-    """Size estimation for the candidate branch: (the devices that run phase 2, l2), l2 =
-    svim.choose_l2 of the trimmed sizes (`_sizes_of`)."""
-    rest, x, _ = _sizes_of(group2, cand, cap, eps_milli, rng)
-    return rest, svim.choose_l2(x, cap)
+def _size_bits(group2, l: int, eps_milli: int, rng) -> tuple:
+    """The flat branch's size group (svim module docstring): a public share
+    svim.FLAT_SIZE_SHARE of the phase-2 devices, split by a public draw into halves that report
+    the fill bit (1 with probability min(|set|, l) / l) and the held bit (|set| > 0) through
+    binary randomized response at eps. (the other devices, (r^, Var r^))."""
+    from ..mechanisms import make_mechanism
+    group2 = key_sets(group2)
+    n2 = group2.offsets.size - 1
+    in_size = rng.random(n2) < svim.FLAT_SIZE_SHARE
+    sizes = np.diff(group2.offsets.astype(np.int64))[in_size]
+    fill_half = rng.random(sizes.size) < 0.5
+    fill = rng.random(sizes.size) * l < np.minimum(sizes, l)  # the device's own coin
+    mech = make_mechanism("grr", int(eps_milli), 2)
+    means = []
+    for bits in (fill[fill_half], (sizes > 0)[~fill_half]):
+        sketch = mech.new_sketch()
+        sketch.update(mech.perturb_batch(bits.astype(np.uint32), rng))
+        n = max(sketch.n, 1)
+        x = float(np.asarray(sketch.estimate(np.array([1], np.uint32)), np.float64)[0]) / n
+        means.append((x, float(mech.item_variances(n, [min(max(x, 0.0), 1.0)])[0])))
+    return take_sets(group2, np.flatnonzero(~in_size)), svim.size_bits_ratio(*means, l)
 
 
 def _flat_phase2(sketch1, group2, setup, rng, sizes=True) -> np.ndarray:
     """The flat branch: phase 2 over the whole domain at length l (svim.fallback_phase), pooled
     with the scaled phase-1 scores by inverse variance. Frequencies of every domain item. With
-    `sizes`, a share svim.SIZE_SHARE of the phase-2 devices report min(|set|, l) instead, and
-    the scale of phase 1 is svim.size_ratio of their sizes (svim.ratio_of_sums otherwise)."""
+    `sizes`, a share svim.FLAT_SIZE_SHARE of the phase-2 devices report a size bit instead
+    (`_size_bits`) and the scale of phase 1 is svim.size_bits_ratio of them
+    (svim.ratio_of_sums otherwise)."""
     eps_milli, d, l, salt = setup
     ratio = None
     if sizes:
-        group2, x, var = _sizes_of(group2, None, l, eps_milli, rng)
-        ratio = svim.size_ratio(x, var, l)
+        group2, ratio = _size_bits(group2, l, eps_milli, rng)
     fb = svim.fallback_phase(eps_milli, d, l)
     cfg = _campaign([{"phase": 1, "mechanism": fb["mechanism"], "eps_milli": int(eps_milli),
                       "params": fb["params"]}], d, salt)
