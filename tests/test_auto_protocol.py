@@ -81,6 +81,35 @@ def test_lm_rp_is_only_chosen_when_its_phase1_is_no_noisier_than_one_phase():
     assert auto.choose(10 ** 6, 4000, 1000, 50, 5, allowed=("rp", "lm-rp"))["chosen"] == "rp"
 
 
+def test_sh_protocols_are_rated_and_cover_domains_too_large_for_the_others():
+    """The SH family (sampling SH, LDPMiner-SH, LDPMiner-SH with §4.4's correlated phases) is
+    rated by its exact variances; above 2^24 items only it is feasible, and a campaign there
+    chooses an LDPMiner-SH protocol."""
+    n, eps, d, l, k = 10 ** 6, 2000, 10 ** 8, 20, 10
+    rows = {r["protocol"]: r for r in auto.predict(n, eps, d, l, k)}
+    assert not rows["rp"]["feasible"] and not rows["psfo"]["feasible"]
+    assert not rows["svim"]["feasible"]
+    m = 65536
+    sh = make_mechanism("sh", eps, d, l=l, m=m).item_variances(n, [0.0])[0]
+    assert rows["sh"]["predicted_sd"] == pytest.approx(math.sqrt(sh), rel=1e-12)
+    lm_sh = make_mechanism("sh", 1000, d, l=min(l, 2 * k), m=m).item_variances(n, [0.0])[0]
+    assert rows["lm-sh"]["predicted_sd"] == pytest.approx(math.sqrt(lm_sh), rel=1e-12)
+    sho = make_mechanism("shc", 1000, d, l=l, m=m, phase=2, eps1_milli=1000,
+                         candidates=list(range(2 * k))).item_variances(n, [0.0])[0]
+    assert rows["lm-sho"]["predicted_sd"] == pytest.approx(math.sqrt(sho), rel=1e-12)
+    assert rows["lm-sho"]["phase1_sd"] == rows["lm-sh"]["phase1_sd"] > rows["sh"]["predicted_sd"]
+    choice = auto.choose(n, eps, d, l, k)
+    assert choice["chosen"] == "sh"  # LDPMiner's phase 1 is noisier than one-phase SH
+    from ldpfleet.protocols.options import ProtocolOptions
+    from ldpfleet.service.protocol_campaigns import protocol_phases
+    phases, doc = protocol_phases("auto", eps, {"type": "int", "size": d},
+                                  ProtocolOptions(set_size=l, top=k, fleet_size=n))
+    best = min((rows[p] for p in ("lm-rp", "lm-sh", "lm-sho")), key=lambda r: r["predicted_sd"])
+    assert doc["protocol"] == best["cli_name"] and doc["plan"]["predicted_error"] == \
+        pytest.approx(best["predicted_sd"], rel=1e-12)
+    assert phases[0]["mechanism"] in ("sh", "shc")
+
+
 def test_simulated_auto_is_the_chosen_protocols_run(capsys):
     common = ["simulate", "--users", 20000, "--domain", 300, "--dist", "zipf:1.0",
               "--set-size-dist", "geometric:6", "--epsilon", 3, "--top", 5, "--seed", 9]
@@ -155,12 +184,15 @@ def test_listless_psfo_and_svim_refuse_a_string_domain():
             config.make_config("c", [{"phase": 1, "mechanism": name, "eps_milli": 2000,
                                       "params": {"l": 2}}], words, 7)
         assert err.value.field == "domain.type"
-    opts = ProtocolOptions(set_size=2, top=1, fleet_size=1000)
-    for proto in ("svim", "auto"):
-        with pytest.raises(ConfigError) as err:
-            protocol_phases(proto, 2000, words, opts if proto == "auto" else
-                            ProtocolOptions(set_size=2, top=1))
-        assert err.value.field == "domain.type"
+    with pytest.raises(ConfigError) as err:
+        protocol_phases("svim", 2000, words, ProtocolOptions(set_size=2, top=1))
+    assert err.value.field == "domain.type"
+    # auto on a string domain chooses among the LDPMiner protocols (hashing or candidates)
+    _phases, doc = protocol_phases("auto", 2000, words,
+                                   ProtocolOptions(set_size=2, top=1, fleet_size=1000))
+    assert doc["protocol"] in ("ldpminer-rappor", "ldpminer-sh", "ldpminer-sh-opt")
+    assert "svim" not in [r["protocol"] for r in doc["plan"]["rows"]
+                          if r["protocol"] == doc["plan"]["chosen"]]
     with pytest.raises(ConfigError) as err:
         protocol_phases("auto", 2000, {"type": "int", "size": 50},
                         ProtocolOptions(set_size=2, top=1, fleet_size=1000, budget_split=0.3))

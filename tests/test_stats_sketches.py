@@ -369,6 +369,24 @@ def test_parameter_and_input_errors():
         lcm.perturb_batch(np.array([1, 2], np.uint32), np.random.default_rng(0), high=[True])
 
 
+def test_sets_are_checked_once_and_what_is_taken_from_checked_sets_stays_checked():
+    """key_sets marks the sets it checked (DistinctSets) and returns them unchanged; sets taken
+    from them (take_sets, trim_sets, chunk_of) keep the mark, plain KeySets are checked."""
+    from ldpfleet.mechanisms.sh import DistinctSets, take_sets
+    from ldpfleet.protocols.ldpminer import trim_sets
+    from ldpfleet.protocols.ldpminer_sim import chunk_of
+    plain = KeySets(np.array([1, 2, 3, 1], np.uint32), np.array([0, 3, 4], np.uint64))
+    checked = key_sets(plain)
+    assert isinstance(checked, DistinctSets) and key_sets(checked) is checked
+    assert isinstance(key_sets(np.array([[1, 2], [2, 3]])), DistinctSets)
+    for derived in (take_sets(checked, [1, 1, 0]), trim_sets(checked, [1, 3]),
+                    chunk_of(checked, 1, 2)):
+        assert isinstance(derived, DistinctSets)
+    assert not isinstance(take_sets(plain, [0]), DistinctSets)
+    with pytest.raises(ValueError, match="twice"):  # unchecked sets taken from unchecked ones
+        key_sets(take_sets(KeySets(np.array([5, 5], np.uint32), np.array([0, 2], np.uint64)), [0]))
+
+
 def test_srappor_non_candidates_are_not_estimated():
     mech = make_mechanism("srappor", 1000, 1000, l=1, candidates=[10, 20])
     sketch = mech.new_sketch()

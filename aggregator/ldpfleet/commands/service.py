@@ -68,7 +68,8 @@ def register(subparsers):
                     "over sets, -opt with correlated phases, spec §3.1: --set-size "
                     "L --top K [--k-max] [--budget-split]), svim (padding-and-sampling oracles, "
                     "devices split between the phases: --set-size L --top K [--k-max]), auto "
-                    "(the better of ldpminer-rappor and svim for --fleet-size N) or ldplcm (LDPLCM learned sketch: "
+                    "(the two-phase protocol predicted best for --fleet-size N: ldpminer-* or svim) or "
+                    "ldplcm (LDPLCM learned sketch: "
                     "[--sample-rate R] [--theta T] [--sketch-k K --sketch-m M]); then `campaign "
                     "advance`. Hand-made two-phase campaigns: --mechanism sh,srappor --epsilon "
                     "1,3 and phase-2 parameters as --param 2:NAME=VALUE.")
@@ -91,7 +92,7 @@ def register(subparsers):
     add_protocol_arguments(cr)
     cr.add_argument("--fleet-size", type=int, default=None, metavar="N",
                     help="--protocol auto: devices expected to report (the choice between "
-                         "ldpminer-rappor and svim depends on it; ldpfleet plan --top shows it)")
+                         "the two-phase protocols depends on it; ldpfleet plan --top shows it)")
     cr.add_argument("--domain", required=True,
                     help="N or 0-M (integer items) or a file with one string item per line")
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",

@@ -6,9 +6,14 @@ a top-k item (a fraction of the devices; taken at f = 0, the usual small-f appro
 mechanism's `item_variances` with its realised integer thresholds):
 
 * rp (sampling RAPPOR, one phase): srappor over the domain, length l, all n devices, eps;
+* sh (sampling SH, one phase): sh (m = 65536 rows) over the domain, length l, n, eps -- the
+  one-phase protocol for any domain size (rp needs d <= 65536, psfo d <= 2^24);
 * psfo (padding-and-sampling, one phase): PSGRR/PSOLH over the domain, length l, n, eps;
 * lm-rp (LDPMiner-RAPPOR): phase 2 srappor over k_max = 2k candidates, l2 = min(l, k_max), n
   devices at eps2 = eps/2 (sequential composition);
+* lm-sh (LDPMiner-SH): phase 2 sh over the candidates, l2, n, eps2;
+* lm-sho (LDPMiner-SH with §4.4's correlated phases, `shc`, spec §3.1): phase 2 re-reports the
+  phase-1 element untrimmed (length l) with the sign as accurate as one report at eps1 + eps2;
 * svim (protocols.svim): the bound of the better of its two phase-2 branches (the separation
   test, not auto, picks the branch after phase 1; the row says what svim can reach):
   - candidates: PSGRR/PSOLH over the k_max candidates at l2 = min(l, k_max) (size estimation,
@@ -35,9 +40,12 @@ from ..mechanisms import make_mechanism
 from ..mechanisms.psfo import MAX_DOMAIN, choose_oracle
 from . import ldpminer, svim
 
-CHOICES = ("rp", "psfo", "lm-rp", "svim")
-CLI_NAMES = {"rp": "sampling-rappor", "psfo": "psfo", "lm-rp": "ldpminer-rappor",
+CHOICES = ("rp", "sh", "psfo", "lm-rp", "lm-sh", "lm-sho", "svim")
+CLI_NAMES = {"rp": "sampling-rappor", "sh": "sampling-sh", "psfo": "psfo",
+             "lm-rp": "ldpminer-rappor", "lm-sh": "ldpminer-sh", "lm-sho": "ldpminer-sh-opt",
              "svim": "svim"}
+SINGLE_PHASE = ("rp", "sh", "psfo")
+LDPMINER = ("lm-rp", "lm-sh", "lm-sho")
 
 
 def _sd(name: str, eps_milli: int, d: int, l: int, n: float, **params) -> float:
@@ -74,11 +82,17 @@ def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
         rows.append(out)
 
     row("rp", lambda: (_check_rp(d) or _sd("srappor", eps_milli, d, l, n), None), {"l": l})
+    row("sh", lambda: (_sh_sd(eps_milli, d, l, n), None), {"l": l, "m": ldpminer.DEFAULT_M})
     row("psfo", lambda: (_sd(choose_oracle(eps_milli, d), eps_milli, _check_ps(d), l, n), None),
         {"l": l, "oracle": choose_oracle(eps_milli, d)})
+    lm = {"k_max": kc, "l2": l2, "eps1_milli": eps1, "eps2_milli": eps2}
     row("lm-rp", lambda: (_sd("srappor", eps2, d, l2, n, candidates=list(range(kc))),
-                          _sh_sd(eps1, d, l, n)),
-        {"k_max": kc, "l2": l2, "eps1_milli": eps1, "eps2_milli": eps2})
+                          _sh_sd(eps1, d, l, n)), lm)
+    row("lm-sh", lambda: (_sh_sd(eps2, d, l2, n), _sh_sd(eps1, d, l, n)),
+        dict(lm, m=ldpminer.DEFAULT_M))
+    row("lm-sho", lambda: (_sd("shc", eps2, d, l, n, m=ldpminer.DEFAULT_M, phase=2,
+                               eps1_milli=eps1, candidates=list(range(kc))),
+                           _sh_sd(eps1, d, l, n)), dict(lm, l2=l, m=ldpminer.DEFAULT_M))
     row("svim", lambda: _svim_sd(eps_milli, d, l, kc, n, share, size_step, size_ratio),
         {"k_max": kc, "l1": 1, "l2": l2, "phase1_share": share,
          "size_share": svim.SIZE_SHARE, "flat_size_share": svim.FLAT_SIZE_SHARE, "oracle1": choose_oracle(eps_milli, d),
@@ -126,25 +140,31 @@ def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
            size_ratio: float = None) -> dict:
     """{"chosen_protocol": CLI name, "chosen": core name, "predicted_error", "params",
     "rows": predict(...)}:
-    the feasible protocol with the smallest predicted_sd; LDPMiner only if its phase 1 (an
-    estimate of the frequency itself) is no noisier than the best one-phase protocol. svim's
+    the allowed feasible protocol with the smallest predicted_sd; an LDPMiner protocol only if
+    its phase 1 (an estimate of the frequency itself) is no noisier than the best feasible
+    one-phase protocol, allowed or not (a campaign allows no one-phase protocol, and its
+    LDPMiner candidates must still be found), unless no allowed protocol passes. svim's
     phase-1 score is the frequency divided by the sizes of the sets that hold the item, which
     (n, eps, d, l, k) do not give, so its phase1_sd is reported but not used. `size_step`
     False: svim as a real campaign runs it today (`_svim_sd`), for `campaign create`;
     `size_ratio`: r of the flat branch (module docstring), l if not given."""
     rows = predict(users, eps_milli, domain, set_size, top, k_max, size_step, size_ratio)
-    ok = {r["protocol"]: r for r in rows if r["feasible"] and r["protocol"] in allowed}
+    feasible = {r["protocol"]: r for r in rows if r["feasible"]}
+    ok = {p: r for p, r in feasible.items() if p in allowed}
     if not ok:
         raise ConfigError("domain", "no protocol is feasible: " + "; ".join(
             "%s: %s" % (r["protocol"], r.get("reason")) for r in rows))
-    single = min((r for p, r in ok.items() if p in ("rp", "psfo")),
-                 key=lambda r: r["predicted_sd"], default=None)
-    best = single
-    for proto in ("lm-rp", "svim"):
+
+    def smallest(protos):
+        return min((r for p, r in protos.items() if p in SINGLE_PHASE),
+                   key=lambda r: r["predicted_sd"], default=None)
+    reference, best = smallest(feasible), smallest(ok)
+    for proto in LDPMINER + ("svim",):
         r = ok.get(proto)
         if r is None or (best is not None and r["predicted_sd"] >= best["predicted_sd"]):
             continue
-        if proto == "lm-rp" and single is not None and r["phase1_sd"] > single["predicted_sd"]:
+        if proto in LDPMINER and reference is not None \
+                and r["phase1_sd"] > reference["predicted_sd"]:
             continue
         best = r
     if best is None:

@@ -31,9 +31,10 @@ PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldpminer-sh-op
 """CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner, and
 ldpminer-sh-opt, LDPMiner-SH with §4.4's correlated phases: `shc` in both, spec §3.1; svim,
 protocols.svim; auto, protocols.auto's choice between ldpminer-rappor and svim)."""
-CAMPAIGN_AUTO = ("lm-rp", "svim")
+CAMPAIGN_AUTO = ("lm-rp", "lm-sh", "lm-sho", "svim")
 """What `--protocol auto` chooses among for a campaign (the two-phase protocols; a one-phase
-campaign is `--mechanism srappor|psgrr|psolh`)."""
+campaign is `--mechanism srappor|psgrr|psolh`). svim needs an integer domain of at most 2^24
+items: on a string domain auto chooses among the LDPMiner protocols."""
 
 
 def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
@@ -70,7 +71,7 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
     if protocol_name in ("svim", "auto"):
         opts.refuse(("budget_split",), protocol_name, " (svim gives every device the whole "
                     "epsilon once; auto plans with LDPMiner's even split)")
-        if domain["type"] != "int":
+        if domain["type"] != "int" and protocol_name == "svim":
             raise ConfigError("domain.type", "%s needs an integer domain: its phase 1 runs "
                               "psgrr/psolh over the items 0..d-1 (spec §3)" % protocol_name)
     if protocol_name == "auto":
@@ -78,8 +79,10 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
         if opts.fleet_size is None:
             raise ConfigError("fleet_size", "--protocol auto needs --fleet-size N (the devices "
                               "expected to report)")
+        allowed = CAMPAIGN_AUTO if domain["type"] == "int" else \
+            tuple(p for p in CAMPAIGN_AUTO if p != "svim")
         plan = auto.choose(check_positive(opts.fleet_size, "fleet_size"), eps_milli, size, l, k,
-                           kc, allowed=CAMPAIGN_AUTO, size_step=False)
+                           kc, allowed=allowed, size_step=False)
         protocol_name = plan["chosen_protocol"]
     if protocol_name == "svim":
         from ..protocols import svim
