@@ -11,6 +11,7 @@ import pytest
 from ldpfleet import cli, datasets
 from ldpfleet.mechanisms import make_mechanism
 from ldpfleet.mechanisms.psfo import choose_oracle
+from ldpfleet.errors import ConfigError
 from ldpfleet.protocols import auto, svim
 
 
@@ -71,20 +72,43 @@ def test_plan_refuses_incomplete_protocol_questions(capsys):
         assert "k_max" in capsys.readouterr().err
 
 
-def test_lm_rp_is_only_chosen_when_its_phase1_is_no_noisier_than_one_phase():
-    """The gate of auto.choose: LDPMiner-RAPPOR's phase 1 (sampling SH at eps/2 over the
-    domain) must not be noisier than the best one-phase protocol."""
+def test_ldpminer_is_chosen_only_where_nothing_else_can_run():
+    """auto.choose's rule: an LDPMiner protocol's phase 1 (sampling SH at eps/2 over length l)
+    is noisier than every one-phase protocol at eps on a grid of settings, even where its
+    phase 2 predicts the smallest error -- so LDPMiner is chosen only when nothing else is
+    allowed and feasible, and then the one with the smallest predicted error."""
+    lm_best_somewhere = False
+    for n in (10 ** 5, 10 ** 6):
+        for eps in (500, 1000, 2000, 4000):
+            for d, l, k in ((1000, 5, 5), (1000, 50, 5), (10000, 20, 20), (60000, 9, 10)):
+                rows = {r["protocol"]: r for r in auto.predict(n, eps, d, l, k)}
+                single = min(rows[p]["predicted_sd"] for p in ("rp", "sh", "psfo"))
+                for p in ("lm-rp", "lm-sh", "lm-sho"):
+                    assert rows[p]["phase1_sd"] > single, (n, eps, d, l, k, p)
+                lm = min(rows[p]["predicted_sd"] for p in ("lm-rp", "lm-sh", "lm-sho"))
+                assert auto.choose(n, eps, d, l, k)["chosen"] not in ("lm-rp", "lm-sh", "lm-sho")
+                camp = auto.choose(n, eps, d, l, k, allowed=("lm-rp", "lm-sh", "lm-sho", "svim"),
+                                   size_step=False)
+                assert camp["chosen"] == "svim"
+                lm_best_somewhere |= lm < camp["predicted_error"]
+                only_lm = auto.choose(n, eps, d, l, k, allowed=("lm-rp", "lm-sh", "lm-sho"))
+                assert only_lm["predicted_error"] == lm
+    # somewhere a campaign's LDPMiner predicts less error than its svim: the rule, not the
+    # prediction, keeps LDPMiner out (e.g. n = 10^5, eps 1, d = 1000, l = 5, k = 5)
+    assert lm_best_somewhere
     rows = auto.predict(10 ** 6, 4000, 1000, 50, 5)
     lm = next(r for r in rows if r["protocol"] == "lm-rp")
-    single = min(r["predicted_sd"] for r in rows if r["protocol"] in ("rp", "psfo"))
-    assert lm["predicted_sd"] < single < lm["phase1_sd"]  # better phase 2, noisier phase 1
+    assert lm["predicted_sd"] < min(r["predicted_sd"] for r in rows if r["protocol"] == "rp")
     assert auto.choose(10 ** 6, 4000, 1000, 50, 5, allowed=("rp", "lm-rp"))["chosen"] == "rp"
+    with pytest.raises(ConfigError) as err:  # only infeasible protocols allowed: named
+        auto.choose(10 ** 6, 1000, 10 ** 8, 5, 5, allowed=("rp", "psfo"))
+    assert "sampling-rappor" in str(err.value) and "psfo" in str(err.value)
 
 
 def test_sh_protocols_are_rated_and_cover_domains_too_large_for_the_others():
     """The SH family (sampling SH, LDPMiner-SH, LDPMiner-SH with §4.4's correlated phases) is
     rated by its exact variances; above 2^24 items only it is feasible, and a campaign there
-    chooses an LDPMiner-SH protocol."""
+    (svim cannot run) takes the LDPMiner protocol with the smallest predicted error."""
     n, eps, d, l, k = 10 ** 6, 2000, 10 ** 8, 20, 10
     rows = {r["protocol"]: r for r in auto.predict(n, eps, d, l, k)}
     assert not rows["rp"]["feasible"] and not rows["psfo"]["feasible"]
@@ -97,17 +121,17 @@ def test_sh_protocols_are_rated_and_cover_domains_too_large_for_the_others():
     sho = make_mechanism("shc", 1000, d, l=l, m=m, phase=2, eps1_milli=1000,
                          candidates=list(range(2 * k))).item_variances(n, [0.0])[0]
     assert rows["lm-sho"]["predicted_sd"] == pytest.approx(math.sqrt(sho), rel=1e-12)
-    assert rows["lm-sho"]["phase1_sd"] == rows["lm-sh"]["phase1_sd"] > rows["sh"]["predicted_sd"]
-    choice = auto.choose(n, eps, d, l, k)
-    assert choice["chosen"] == "sh"  # LDPMiner's phase 1 is noisier than one-phase SH
+    assert rows["lm-sho"]["phase1_sd"] == rows["lm-sh"]["phase1_sd"]
+    assert auto.choose(n, eps, d, l, k)["chosen"] == "sh"
     from ldpfleet.protocols.options import ProtocolOptions
     from ldpfleet.service.protocol_campaigns import protocol_phases
     phases, doc = protocol_phases("auto", eps, {"type": "int", "size": d},
                                   ProtocolOptions(set_size=l, top=k, fleet_size=n))
     best = min((rows[p] for p in ("lm-rp", "lm-sh", "lm-sho")), key=lambda r: r["predicted_sd"])
-    assert doc["protocol"] == best["cli_name"] and doc["plan"]["predicted_error"] == \
-        pytest.approx(best["predicted_sd"], rel=1e-12)
-    assert phases[0]["mechanism"] in ("sh", "shc")
+    assert best["protocol"] == "lm-sho"  # phase 2 untrimmed, but as accurate as eps1 + eps2
+    assert doc["protocol"] == "ldpminer-sh-opt" == best["cli_name"]
+    assert doc["plan"]["predicted_error"] == pytest.approx(best["predicted_sd"], rel=1e-12)
+    assert [p["mechanism"] for p in phases] == ["shc", "shc"]
 
 
 def test_simulated_auto_is_the_chosen_protocols_run(capsys):
@@ -190,9 +214,11 @@ def test_listless_psfo_and_svim_refuse_a_string_domain():
     # auto on a string domain chooses among the LDPMiner protocols (hashing or candidates)
     _phases, doc = protocol_phases("auto", 2000, words,
                                    ProtocolOptions(set_size=2, top=1, fleet_size=1000))
-    assert doc["protocol"] in ("ldpminer-rappor", "ldpminer-sh", "ldpminer-sh-opt")
-    assert "svim" not in [r["protocol"] for r in doc["plan"]["rows"]
-                          if r["protocol"] == doc["plan"]["chosen"]]
+    rows = {r["protocol"]: r for r in doc["plan"]["rows"]}
+    assert not rows["svim"]["feasible"] and not rows["psfo"]["feasible"]
+    assert "domain.type" in rows["svim"]["reason"]
+    best = min((rows[p] for p in ("lm-rp", "lm-sh", "lm-sho")), key=lambda r: r["predicted_sd"])
+    assert doc["protocol"] == best["cli_name"]
     with pytest.raises(ConfigError) as err:
         protocol_phases("auto", 2000, {"type": "int", "size": 50},
                         ProtocolOptions(set_size=2, top=1, fleet_size=1000, budget_split=0.3))

@@ -68,7 +68,7 @@ def register(subparsers):
                     "over sets, -opt with correlated phases, spec §3.1: --set-size "
                     "L --top K [--k-max] [--budget-split]), svim (padding-and-sampling oracles, "
                     "devices split between the phases: --set-size L --top K [--k-max]), auto "
-                    "(the two-phase protocol predicted best for --fleet-size N: ldpminer-* or svim) or "
+                    "(svim, or the best ldpminer-* where svim cannot run, for --fleet-size N) or "
                     "ldplcm (LDPLCM learned sketch: "
                     "[--sample-rate R] [--theta T] [--sketch-k K --sketch-m M]); then `campaign "
                     "advance`. Hand-made two-phase campaigns: --mechanism sh,srappor --epsilon "
@@ -91,8 +91,8 @@ def register(subparsers):
                          "ldpminer-sh-opt: l in both)")
     add_protocol_arguments(cr)
     cr.add_argument("--fleet-size", type=int, default=None, metavar="N",
-                    help="--protocol auto: devices expected to report (the choice between "
-                         "the two-phase protocols depends on it; ldpfleet plan --top shows it)")
+                    help="--protocol auto: devices expected to report (the predicted errors "
+                         "depend on it; ldpfleet plan --top shows them)")
     cr.add_argument("--domain", required=True,
                     help="N or 0-M (integer items) or a file with one string item per line")
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",

@@ -54,9 +54,10 @@ def _sd(name: str, eps_milli: int, d: int, l: int, n: float, **params) -> float:
 
 
 def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
-            k_max: int = None, size_step: bool = True, size_ratio: float = None) -> list:
+            k_max: int = None, size_step: bool = True, size_ratio: float = None,
+            int_domain: bool = True) -> list:
     """One row per protocol: {"protocol", "cli_name", "feasible", "predicted_sd",
-    "phase1_sd", "params"} (module docstring)."""
+    "phase1_sd", "params"} (module docstring; `int_domain`: `choose`)."""
     n, d, l, k = int(users), int(domain), int(set_size), int(top)
     for name, value, low in (("users", n, 1), ("domain", d, 2), ("set_size", l, 1), ("top", k, 1)):
         if value < low:
@@ -82,20 +83,22 @@ def predict(users: int, eps_milli: int, domain: int, set_size: int, top: int,
         rows.append(out)
 
     row("rp", lambda: (_check_rp(d) or _sd("srappor", eps_milli, d, l, n), None), {"l": l})
-    row("sh", lambda: (_sh_sd(eps_milli, d, l, n), None), {"l": l, "m": ldpminer.DEFAULT_M})
-    row("psfo", lambda: (_sd(choose_oracle(eps_milli, d), eps_milli, _check_ps(d), l, n), None),
+    row("sh", lambda: (_sh_sd(eps_milli, d, l, n), None), {"l": l})
+    row("psfo", lambda: (_sd(choose_oracle(eps_milli, d), eps_milli, _check_ps(d, int_domain),
+                             l, n), None),
         {"l": l, "oracle": choose_oracle(eps_milli, d)})
     lm = {"k_max": kc, "l2": l2, "eps1_milli": eps1, "eps2_milli": eps2}
     row("lm-rp", lambda: (_sd("srappor", eps2, d, l2, n, candidates=list(range(kc))),
                           _sh_sd(eps1, d, l, n)), lm)
-    row("lm-sh", lambda: (_sh_sd(eps2, d, l2, n), _sh_sd(eps1, d, l, n)),
-        dict(lm, m=ldpminer.DEFAULT_M))
+    row("lm-sh", lambda: (_sh_sd(eps2, d, l2, n), _sh_sd(eps1, d, l, n)), lm)
     row("lm-sho", lambda: (_sd("shc", eps2, d, l, n, m=ldpminer.DEFAULT_M, phase=2,
                                eps1_milli=eps1, candidates=list(range(kc))),
-                           _sh_sd(eps1, d, l, n)), dict(lm, l2=l, m=ldpminer.DEFAULT_M))
-    row("svim", lambda: _svim_sd(eps_milli, d, l, kc, n, share, size_step, size_ratio),
+                           _sh_sd(eps1, d, l, n)), dict(lm, l2=l))
+    row("svim", lambda: _svim_sd(eps_milli, _check_ps(d, int_domain), l, kc, n, share,
+                                 size_step, size_ratio),
         {"k_max": kc, "l1": 1, "l2": l2, "phase1_share": share,
-         "size_share": svim.SIZE_SHARE, "flat_size_share": svim.FLAT_SIZE_SHARE, "oracle1": choose_oracle(eps_milli, d),
+         "size_share": svim.SIZE_SHARE, "flat_size_share": svim.FLAT_SIZE_SHARE,
+         "oracle1": choose_oracle(eps_milli, d),
          "oracle2": choose_oracle(eps_milli, kc)})
     return rows
 
@@ -124,7 +127,10 @@ def _check_rp(d):
                           "each)" % ldpminer.MAX_CANDIDATES)
 
 
-def _check_ps(d):
+def _check_ps(d, int_domain: bool = True):
+    if not int_domain:
+        raise ConfigError("domain.type", "PSFO without a candidate list runs over the integer "
+                          "items 0..d-1, not a string domain")
     if d > MAX_DOMAIN:
         raise ConfigError("domain", "PSFO over the whole domain needs at most %d items" % MAX_DOMAIN)
     return d
@@ -137,37 +143,27 @@ def _sh_sd(eps_milli, d, l, n):
 
 def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
            k_max: int = None, allowed=CHOICES, size_step: bool = True,
-           size_ratio: float = None) -> dict:
+           size_ratio: float = None, int_domain: bool = True) -> dict:
     """{"chosen_protocol": CLI name, "chosen": core name, "predicted_error", "params",
     "rows": predict(...)}:
-    the allowed feasible protocol with the smallest predicted_sd; an LDPMiner protocol only if
-    its phase 1 (an estimate of the frequency itself) is no noisier than the best feasible
-    one-phase protocol, allowed or not (a campaign allows no one-phase protocol, and its
-    LDPMiner candidates must still be found), unless no allowed protocol passes. svim's
-    phase-1 score is the frequency divided by the sizes of the sets that hold the item, which
+    the allowed feasible protocol with the smallest predicted_sd, an LDPMiner one only when no
+    other is allowed and feasible (a string domain or more than 2^24 items in a campaign). Its
+    phase 1 (SH at eps1 < eps over length l, `phase1_sd`) ranks the domain with an estimate
+    noisier than every one-phase protocol's final one at eps (SH's variance at eps/2 exceeds
+    OLH's, RAPPOR's and SH's at eps), so the candidates miss the head that phase 2's small
+    predicted_sd assumes: the measured losses of issue 16's real-data table. svim's phase-1
+    score is the frequency divided by the sizes of the sets that hold the item, which
     (n, eps, d, l, k) do not give, so its phase1_sd is reported but not used. `size_step`
     False: svim as a real campaign runs it today (`_svim_sd`), for `campaign create`;
-    `size_ratio`: r of the flat branch (module docstring), l if not given."""
-    rows = predict(users, eps_milli, domain, set_size, top, k_max, size_step, size_ratio)
-    feasible = {r["protocol"]: r for r in rows if r["feasible"]}
-    ok = {p: r for p, r in feasible.items() if p in allowed}
+    `size_ratio`: r of the flat branch (module docstring), l if not given; `int_domain` False:
+    a string domain, where psfo and svim (listless PSFO over the items 0..d-1) cannot run."""
+    rows = predict(users, eps_milli, domain, set_size, top, k_max, size_step, size_ratio,
+                   int_domain)
+    ok = {r["protocol"]: r for r in rows if r["feasible"] and r["protocol"] in allowed}
     if not ok:
         raise ConfigError("domain", "no protocol is feasible: " + "; ".join(
-            "%s: %s" % (r["protocol"], r.get("reason")) for r in rows))
-
-    def smallest(protos):
-        return min((r for p, r in protos.items() if p in SINGLE_PHASE),
-                   key=lambda r: r["predicted_sd"], default=None)
-    reference, best = smallest(feasible), smallest(ok)
-    for proto in LDPMINER + ("svim",):
-        r = ok.get(proto)
-        if r is None or (best is not None and r["predicted_sd"] >= best["predicted_sd"]):
-            continue
-        if proto in LDPMINER and reference is not None \
-                and r["phase1_sd"] > reference["predicted_sd"]:
-            continue
-        best = r
-    if best is None:
-        best = min(ok.values(), key=lambda r: r["predicted_sd"])
+            "%s: %s" % (r["cli_name"], r["reason"]) for r in rows if r["protocol"] in allowed))
+    preferred = {p: r for p, r in ok.items() if p not in LDPMINER}
+    best = min((preferred or ok).values(), key=lambda r: r["predicted_sd"])
     return {"chosen_protocol": best["cli_name"], "chosen": best["protocol"],
             "predicted_error": best["predicted_sd"], "params": best["params"], "rows": rows}

@@ -70,7 +70,8 @@ FLAT_SIZE_SHARE of the phase-2 devices report one bit each instead of an item, t
 randomized response at eps (GRR over {0, 1}), split by a public draw into two halves: a "fill"
 bit, 1 with probability min(|set|, l) / l (stochastic rounding: its mean is E[min(|set|, l)] /
 l), and a "held" bit, |set| > 0. r^ = l * fill / held (`size_bits_ratio`). A bit's mean has
-variance ~ e^eps / (e^eps - 1)^2 / n per half, so 2.5% of the devices give r to ~1% at eps 1,
+variance ~ (e^eps / (e^eps - 1)^2 + x (1 - x)) / n over a half of n devices (x the bit's mean;
+x (1 - x) is 0 when every set holds l or more items), so 2.5% of the devices give r to ~1-1.5% at eps 1 on 10^6,
 where the first version's histogram of min(|set|, l) through OLH (SVIM §5.2's size report,
 r's numerator weighting cell m by m) needed 10% of the devices for ~2.5% and cost flat data
 4% in sd (measured on the seed's normal setting at eps 4 over the top 200 items: 0.0913 vs
@@ -223,9 +224,9 @@ def ratio_of_sums(s1, var1, f2, var2, l: int):
 
 def pooled(s1, var1, f2, var2, ratio, s_plug=None) -> tuple:
     """(f^, Var f^): inverse-variance mean of r^ s^1 (variance r^2 Var s^1 + s^2 Var r^) and
-    f^2 per item. `ratio`: (r^, Var r^) from `ratio_of_sums`; `s_plug`: the score at which
-    s^2 Var r^ is taken (default s^1; pass a value common to both phases, like the variances,
-    so the weights do not follow one phase's noise)."""
+    f^2 per item. `ratio`: (r^, Var r^) from `ratio_of_sums` or `size_bits_ratio`; `s_plug`:
+    the score at which s^2 Var r^ is taken (default s^1; pass a value common to both phases,
+    like the variances, so the weights do not follow one phase's noise)."""
     r, var_r = ratio
     s1, f2 = np.asarray(s1, np.float64), np.asarray(f2, np.float64)
     sp = s1 if s_plug is None else np.asarray(s_plug, np.float64)
@@ -263,8 +264,8 @@ def flat_estimates(sketch1, sketch2, keys, l: int, ratio=None) -> tuple:
     """The flat branch's answer over `keys` (the whole integer domain): phase 1's scores scaled
     by `ratio_of_sums` and pooled with phase 2's listless estimates (`pooled`): (f^, Var f^,
     (r^, Var r^)). The ratio from variances at each phase's own estimate (its sums are over the
-    whole domain) unless `ratio` is given (svim_sim: `size_ratio` of a size group), the pooled
-    weights from variances at one plug-in frequency common to both phases. Simulation
+    whole domain) unless `ratio` is given (svim_sim: `size_bits_ratio` of its size group), the
+    pooled weights from variances at one plug-in frequency common to both phases. Simulation
     (svim_sim) and campaigns (`estimate`) share it."""
     mech1, mech2 = sketch1.mechanism, sketch2.mechanism
     n1, n2 = max(sketch1.n, 1), max(sketch2.n, 1)

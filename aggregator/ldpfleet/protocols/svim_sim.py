@@ -7,8 +7,9 @@ One step beyond campaigns (svim module docstring, "Size estimation"): a size gro
 svim.SIZE_SHARE of the phase-2 devices (Wang, Li, Jha, S&P 2018, §5.2) in the candidate
 branch, when svim.size_estimation_pays: it reports trimmed sizes and phase 2 runs at
 svim.choose_l2 of them; in the flat branch a group of svim.FLAT_SIZE_SHARE reports one size
-bit each and the phase-1 scale is svim.size_bits_ratio of them. Campaigns do neither yet (their phase-2 l is fixed at creation and
-their flat branch scales by svim.ratio_of_sums). Tuning `svim_size` = False turns it off.
+bit each and the phase-1 scale is svim.size_bits_ratio of them. Campaigns do neither yet
+(their phase-2 l is fixed at creation and their flat branch scales by svim.ratio_of_sums).
+Tuning `svim_size` = False turns it off.
 """
 import numpy as np
 
@@ -144,7 +145,10 @@ def _size_bits(group2, l: int, eps_milli: int, rng) -> tuple:
         sketch.update(mech.perturb_batch(bits.astype(np.uint32), rng))
         n = max(sketch.n, 1)
         x = float(np.asarray(sketch.estimate(np.array([1], np.uint32)), np.float64)[0]) / n
-        means.append((x, float(mech.item_variances(n, [min(max(x, 0.0), 1.0)])[0])))
+        x = min(max(x, 0.0), 1.0)
+        # GRR's variance given the half's bits, plus the bits' own: each half is a random
+        # draw of devices and the fill bit a coin, so their mean spreads by x (1 - x) / n
+        means.append((x, float(mech.item_variances(n, [x])[0]) + x * (1.0 - x) / n))
     return take_sets(group2, np.flatnonzero(~in_size)), svim.size_bits_ratio(*means, l)
 
 

@@ -30,11 +30,11 @@ PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldpminer-sh-op
              "ldplcm": "ldplcm", "svim": "svim", "auto": "auto"}
 """CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner, and
 ldpminer-sh-opt, LDPMiner-SH with §4.4's correlated phases: `shc` in both, spec §3.1; svim,
-protocols.svim; auto, protocols.auto's choice between ldpminer-rappor and svim)."""
+protocols.svim; auto, protocols.auto's choice: CAMPAIGN_AUTO)."""
 CAMPAIGN_AUTO = ("lm-rp", "lm-sh", "lm-sho", "svim")
 """What `--protocol auto` chooses among for a campaign (the two-phase protocols; a one-phase
-campaign is `--mechanism srappor|psgrr|psolh`). svim needs an integer domain of at most 2^24
-items: on a string domain auto chooses among the LDPMiner protocols."""
+campaign is `--mechanism srappor|psgrr|psolh`): svim, or where svim cannot run (a string
+domain, more than 2^24 items) the LDPMiner protocol predicted best (auto.choose)."""
 
 
 def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
@@ -79,10 +79,9 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
         if opts.fleet_size is None:
             raise ConfigError("fleet_size", "--protocol auto needs --fleet-size N (the devices "
                               "expected to report)")
-        allowed = CAMPAIGN_AUTO if domain["type"] == "int" else \
-            tuple(p for p in CAMPAIGN_AUTO if p != "svim")
         plan = auto.choose(check_positive(opts.fleet_size, "fleet_size"), eps_milli, size, l, k,
-                           kc, allowed=allowed, size_step=False)
+                           kc, allowed=CAMPAIGN_AUTO, size_step=False,
+                           int_domain=domain["type"] == "int")
         protocol_name = plan["chosen_protocol"]
     if protocol_name == "svim":
         from ..protocols import svim
