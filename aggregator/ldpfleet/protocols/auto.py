@@ -24,9 +24,8 @@ mechanism's `item_variances` with its realised integer thresholds):
     f = 0 PSFO's variance is l^2 times its l = 1 variance, so at r = l (the default:
     (n, eps, d, l, k) do not give r) the pool has 1 / (share + (1 - share)(1 -
     FLAT_SIZE_SHARE)) = 1.026 times the variance of one-phase PSFO over all n devices, and psfo
-    is chosen; the simulation passes r
-    of the same data its default l comes from (`ldpminer_sim.auto_choice`), and on sets
-    shorter than l svim wins.
+    is chosen; the simulation passes r of the same data its default l comes from
+    (`ldpminer_sim.auto_choice`), and on sets shorter than l svim wins.
 
 Two-phase rows also carry `phase1_sd`: the standard deviation of the score the candidates are
 chosen by (LDPMiner: sampling SH at eps1 and length l; svim: PSFO at eps and length 1 on the
