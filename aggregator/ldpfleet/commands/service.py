@@ -185,12 +185,21 @@ def register(subparsers):
     e.add_argument("name")
     _state_arg(e)
     e.add_argument("--phase", type=int, default=None, help="default: the campaign's current phase")
-    e.add_argument("--post", default=None, help="consistency post-processing (ldpfleet.post.METHODS)")
+    e.add_argument("--post", default=None,
+                   help="consistency post-processing (ldpfleet.post.METHODS) of one phase's "
+                        "estimates; `none` for none (clears a config file's [estimate] post); a "
+                        "two-phase protocol's answer ignores it with a warning")
     e.add_argument("--post-opt", action="append", default=[], metavar="K=V",
                    help="option of the post-processing method (repeatable)")
     e.add_argument("--top", type=int, default=None, help="only the K largest")
     e.add_argument("--threshold", default=None,
-                   help="'auto' (significance threshold, NH Eq. 9) or a fraction of the reports")
+                   help="'auto': only the rows that stand out of the noise (at the --fdr "
+                        "false-discovery rate), or a fraction of the reports")
+    e.add_argument("--fdr", type=float, default=0.05, metavar="LEVEL",
+                   help="false-discovery rate of a list: rows that do not stand out of the "
+                        "noise of all the estimated items at this level are flagged `noise` "
+                        "(Benjamini-Hochberg, or -Yekutieli where the estimates may depend on "
+                        "each other; default 0.05)")
     e.add_argument("--confidence", type=float, default=0.95)
     e.add_argument("--items", default=None,
                    help="estimate only these items: comma-separated, or a file with one per line")
@@ -434,16 +443,18 @@ def run_estimate(args):
     from ..service.campaigns import parse_params
     from ..service.estimates import EstimateQuery, estimate, parse_threshold
     from ..service.store import Store
+    from ..service.significance import check_level
     parse_threshold(args.threshold)
+    check_level(args.fdr)
     if args.top is not None and args.top < 1:
         raise ConfigError("top", "must be at least 1, got %d" % args.top)
-    if args.post_opt and not args.post:
+    if args.post_opt and args.post in (None, "", "none"):
         raise ConfigError("post_opt", "options of a post-processing method need --post METHOD")
     with Store(args.state, create=False) as store:
         result = estimate(store, args.name, EstimateQuery(
             phase=args.phase, post=args.post, post_opts=parse_params(args.post_opt),
             top=args.top, threshold=args.threshold, confidence=args.confidence,
-            items=_item_list(args.items), subset=_item_list(args.subset)))
+            items=_item_list(args.items), subset=_item_list(args.subset), fdr=args.fdr))
     return _print_result(args, result)
 
 

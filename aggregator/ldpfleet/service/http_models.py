@@ -100,6 +100,21 @@ class EstimateRow(_Doc):
     post: Optional[float] = None
     high: Optional[bool] = None
     phase1_frequency: Optional[float] = None
+    noise: Optional[bool] = None
+    """True: the row does not stand out of the noise of the list (see `significance`)."""
+
+
+class Significance(_Doc):
+    """How the list's `noise` flags were decided (service/significance.py): the procedure
+    (benjamini-hochberg or benjamini-yekutieli), its false-discovery rate, the items tested,
+    how many stand out, and the z above which an item stands out."""
+
+    procedure: str
+    fdr: float
+    tested: int
+    discoveries: int
+    z_cutoff: Optional[float] = None
+    dependence: str
 
 
 class SubsetAnswer(_Doc):
@@ -131,6 +146,7 @@ class Estimate(_Doc):
     phase_reports: Optional[list[int]] = None
     params: Optional[dict[str, Any]] = None
     high_items: Optional[list[Item]] = None
+    significance: Optional[Significance] = None
 
 
 class Advanced(_Doc):
