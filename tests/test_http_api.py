@@ -167,9 +167,11 @@ def test_tokens_probes_and_writes(served, capsys):
     port, state = served["port"], served["state"]
     assert get_json(port, "/healthz", token=None) == {"status": "ok"}
     assert get_json(port, "/readyz", token=None) == {"ready": True, "state": True, "ingest": True}
-    for token in (None, "wrong-token-0123456789"):
+    for token, says in ((None, "a bearer token is needed"),
+                        ("wrong-token-0123456789", "this bearer token is not accepted")):
         status, headers, body = request(port, "/campaigns", token=token)
         assert status == 401 and headers["WWW-Authenticate"] == "Bearer", body
+        assert json.loads(body)["detail"].startswith(says), body
         assert request(port, "/openapi.json", token=token)[0] == 401
     assert get_json(port, "/campaigns", token=WRITE)  # the write token reads too
     status, headers, metrics = request(port, "/metrics")
@@ -196,6 +198,26 @@ def test_tokens_probes_and_writes(served, capsys):
     closed = get_json(port, "/campaigns/cpu/close", token=WRITE, method="POST")
     assert closed["state"] == "closed"
     assert json.loads(run_cli("campaign", "status", "cpu", "--state", state)) == closed
+
+
+def test_the_readme_curl_example_gets_csv(served, tmp_path):
+    """The README's curl line for CSV, pasted into a shell (with this server's port and token
+    file): CSV of the top 10. Unquoted, the shell ran `curl ...?top=10` in the background and
+    dropped `&format=csv` (JSON came back)."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [command] = [" ".join(c.split()) for c in re.findall(r"`(curl [^`]+)`", readme)
+                 if "format=csv" in c]
+    token = tmp_path / "http-read.token"
+    token.write_text(READ + "\n")
+    command = (command.replace("127.0.0.1:8080", "127.0.0.1:%d" % served["port"])
+               .replace("cpu-load", "cpu").replace("cat http-read.token", "cat %s" % token))
+    out = subprocess.run(["bash", "-c", command + "; wait"], capture_output=True, text=True,
+                         timeout=60)
+    lines = out.stdout.splitlines()
+    assert lines and lines[0].startswith("rank,item,key,estimate"), (command, out.stdout[:300])
+    assert len(lines) == 1 + 10
 
 
 def test_read_only_api_dashboard_readiness_and_a_port_in_use(served, tmp_path):

@@ -48,7 +48,9 @@ def register(subparsers):
                    help="bound on the simulated devices' un-acknowledged QoS 1 publishes (default "
                         "2000; at most 65000: MQTT packet ids are 16-bit)")
     p.add_argument("--set-size", type=int, default=None,
-                   help="items per device for set-valued mechanisms (default: the config's l)")
+                   help="items per device for set-valued mechanisms (default: the campaign's "
+                        "set length, the largest l of its phases and fallback: LDPMiner's and "
+                        "svim's --set-size)")
     p.add_argument("--username", default=None,
                    help="broker login L of the generator (all simulated devices share one "
                         "connection and publish as ldp/<campaign>/r/L/<id>: under a "
