@@ -142,6 +142,15 @@ def register(subparsers):
     pu.add_argument("--json", action="store_true")
     pu.set_defaults(func=run_purge)
 
+    tr = csub.add_parser("trend", help="a campaign's counters over time (one point a minute)",
+                         description="Reports received, accepted, re-sent (duplicates) and "
+                                     "otherwise rejected, cumulative, at most one point a "
+                                     "minute while serve receives (what the dashboard draws).")
+    tr.add_argument("name")
+    _state_arg(tr)
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=run_trend)
+
     ls = csub.add_parser("list", help="campaigns in the state file")
     _state_arg(ls)
     ls.add_argument("--json", action="store_true")
@@ -326,6 +335,24 @@ def run_status(args):
                 err["stddev_fraction"], err["stddev_count"], 100 * err["confidence"],
                 err["ci_halfwidth_count"])
         print(line)
+    return 0
+
+
+def run_trend(args):
+    from ..service.history import trend
+    from ..service.store import Store
+    with Store(args.state, create=False) as store:
+        out = trend(store, args.name)
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+        return 0
+    print("%-20s %12s %12s %12s %12s" % ("time (UTC)", "received", "accepted", "duplicates",
+                                         "rejected"))
+    for p in out["points"]:
+        print("%-20s %12d %12d %12d %12d" % (time.strftime("%Y-%m-%d %H:%M:%S",
+                                                           time.gmtime(p["at"])),
+                                             p["received"], p["accepted"], p["duplicates"],
+                                             p["rejected"]))
     return 0
 
 

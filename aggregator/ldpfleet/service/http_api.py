@@ -2,7 +2,7 @@
 
 Read (the CLI's JSON, the same functions): `GET /campaigns` (`campaign list`),
 `GET /campaigns/{name}` (`campaign status`), `GET /campaigns/{name}/estimate` (`estimate`,
-`format=json|csv`), `GET /metrics` (serve's Prometheus registry), `GET /openapi.json`;
+`format=json|csv`), `GET /campaigns/{name}/trend` (`campaign trend`: counters over time), `GET /metrics` (serve's Prometheus registry), `GET /openapi.json`;
 `GET /healthz` (alive) and `GET /readyz` (state readable, ingest subscribed) need no token.
 Write, only with the write token: `POST /campaigns/{name}/advance`, `POST /campaigns/{name}/close`.
 
@@ -187,6 +187,16 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
         if query.format == "csv":
             return Response(result.to_csv(), media_type="text/csv; charset=utf-8")
         return CliJSON(result.to_json())
+
+    @app.get("/campaigns/{name}/trend", response_model=m.Trend, dependencies=read,
+             responses={**ERRORS, **NOT_FOUND}, tags=["campaigns"])
+    def trend(name: str = NAME):
+        """Reports received, accepted, re-sent (duplicates) and rejected over time (at most
+        one point a minute, cumulative; the last point is now), as `ldpfleet campaign trend
+        NAME --json`."""
+        from .history import trend as campaign_trend
+        with state(name) as store:
+            return CliJSON(campaign_trend(store, name))
 
     @app.post("/campaigns/{name}/advance", response_model=m.Advanced, dependencies=[
               Depends(can_write)], responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])

@@ -29,6 +29,24 @@ class CampaignRow(_Doc):
     mechanisms: list[str]
     accepted: int
     rejected: int
+    duplicates: Optional[int] = None
+
+
+class TrendPoint(_Doc):
+    at: float
+    received: int
+    accepted: int
+    duplicates: int
+    rejected: int
+
+
+class Trend(_Doc):
+    """`ldpfleet campaign trend NAME --json`: cumulative counters at most once a minute,
+    oldest first, the last point now (`rejected` without the duplicates)."""
+
+    campaign: str
+    interval_s: int
+    points: list[TrendPoint]
 
 
 class ExpectedError(_Doc):
