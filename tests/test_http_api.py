@@ -186,6 +186,12 @@ def test_tokens_probes_and_writes(served, capsys):
     assert get_json(port, "/campaigns/cpu/estimate?threshold=lots", expect=400)["field"] == "threshold"
     assert get_json(port, "/campaigns/cpu/estimate?phase=2", expect=400)["field"] == "phase"
     assert get_json(port, "/campaigns/cpu/estimate?items=-1", expect=400)["detail"]
+    # the domain as status names it (64 items), not the mechanism's 65 with the reserved "other"
+    outside = get_json(port, "/campaigns/cpu/estimate?items=3,5000", expect=400)
+    assert outside["field"] == "items" and "65" not in outside["detail"], outside
+    assert "5000 is not an item of campaign cpu's domain of 64 items (the integers 0-63)" \
+        in outside["detail"]
+    assert get_json(port, "/campaigns/cpu", expect=200)["domain"]["size"] == 64
     # writes: 401 without a token, 403 with the read token, done with the write token
     for path in ("/campaigns/lm/advance", "/campaigns/cpu/close"):
         assert request(port, path, token=None, method="POST")[0] == 401
