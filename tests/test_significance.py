@@ -152,4 +152,41 @@ def test_by_where_independence_is_not_shown_and_the_cutoffs():
     noise, sig = discoveries(freq, sd, 0.05, "independent")
     assert sig.tested == 99 and noise[1] and not noise[0]
     grr = make_mechanism("grr", 2000, 17, salt=1, campaign_id=1, phase=1)
-    assert null_stddevs(grr, 1000, 17) == pytest.approx(np.full(17, np.sqrt(grr.variance(1000))))
+    assert null_stddevs(grr, 1000, np.r_[0.5, np.zeros(16)]) == pytest.approx(
+        np.full(17, np.sqrt(grr.variance(1000))))
+    # a sketch's item nobody holds still collides with the heavy ones: its deviation grows
+    cms = make_mechanism("cms", 2000, 1024, salt=1, campaign_id=1, phase=1)
+    flat, heavy = null_stddevs(cms, 10000, np.zeros(1024)), null_stddevs(
+        cms, 10000, np.r_[0.6, 0.3, np.zeros(1022)])
+    assert heavy[0] > flat[0] and np.all(heavy == heavy[0])
+
+
+@pytest.mark.parametrize("name,users", [("grr", 20000), ("cms", 20000)])
+def test_by_lists_of_dependent_estimates_keep_the_level(name, users, tmp_path):
+    """GRR (negatively correlated estimates) and CMS (collisions with the heavy items, in the
+    f = 0 deviation) over 40 seeds of a fleet holding 32 of the 256 items (Zipf): the lists of
+    Benjamini-Yekutieli stay at the level (mean share of listed items nobody holds <= 5 % + 3
+    standard errors)."""
+    key = str(tmp_path / "k.key")
+    write_signing_key(key)
+    state = "sqlite:///" + str(tmp_path / "state.db")
+    with Store(state) as store:
+        mech = create_campaign(store, None, key, "c", name, 4.0, "0-255").mechanism(1)
+        fdp, listed = [], 0
+        for seed in range(40):
+            rng = np.random.default_rng(30_000 + seed)
+            probs = np.zeros(256)
+            probs[:32] = datasets.probabilities("zipf:1.1", 32)
+            values = datasets.draw_from(probs, users, rng)
+            true = np.bincount(values, minlength=257)
+            sketch = mech.new_sketch()
+            sketch.update(mech.perturb_batch(values.astype(np.uint32), rng))
+            store.put_sketch("c", 1, sketch.n, sketch.serialize())
+            auto = estimate(store, "c", EstimateQuery(threshold="auto"))
+            assert auto.significance.procedure == "benjamini-yekutieli"
+            keys = [r["key"] for r in auto.rows]
+            listed += len(keys)
+            fdp.append(sum(1 for k in keys if true[k] == 0) / max(len(keys), 1))
+    fdp = np.array(fdp)
+    assert listed >= 3 * 40
+    assert fdp.mean() <= LEVEL + 3 * fdp.std(ddof=1) / np.sqrt(len(fdp)), fdp.mean()

@@ -173,7 +173,7 @@ def _candidate_rows(camp, sketch1, sketch2, cand, level) -> tuple:
     best = ldpminer.final_topk(sketch1, sketch2, int(cand.size), candidates=cand)
     mech2 = sketch2.mechanism
     noise, sig = significance.discoveries(
-        best.frequencies, significance.null_stddevs(mech2, sketch2.n, best.keys.size), level,
+        best.frequencies, significance.null_stddevs(mech2, sketch2.n, best.frequencies), level,
         mech2.estimate_dependence)
     phase1 = np.asarray(sketch1.estimate(best.keys), np.float64) / max(sketch1.n, 1)
     shown = _display(camp.config, best.keys)
@@ -190,12 +190,12 @@ def _ldplcm_noise(camp, sketch1, sketch2, keys, est, high, theta, level) -> tupl
     mask), the high items' phase-1 estimates (what the model learned from) at phase 1's."""
     mech1, mech2 = sketch1.mechanism, sketch2.mechanism
     freq = np.asarray(est, np.float64).copy()
-    sd = significance.null_stddevs(mech2, sketch2.n, keys.size, high=high,
+    sd = significance.null_stddevs(mech2, sketch2.n, est, high=high,
                                    theta_known=theta is not None)
     if high.any():
-        f1 = np.asarray(sketch1.estimate(keys[high]), np.float64) / max(sketch1.n, 1)
-        freq[high] = f1
-        sd[high] = significance.null_stddevs(mech1, sketch1.n, int(high.sum()))
+        f1 = np.asarray(sketch1.estimate(keys), np.float64) / max(sketch1.n, 1)
+        freq[high] = f1[high]
+        sd[high] = significance.null_stddevs(mech1, sketch1.n, f1)[high]
     return significance.discoveries(freq, sd, level, "any")
 
 

@@ -164,6 +164,20 @@ def _query_keys(campaign, phase, items):
     return shown, keys
 
 
+def _null_sd(campaign, phase, mech, sketch, freq, items) -> np.ndarray:
+    """The f = 0 standard deviation of each estimated item (significance.null_stddevs), the
+    other items taken at the whole domain's estimates when `items` restricts the query (a
+    sketch's collisions come from every item) and the domain can be enumerated."""
+    plug = freq
+    if items is not None:
+        try:
+            _shown, keys = _query_keys(campaign, phase, None)
+            plug = np.asarray(sketch.estimate(keys), np.float64) / max(sketch.n, 1)
+        except ConfigError:  # too large to enumerate: the listed items only
+            plug = freq
+    return significance.null_stddevs(mech, sketch.n, plug)[:1].repeat(len(freq))
+
+
 def _check_items(campaign, items):
     """ConfigError naming `items` for an item outside the campaign's domain (the domain as
     `campaign status` gives it: d items, without the reserved ⊥ of single-item mechanisms)."""
@@ -283,7 +297,7 @@ def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> E
             opts.update(p=float(p), q=float(q))
         post_values = np.asarray(postmod.postprocess(post, freq, var, n, **opts), dtype=np.float64)
         value = post_values
-    noise, sig = significance.discoveries(freq, significance.null_stddevs(mech, n, len(keys)),
+    noise, sig = significance.discoveries(freq, _null_sd(camp, phase, mech, sketch, freq, items),
                                           level, mech.estimate_dependence)
     table.significance = sig
     if threshold is not None:

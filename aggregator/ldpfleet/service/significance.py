@@ -5,10 +5,11 @@ noise wins, and a 95 % interval per item says nothing about the list. So every l
 phase's estimates, a two-phase protocol's answer) is tested as a family:
 
 - for each tested item i, H0: count_i = 0, against count_i > 0. The statistic is
-  z_i = f^_i / s_i, with s_i the item's exact standard deviation *at frequency 0*
-  (`mech.item_variances(n, 0)`: the noise of an item nobody holds, Wang et al. 2017 §3 /
-  [NH] Eq. 7) and the one-sided p-value p_i = P(Z > z_i) (normal approximation: an estimate
-  is a sum over n independent reports);
+  z_i = f^_i / s_i, with s_i the exact standard deviation of an item *at frequency 0*
+  (`mech.item_variances` at 0: the noise of an item nobody holds, Wang et al. 2017 §3 /
+  [NH] Eq. 7; for the sketches it includes the collisions with the other items, taken at
+  their estimates, `null_stddevs`) and the one-sided p-value p_i = P(Z > z_i) (normal
+  approximation: an estimate is a sum over n independent reports);
 - the family is every item the estimate covers: the whole domain and ⊥ ("other") for
   single-item mechanisms (d + 1), the k_max candidates of a two-phase answer, or exactly the
   items a query names (`--items`: chosen before looking, so no selection);
@@ -98,18 +99,26 @@ class Significance:
             self.tested)
 
 
-def null_stddevs(mech, n: int, size: int, **kw) -> np.ndarray:
-    """Each of `size` items' standard deviation (fraction of n) at frequency 0: the noise of
-    an item nobody holds (`mech.item_variances(n, 0)`; `mech.variance(n)` where the mechanism
-    has no per-item form). `kw`: extra arguments of item_variances (LDPLCM's `high`)."""
-    zeros = np.zeros(size)
+def null_stddevs(mech, n: int, freqs, **kw) -> np.ndarray:
+    """The standard deviation (fraction of n) of an item nobody holds, for each of the items
+    whose estimates are `freqs`: `mech.item_variances(n, .)` at frequency 0 for an extra item
+    beside the estimated ones clipped to [0, 1] (the sketches' and SH's variances grow with the
+    other items' frequencies: collisions; a plug-in from noisy estimates over-states them, so
+    the test errs on the side of fewer rows standing out). `mech.variance(n)` where the
+    mechanism has no per-item form. `kw`: LDPLCM's `high` mask (and `theta_known`)."""
+    f = np.clip(np.asarray(freqs, np.float64).ravel(), 0.0, 1.0)
+    extra = dict(kw)
+    if extra.get("high") is not None:
+        extra["high"] = np.append(np.asarray(extra["high"], bool).ravel(), False)
     try:
-        var = np.asarray(mech.item_variances(max(int(n), 1), zeros, **kw), np.float64)
-        if var.shape != zeros.shape:
+        var = np.asarray(mech.item_variances(max(int(n), 1), np.append(f, 0.0), **extra),
+                         np.float64)
+        if var.shape != (f.size + 1,):
             raise ValueError("per-item variances of another shape")
+        null = float(var[-1])
     except (TypeError, ValueError, NotImplementedError):
-        var = np.full(size, float(mech.variance(max(int(n), 1))))
-    return np.sqrt(np.maximum(var, 0.0))
+        null = float(mech.variance(max(int(n), 1)))
+    return np.full(f.size, math.sqrt(max(null, 0.0)))
 
 
 def p_values(freq, null_sd) -> np.ndarray:
