@@ -125,7 +125,8 @@ def served(tmp_path_factory):
 
 ESTIMATES = [[], ["--top", "5"], ["--post", "norm-sub"], ["--post", "base-cut", "--top", "3"],
              ["--subset", "1,2,3"], ["--threshold", "auto"], ["--threshold", "0.02"],
-             ["--items", "0,5,63"], ["--confidence", "0.9"]]
+             ["--items", "0,5,63"], ["--confidence", "0.9"], ["--fdr", "0.2", "--top", "8"],
+             ["--post", "none", "--threshold", "auto", "--fdr", "0.01"]]
 
 
 def query(options):
@@ -295,9 +296,10 @@ def test_the_openapi_contract_holds_under_fuzzing(served):
         check()
     assert {label for label, _ in calls} == {
         "GET /healthz", "GET /readyz", "GET /campaigns", "GET /campaigns/{name}",
-        "GET /campaigns/{name}/estimate", "POST /campaigns/{name}/advance",
-        "POST /campaigns/{name}/close"}, calls
-    for label in ("GET /campaigns/{name}", "GET /campaigns/{name}/estimate"):
+        "GET /campaigns/{name}/estimate", "GET /campaigns/{name}/trend",
+        "POST /campaigns/{name}/advance", "POST /campaigns/{name}/close"}, calls
+    for label in ("GET /campaigns/{name}", "GET /campaigns/{name}/estimate",
+                  "GET /campaigns/{name}/trend"):
         assert calls.get((label, 200)) and calls.get((label, 404)), calls  # answers and misses
 
 
