@@ -67,6 +67,11 @@ def test_history_appends_once_a_minute_and_the_trend_reads_it(backend, tmp_path,
     capsys.readouterr()
     assert cli.main(["campaign", "trend", "cpu", "--state", state, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["points"][:3] == points[:3]
+    # campaign status says the re-sends apart from the rejections too
+    assert cli.main(["campaign", "status", "cpu", "--state", state]) == 0
+    text = capsys.readouterr().out
+    assert "accepted 300  rejected 2  re-sent 40 (duplicates" in text, text
+    assert "rejected duplicate" not in text
 
 
 def test_trend_thins_long_histories_to_evenly_spaced_points(tmp_path):

@@ -310,10 +310,13 @@ def run_status(args):
     if status.get("branch"):
         print("branch %s (svim phase 2%s)" % (status["branch"], ": the config's fallback over the "
               "whole domain" if status["branch"] == "flat" else ": the candidates"))
-    print("received %d  accepted %d  rejected %d" % (status["received"], status["accepted"],
-                                                     status["rejected_total"]))
+    resent = status["rejected"].get("duplicate", 0)
+    print("received %d  accepted %d  rejected %d  re-sent %d (duplicates of reports already "
+          "counted)" % (status["received"], status["accepted"], status["rejected_total"] - resent,
+                        resent))
     for reason, count in status["rejected"].items():
-        print("  rejected %-16s %d" % (reason, count))
+        if reason != "duplicate":
+            print("  rejected %-16s %d" % (reason, count))
     drops = status.get("broker_drops")
     if drops and drops["seen_by_serve"]:
         print("WARNING: the broker dropped %d messages while serve watched (its counter: %d)%s"
