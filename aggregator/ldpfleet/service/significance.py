@@ -157,7 +157,7 @@ def discoveries(freq, null_sd, level: float = DEFAULT_FDR, dependence: str = "an
     return noise, Significance(procedure, level, m, found, z_cutoff, dependence)
 
 
-def noise_rows_warning(rows: list, sig: Significance, what: str = "rows") -> str:
+def noise_rows_warning(rows: list, sig: Significance) -> str:
     """The warning of a ranked list whose `rows` ({rank, item, noise}) include rows that do
     not stand out, or None."""
     flagged = [r for r in rows if r.get("noise")]
@@ -165,11 +165,13 @@ def noise_rows_warning(rows: list, sig: Significance, what: str = "rows") -> str
         return None
     shown = ", ".join("%d (item %s)" % (r["rank"], r["item"]) for r in flagged[:8])
     more = " and %d more" % (len(flagged) - 8) if len(flagged) > 8 else ""
-    return ("%s %s%s do not stand out of the noise (%s; %d stand out): an estimate that large "
-            "is what noise alone gives some of the items nobody holds. Treat them as unknown, "
-            "not as findings; `noise` marks them." % (
-                "rank" if len(flagged) == 1 else "ranks", shown, more, sig.describe(),
-                sig.discoveries))
+    one = len(flagged) == 1
+    return ("%s %s%s %s not stand out of the noise (%s; %d stand out): an estimate that large "
+            "is what noise alone gives some of the items nobody holds. Treat %s as unknown, "
+            "not as %s; `noise` marks %s." % (
+                "rank" if one else "ranks", shown, more, "does" if one else "do",
+                sig.describe(), sig.discoveries, "it" if one else "them",
+                "a finding" if one else "findings", "it" if one else "them"))
 
 
 def reports_needed(floor_sd: float, n: int, z: float, frequency: float) -> int:
