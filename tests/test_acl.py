@@ -167,6 +167,31 @@ def test_devices_read_campaign_topics_but_not_reports(secured):
     assert seen == [("ldp/c1/status", b"status after b", False)]
 
 
+def test_broker_starts_without_acl_warnings_and_every_login_reads_key_rotations(secured, tmp_path):
+    """The generated ACL loads without Mosquitto's "ACL pattern ... does not contain '%c' or
+    '%u'" warnings (four at every start before), and devices and the load generator still read
+    the retained key rotation (spec §5.3) and their campaigns' topics; a device may not write
+    the rotation."""
+    connect, _, _ = secured
+    log = (tmp_path / "mosquitto.log").read_text()
+    assert "Config loaded" in log and "Warning" not in log, log
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.subscribe("ldpfleet/keys")
+    agg.publish("ldpfleet/keys", b"signed rotation", retain=True)
+    agg.wait_for("ldpfleet/keys", b"signed rotation")
+    for user in ("dev-a", "dev_c", "loadgen"):
+        reader = connect(user)
+        assert reader.wait_connected()
+        reader.subscribe("ldpfleet/keys")
+        assert reader.wait_for("ldpfleet/keys", b"signed rotation")[-1][2]  # retained
+    forger = connect("dev-b")
+    assert forger.wait_connected()
+    forger.publish("ldpfleet/keys", b"forged rotation", retain=True)
+    forger.subscribe("ldpfleet/keys")
+    assert forger.wait_for("ldpfleet/keys", b"signed rotation")
+
+
 def test_aggregator_config_survives_forged_retained_publish(secured):
     connect, _, _ = secured
     agg = connect("agg")

@@ -263,3 +263,81 @@ def test_deploy_example_is_accepted_key_by_key(capsys):
             assert hits, (section, key)
 
     walk((), data)
+
+
+def two_campaigns(tmp_path) -> str:
+    """A state with `cpu` (OLH, one phase) and `hh` (LDPMiner in phase 2), folded in process."""
+    from ldpfleet.service import Store, create_campaign
+    from ldpfleet.service.protocol_campaigns import (ProtocolOptions, advance_campaign,
+                                                     create_protocol_campaign)
+    key = str(tmp_path / "k.key")
+    write_signing_key(key)
+    state = "sqlite:///" + str(tmp_path / "two.db")
+    rng = np.random.default_rng(4)
+    with Store(state) as store:
+        cpu = create_campaign(store, None, key, "cpu", "olh", 2.0, "0-63")
+        hh = create_protocol_campaign(store, None, key, "hh", "ldpminer-rappor", 6.0, "64",
+                                      ProtocolOptions(set_size=4, top=3))
+    sets = [sorted({3, 9} | set((rng.zipf(1.5, 2) % 64).tolist())) for _ in range(400)]
+    ingestor = Ingestor(state, options=IngestOptions(client_id="fold"))
+    try:
+        ingestor.process_batch(report_messages("cpu", cpu.mechanism(1).perturb_batch(
+            (rng.zipf(1.3, 400) % 64).astype(np.uint32), rng), "c-"))
+        ingestor.process_batch(report_messages("hh", hh.mechanism(1).perturb_batch(sets, rng), "h-"))
+        with Store(state) as store:
+            advance_campaign(store, None, "hh")
+            phase2 = store.require_campaign("hh").mechanism(2)
+        ingestor.process_batch(report_messages("hh", phase2.perturb_batch(sets, rng), "h-"))
+    finally:
+        ingestor.store.close()
+    return state
+
+
+def test_sample_config_post_leaves_two_phase_answers_working(tmp_path, monkeypatch, capsys):
+    """deploy/ldpfleet.toml's `[estimate] post = "norm-sub"` made every two-phase answer exit 2
+    and nothing cleared it. Now the answer ignores a post-processing method with a warning,
+    `--post none` and an empty LDPFLEET_POST clear the file's value (the one-phase table is
+    then raw), and a flag still beats the environment."""
+    state = two_campaigns(tmp_path)
+    conf = ROOT / "deploy" / "ldpfleet.toml"
+
+    def estimate(name, *extra):
+        code, out, err = run(capsys, "--config", conf, "estimate", name, "--state", state,
+                             "--json", *extra)
+        assert code == 0, err
+        return json.loads(out), err
+
+    answer, err = estimate("hh")
+    assert answer["protocol"] == "ldpminer-rappor" and answer["items"]
+    assert "post-processing norm-sub applies to one phase's estimates" in err
+    assert any("norm-sub" in w for w in answer["warnings"])
+    table, err = estimate("cpu")
+    assert table["post"] == "norm-sub" and "post" in table["items"][0]
+    answer, err = estimate("hh", "--post", "none")
+    assert "post-processing" not in err and not any("norm-sub" in w for w in answer["warnings"])
+    table, _ = estimate("cpu", "--post", "none")
+    assert table["post"] is None and "post" not in table["items"][0]
+
+    monkeypatch.setenv("LDPFLEET_POST", "")
+    answer, err = estimate("hh")
+    assert "post-processing" not in err
+    table, _ = estimate("cpu")
+    assert table["post"] is None
+    row = check(capsys, "--config", conf, "estimate")["commands"]["estimate"]["post"]
+    assert row["value"] is None and row["source"] == "env"
+    assert row["from"].startswith("LDPFLEET_POST= (empty: clears")
+    table, _ = estimate("cpu", "--post", "norm")  # a flag beats the environment
+    assert table["post"] == "norm"
+    monkeypatch.setenv("LDPFLEET_POST", "norm-sub")
+    table, _ = estimate("cpu", "--post", "none")
+    assert table["post"] is None
+
+
+def test_config_check_shows_tls_an_mqtts_url_implies(capsys):
+    """`config check serve` printed `tls = false` for the sample's mqtts:// broker; serve runs
+    with TLS there (mqtt.uses_tls, the rule BrokerSettings.from_url applies)."""
+    rows = check(capsys, "--config", ROOT / "deploy" / "ldpfleet.toml", "serve")["commands"]["serve"]
+    assert rows["tls"] == {"value": True, "source": "implied",
+                           "from": "broker mqtts://broker.pilot.internal:8883"}
+    plain = check(capsys, "serve", "--broker", "mqtt://h:1883")["commands"]["serve"]
+    assert plain["tls"]["value"] is False

@@ -226,7 +226,9 @@ def test_dashboard_shows_what_the_api_answers(mosquitto, tmp_path, browser):
         assert set(rows) == {"miner", "cpu-load"}
         for name, row in rows.items():
             assert_shows(fields, "overview.%s.accepted" % name, row["accepted"])
-            assert_shows(fields, "overview.%s.rejected" % name, row["rejected"])
+            assert_shows(fields, "overview.%s.rejected_other" % name,
+                         row["rejected"] - row["duplicates"])
+            assert_shows(fields, "overview.%s.duplicates" % name, row["duplicates"])
             assert_shows(fields, "overview.%s.phase" % name, row["phase"])
 
         # cpu-load: one phase, its rejections, the heavy hitters and the chart
@@ -236,7 +238,9 @@ def test_dashboard_shows_what_the_api_answers(mosquitto, tmp_path, browser):
         assert status["rejected"]["duplicate"] == 40
         assert_shows(fields, "campaign.cpu-load.accepted", status["accepted"])
         assert_shows(fields, "campaign.cpu-load.received", status["received"])
-        assert_shows(fields, "campaign.cpu-load.rejected_total", status["rejected_total"])
+        assert_shows(fields, "campaign.cpu-load.rejected_other",
+                     status["rejected_total"] - status["rejected"]["duplicate"])
+        assert_shows(fields, "campaign.cpu-load.duplicates", status["rejected"]["duplicate"])
         assert_shows(fields, "campaign.cpu-load.accepted.phase1", status["phases"][0]["reports"])
         assert_shows(fields, "campaign.cpu-load.epsilon.phase1", 2.0)
         assert_shows(fields, "campaign.cpu-load.epsilon.total", 2.0)
@@ -284,8 +288,9 @@ def test_dashboard_shows_what_the_api_answers(mosquitto, tmp_path, browser):
         for row in answer["items"]:
             for key in ("rank", "estimate", "frequency", "phase1_frequency"):
                 assert_shows(fields, "answer.miner.%s.%s" % (row["item"], key), row[key])
-        table = get_json(port, "/campaigns/miner/estimate?format=json&phase=2&top=%d" % CHART_TOP)
-        for row in table["items"]:
+        bars = [f for f in fields if f.startswith("chart.miner.") and f.endswith(".estimate")]
+        assert len(bars) == len(answer["items"])  # the chart draws the answer, as the table
+        for row in answer["items"]:
             bar = fields["chart.miner.%s.estimate" % row["item"]]
             assert float(bar["value"]) == pytest.approx(row["estimate"])
 
@@ -444,3 +449,161 @@ def cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+# --- every kind of campaign at 1280 px ----------------------------------------------------------
+
+class Collected:
+    """The load generator's publisher interface, keeping the messages (no broker): the fleet's
+    own simulation (`run_simulated`) feeds `fold` in process."""
+
+    def __init__(self):
+        self.messages = []
+
+    def publish_rows(self, topics, reports):
+        self.messages += list(zip(topics, (row.tobytes() for row in reports)))
+
+
+def simulate(state, name, devices, seed, dist="zipf:1.3", again=False):
+    """`devices` simulated devices of the campaign's current phase, as `ldpfleet fleet` draws
+    and perturbs them (the public phase split, the campaign's set length), folded in process;
+    `again`: the same reports a second time (duplicates)."""
+    from ldpfleet.loadgen.campaign import CampaignView, phase_mechanism
+    from ldpfleet.loadgen.items import campaign_set_size, item_distribution
+    from ldpfleet.loadgen.simulated import run_simulated, simulated_device_ids
+    with Store(state) as store:
+        camp = store.require_campaign(name)
+    view = CampaignView(camp.config, camp.phase, camp.phase2)
+    mech = phase_mechanism(view)
+    out = Collected()
+    run_simulated(out, view, mech, item_distribution(dist, camp.config),
+                  simulated_device_ids(devices, "sim%d" % seed), np.random.default_rng(seed),
+                  campaign_set_size(camp.config) if mech.set_valued else 0)
+    fold(state, out.messages)
+    if again:
+        fold(state, out.messages)
+
+
+def five_campaigns(state, key):
+    """One of every kind the dashboard draws: OLH with re-sends (`cpu`), LDPMiner, LDPLCM and
+    svim in phase 2 (their answers), auto in phase 1 (its plan in the status)."""
+    from ldpfleet.service.protocol_campaigns import advance_campaign
+    with Store(state) as store:
+        create_campaign(store, None, key, "cpu", "olh", 2.0, "0-63")
+        for name, proto, eps, domain, opts in (
+                ("miner", "ldpminer-rappor", 6.0, "64", ProtocolOptions(set_size=4, top=3)),
+                ("lcm", "ldplcm", 4.0, "1024", ProtocolOptions(sample_rate=0.3, theta=0.5,
+                                                               sketch_k=16, sketch_m=64)),
+                ("sv", "svim", 4.0, "256", ProtocolOptions(set_size=4, top=4)),
+                ("auto", "auto", 4.0, "256", ProtocolOptions(set_size=4, top=4,
+                                                             fleet_size=3000))):
+            create_protocol_campaign(store, None, key, name, proto, eps, domain, opts)
+    simulate(state, "cpu", 500, SEED, again=True)
+    for name, devices in (("miner", 1500), ("lcm", 3000), ("sv", 3000)):
+        simulate(state, name, devices, SEED + 1)
+        with Store(state) as store:
+            advance_campaign(store, None, name)
+        simulate(state, name, devices, SEED + 1)
+    simulate(state, "auto", 3000, SEED + 2)
+
+
+def drawn(driver, name):
+    """The chart's bars of campaign `name` in drawing order: (item, value, noise)."""
+    return driver.execute_script("""
+        return Array.from(document.querySelectorAll(
+            'section[data-campaign="' + arguments[0] + '"] svg.chart rect[data-field]'))
+          .map(e => [e.getAttribute('data-field'), Number(e.getAttribute('data-value')),
+                     e.getAttribute('data-noise')]);""", name)
+
+
+@needs_browser
+def test_every_chart_draws_the_apis_answer_at_1280px(tmp_path, browser):
+    """At 1280 px the page does not scroll sideways; every campaign's chart draws exactly the
+    rows of the API answer its table lists (LDPLCM's and svim's answers too, not phase 2's raw
+    estimates), rows that do not stand out are marked `noise` in table and chart, protocol
+    parameters are labelled fields (no raw JSON: auto's plan is one line), re-sends are shown
+    apart from rejections, and the trend is the API's /trend."""
+    from ldpfleet.service.http_api import ApiTokens, create_app, start_http
+    state = "sqlite:///" + str(tmp_path / "state.db")
+    key = str(tmp_path / "fleet.key")
+    write_signing_key(key)
+    five_campaigns(state, key)
+    port = free_port()
+    server = start_http(create_app(state, tokens=ApiTokens(read=TOKEN)), "127.0.0.1", port)
+    try:
+        browser.set_window_size(1280, 1000)
+        browser.get("http://127.0.0.1:%d/?token=%s" % (port, TOKEN))
+        wait_rendered(browser)
+        width = browser.execute_script("return [document.documentElement.scrollWidth, "
+                                       "document.documentElement.clientWidth, window.innerWidth]")
+        assert width[0] <= width[1] and width[2] == 1280, width
+        fields = page_fields(browser)
+        cards = {n: browser.find_element("css selector", 'section[data-campaign="%s"]' % n).text
+                 for n in ("cpu", "miner", "lcm", "sv", "auto")}
+        noise_rows = 0
+        for name in cards:
+            status = get_json(port, "/campaigns/%s" % name)
+            assert '{"' not in cards[name] and '":' not in cards[name], cards[name][:600]
+            for junk in ("[object", "undefined", "NaN"):
+                assert junk not in cards[name], (junk, cards[name][:1500])
+            proto = status["protocol"]
+            if proto and status["phase"] == 2:
+                answer = get_json(port, "/campaigns/%s/estimate?format=json%s" % (
+                    name, "&top=%d" % CHART_TOP if proto["protocol"] == "ldplcm" else ""))
+                prefix = "answer"
+            else:
+                answer = get_json(port, "/campaigns/%s/estimate?format=json&top=%d"
+                                  % (name, CHART_TOP))
+                prefix = "estimate"
+            assert answer["items"] and answer["significance"]["tested"] > 0
+            bars = drawn(browser, name)
+            assert [b[0] for b in bars] == ["chart.%s.%s.estimate" % (name, r["item"])
+                                            for r in answer["items"]], name
+            assert [b[1] for b in bars] == pytest.approx([r["estimate"] for r in answer["items"]])
+            assert [b[2] for b in bars] == [str(r["noise"]).lower() for r in answer["items"]]
+            for row in answer["items"][:TABLE_TOP]:
+                f = "%s.%s.%s." % (prefix, name, row["item"])
+                for key in ("rank", "estimate", "frequency"):
+                    assert_shows(fields, f + key, row[key])
+                assert fields[f + "noise"]["value"] == str(row["noise"]).lower()
+                assert fields[f + "noise"]["text"] == ("noise" if row["noise"] else "")
+                noise_rows += row["noise"]
+            assert_shows(fields, "%s.%s.discoveries" % (prefix, name),
+                         answer["significance"]["discoveries"])
+            trend = get_json(port, "/campaigns/%s/trend" % name)
+            series = fields["trend.%s.accepted" % name]
+            assert len(trend["points"]) >= 2
+            shown = browser.execute_script(
+                "return document.querySelector('[data-field=\"trend.%s.accepted\"]')"
+                ".getAttribute('data-series')" % name)
+            assert [int(v) for v in shown.split(",")] == [p["accepted"] for p in trend["points"]]
+            assert int(series["value"]) == status["accepted"]
+        assert noise_rows >= 1  # some listed row is noise, and it is marked
+
+        # the protocol parameters: labelled fields, auto's plan in one line
+        assert_shows(fields, "campaign.sv.protocol.k", 4)
+        assert_shows(fields, "campaign.sv.protocol.set_size", 4)
+        assert "separation" in cards["sv"] and "chosen by auto" in cards["auto"]
+        plan = get_json(port, "/campaigns/auto")["protocol"]["plan"]
+        assert fields["campaign.auto.protocol.plan.chosen"]["text"] == plan["chosen_protocol"]
+        assert len(cards["auto"]) < 2500, len(cards["auto"])
+
+        # re-sends apart from rejections (neutral, own label)
+        status = get_json(port, "/campaigns/cpu")
+        assert status["rejected"] == {"duplicate": status["accepted"]}
+        assert_shows(fields, "campaign.cpu.duplicates", status["accepted"])
+        assert_shows(fields, "campaign.cpu.rejected_other", 0)
+        assert "warn" not in browser.find_element(
+            "css selector", '[data-field="campaign.cpu.duplicates"]').get_attribute("class")
+        assert_shows(fields, "overview.cpu.duplicates", status["accepted"])
+        assert_shows(fields, "overview.cpu.rejected_other", 0)
+
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1280, min(height + 140, 9000))
+        time.sleep(0.3)
+        browser.save_screenshot(os.path.join(ARTIFACTS, "dashboard-1280.png"))
+        console = browser.get_log("browser")
+        assert not [e for e in console if e["level"] == "SEVERE"], console
+    finally:
+        server.should_exit = True

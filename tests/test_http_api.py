@@ -125,7 +125,8 @@ def served(tmp_path_factory):
 
 ESTIMATES = [[], ["--top", "5"], ["--post", "norm-sub"], ["--post", "base-cut", "--top", "3"],
              ["--subset", "1,2,3"], ["--threshold", "auto"], ["--threshold", "0.02"],
-             ["--items", "0,5,63"], ["--confidence", "0.9"]]
+             ["--items", "0,5,63"], ["--confidence", "0.9"], ["--fdr", "0.2", "--top", "8"],
+             ["--post", "none", "--threshold", "auto", "--fdr", "0.01"]]
 
 
 def query(options):
@@ -167,9 +168,11 @@ def test_tokens_probes_and_writes(served, capsys):
     port, state = served["port"], served["state"]
     assert get_json(port, "/healthz", token=None) == {"status": "ok"}
     assert get_json(port, "/readyz", token=None) == {"ready": True, "state": True, "ingest": True}
-    for token in (None, "wrong-token-0123456789"):
+    for token, says in ((None, "a bearer token is needed"),
+                        ("wrong-token-0123456789", "this bearer token is not accepted")):
         status, headers, body = request(port, "/campaigns", token=token)
         assert status == 401 and headers["WWW-Authenticate"] == "Bearer", body
+        assert json.loads(body)["detail"].startswith(says), body
         assert request(port, "/openapi.json", token=token)[0] == 401
     assert get_json(port, "/campaigns", token=WRITE)  # the write token reads too
     status, headers, metrics = request(port, "/metrics")
@@ -184,6 +187,12 @@ def test_tokens_probes_and_writes(served, capsys):
     assert get_json(port, "/campaigns/cpu/estimate?threshold=lots", expect=400)["field"] == "threshold"
     assert get_json(port, "/campaigns/cpu/estimate?phase=2", expect=400)["field"] == "phase"
     assert get_json(port, "/campaigns/cpu/estimate?items=-1", expect=400)["detail"]
+    # the domain as status names it (64 items), not the mechanism's 65 with the reserved "other"
+    outside = get_json(port, "/campaigns/cpu/estimate?items=3,5000", expect=400)
+    assert outside["field"] == "items" and "65" not in outside["detail"], outside
+    assert "5000 is not an item of campaign cpu's domain of 64 items (the integers 0-63)" \
+        in outside["detail"]
+    assert get_json(port, "/campaigns/cpu", expect=200)["domain"]["size"] == 64
     # writes: 401 without a token, 403 with the read token, done with the write token
     for path in ("/campaigns/lm/advance", "/campaigns/cpu/close"):
         assert request(port, path, token=None, method="POST")[0] == 401
@@ -196,6 +205,26 @@ def test_tokens_probes_and_writes(served, capsys):
     closed = get_json(port, "/campaigns/cpu/close", token=WRITE, method="POST")
     assert closed["state"] == "closed"
     assert json.loads(run_cli("campaign", "status", "cpu", "--state", state)) == closed
+
+
+def test_the_readme_curl_example_gets_csv(served, tmp_path):
+    """The README's curl line for CSV, pasted into a shell (with this server's port and token
+    file): CSV of the top 10. Unquoted, the shell ran `curl ...?top=10` in the background and
+    dropped `&format=csv` (JSON came back)."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [command] = [" ".join(c.split()) for c in re.findall(r"`(curl [^`]+)`", readme)
+                 if "format=csv" in c]
+    token = tmp_path / "http-read.token"
+    token.write_text(READ + "\n")
+    command = (command.replace("127.0.0.1:8080", "127.0.0.1:%d" % served["port"])
+               .replace("cpu-load", "cpu").replace("cat http-read.token", "cat %s" % token))
+    out = subprocess.run(["bash", "-c", command + "; wait"], capture_output=True, text=True,
+                         timeout=60)
+    lines = out.stdout.splitlines()
+    assert lines and lines[0].startswith("rank,item,key,estimate"), (command, out.stdout[:300])
+    assert len(lines) == 1 + 10
 
 
 def test_read_only_api_dashboard_readiness_and_a_port_in_use(served, tmp_path):
@@ -267,9 +296,10 @@ def test_the_openapi_contract_holds_under_fuzzing(served):
         check()
     assert {label for label, _ in calls} == {
         "GET /healthz", "GET /readyz", "GET /campaigns", "GET /campaigns/{name}",
-        "GET /campaigns/{name}/estimate", "POST /campaigns/{name}/advance",
-        "POST /campaigns/{name}/close"}, calls
-    for label in ("GET /campaigns/{name}", "GET /campaigns/{name}/estimate"):
+        "GET /campaigns/{name}/estimate", "GET /campaigns/{name}/trend",
+        "POST /campaigns/{name}/advance", "POST /campaigns/{name}/close"}, calls
+    for label in ("GET /campaigns/{name}", "GET /campaigns/{name}/estimate",
+                  "GET /campaigns/{name}/trend"):
         assert calls.get((label, 200)) and calls.get((label, 404)), calls  # answers and misses
 
 

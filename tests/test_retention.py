@@ -10,6 +10,7 @@ import pytest
 from ldpfleet import cli
 from ldpfleet.kernels import lib
 from ldpfleet.service import BrokerSettings, Store, create_campaign, dedupe
+from ldpfleet.service.store_sql import SCHEMA_VERSION
 from ldpfleet.service.batch import ReportBatch
 from ldpfleet.signing import write_signing_key
 from support.service import ServeProcess, fold_batch, report_messages
@@ -212,7 +213,7 @@ def test_schema3_state_migrates_and_still_dedupes(state_url, mosquitto, tmp_path
         assert store.db.execute("SELECT count(*) FROM seen WHERE device='sensor-old-5'"
                                 ).fetchone()[0] == 1
     with Store(state_url) as store:
-        assert store.meta("schema") == "5"
+        assert store.meta("schema") == str(SCHEMA_VERSION)
         rows = store.dedupe_rows()
         assert len(rows) == 120 and all(len(bytes(r[2])) == 16 for r in rows)
         assert not any("sensor" in str(c) for r in rows for c in (r[0], r[2]))

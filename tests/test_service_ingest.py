@@ -148,23 +148,29 @@ def test_cli_output_shapes(tmp_path, mosquitto, two_campaigns, cli):
     assert est["n"] == n and len(est["items"]) == 5
     values = [r["frequency"] for r in est["items"]]
     assert values == sorted(values, reverse=True)
-    assert set(est["items"][0]) == {"rank", "item", "key", "estimate", "frequency", "ci_low", "ci_high"}
+    assert set(est["items"][0]) == {"rank", "item", "key", "estimate", "frequency", "ci_low",
+                                    "ci_high", "noise"}
 
     rows = list(csv.DictReader(io.StringIO(cli("estimate", "cpu", "--state", state, "--csv"))))
-    assert len(rows) == 256 + 1 and rows[-1]["item"] == "other" and rows[0].keys() == {"rank", "item", "key", "estimate", "frequency",
-                                                    "ci_low", "ci_high"}
+    assert len(rows) == 256 + 1 and rows[-1]["item"] == "other" and rows[0].keys() == {
+        "rank", "item", "key", "estimate", "frequency", "ci_low", "ci_high", "noise"}
     with Store(state) as store:
         direct = compute_estimates(store, "cpu")
     assert [float(r["estimate"]) for r in rows] == pytest.approx([r["estimate"] for r in direct.rows])
 
     auto = json.loads(cli("estimate", "cpu", "--state", state, "--threshold", "auto", "--json"))
-    assert auto["threshold"] == pytest.approx(stats.norm.ppf(1 - 2 / 257) * est["stddev_fraction"])
-    assert all(r["frequency"] > auto["threshold"] for r in auto["items"])
-    # 257 estimated items (256 + "other"). Items 0..7 hold ~1/8 each, > 7 sigma above T (sigma ~0.016 here); the 248 empty items
-    # exceed T with probability 2/256 each (NH Eq. 9): ~2 false positives, > 8 has P < 1e-3.
+    sig = auto["significance"]
+    assert sig["procedure"] == "benjamini-hochberg" and sig["tested"] == 257
+    assert sig["fdr"] == 0.05 and sig["discoveries"] == len(auto["items"])
+    # BH's cutoff with r discoveries: z = Phi^-1(1 - 0.05 r / 257)
+    assert sig["z_cutoff"] == pytest.approx(stats.norm.isf(0.05 * sig["discoveries"] / 257))
+    assert auto["threshold"] == pytest.approx(sig["z_cutoff"] * est["stddev_fraction"])
+    assert all(r["frequency"] >= auto["threshold"] and not r["noise"] for r in auto["items"])
+    # 257 estimated items (256 + "other"). Items 0..7 hold ~1/8 each, > 7 sigma above the
+    # cutoff (sigma ~0.016 here); the 248 empty ones pass with probability ~ 0.05 x 8/257 each
     found = {r["item"] for r in auto["items"]}
     assert set(range(8)) <= found
-    assert len(found - set(range(8))) <= 8
+    assert len(found - set(range(8))) <= 3
 
     post = json.loads(cli("estimate", "cpu", "--state", state, "--post", "norm-sub", "--json"))
     assert sum(r["post"] for r in post["items"]) == pytest.approx(1.0)

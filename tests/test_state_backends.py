@@ -12,6 +12,7 @@ import pytest
 
 from ldpfleet.mechanisms.base import Sketch
 from ldpfleet.service import BrokerSettings, Store, create_campaign
+from ldpfleet.service.store_sql import SCHEMA_VERSION
 from ldpfleet.service.campaigns import Issuance
 from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
 from ldpfleet.signing import write_signing_key
@@ -131,7 +132,7 @@ def test_schema2_sqlite_state_is_migrated(tmp_path, mosquitto):
         UPDATE meta SET value='2' WHERE key='schema';""")
     db.close()
     with Store(state) as store:
-        assert store.meta("schema") == "5"
+        assert store.meta("schema") == str(SCHEMA_VERSION)
         assert store.counters("cpu") == {"received": 200, "accepted": 200}
         blob = store.sketch_blob("cpu", 1)[1]
     assert blob == direct_sketch(camp.mechanism(1), reports).serialize()
@@ -178,7 +179,7 @@ def test_schema3_dedupe_keys_become_keyed_hashes(tmp_path, mosquitto):
     counts = fold(state, "", msgs[:10] + [(msgs[3][0], bytes(second))])
     assert counts[("cpu", "duplicate")] == 10 and counts[("cpu", "second_report")] == 1
     with Store(state) as store:
-        assert store.meta("schema") == "5"
+        assert store.meta("schema") == str(SCHEMA_VERSION)
         assert store.counters("cpu")["accepted"] == 50
         assert store.seen_count("cpu") == 50
     with open(path, "rb") as f:

@@ -56,8 +56,41 @@ def main(argv=None):
         return 2
     try:
         return args.func(args) or 0
+    except BrokenPipeError as exc:
+        if not _stdout_gone():
+            return _failed(exc)
+        return _reader_gone()
     except Exception as exc:  # noqa: BLE001 - mapped by the one table below, else re-raised
         return _failed(exc)
+
+
+SIGPIPE_EXIT = 141
+"""128 + SIGPIPE: what a shell reports for a command whose output's reader went away."""
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone (`... | head`): a broken
+    pipe there is the reader's doing, not the broker's (ConnectionError's label)."""
+    import select
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _reader_gone() -> int:
+    """Exit quietly as `yes | head` does: the command's own `finally` clauses have run (the
+    demo stopped its broker and serve); stdout now points to /dev/null so the interpreter's
+    last flush does not fail again."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return SIGPIPE_EXIT
 
 
 def _failed(exc):

@@ -23,7 +23,8 @@ comma-separated). Unknown sections and keys are errors (typos). Secrets (dests e
 password, token or key that are not file paths) are never read from the file: give
 `password_file = PATH`. The environment variable of an option is `LDPFLEET_` + its dest in
 upper case (LDPFLEET_STATE, LDPFLEET_BATCH_SIZE, LDPFLEET_PASSWORD_FILE ...); it applies to
-every subcommand that has the option. LDPFLEET_PASSWORD keeps its own handling
+every subcommand that has the option. Set but empty (`LDPFLEET_POST=`), it clears the file's
+value: the option's own default applies (a flag still wins). LDPFLEET_PASSWORD keeps its own handling
 (`commands.resolve_password`); set, it beats a password_file from the file."""
 import argparse
 import os
@@ -332,7 +333,14 @@ def collect(parser, argv, environ=None):
         on_path = running[:len(p)] == p
         for dest, action in options(sub).items():
             name = env_name(dest)
-            if name not in environ or environ[name] == "":
+            if name not in environ:
+                continue
+            if environ[name] == "":
+                old = settings[p].get(dest)
+                if old is not None and old.source == "file" and not is_secret(action):
+                    settings[p][dest] = Setting(action.default, "env",
+                                                "%s= (empty: clears %s)" % (name, old.where),
+                                                applied=False)
                 continue
             if is_secret(action):
                 if dest in self_read and dest + "_file" not in options(sub):

@@ -26,6 +26,13 @@ PROTOCOLS = {5: mqtt.MQTTv5, 4: mqtt.MQTTv311, 311: mqtt.MQTTv311}
 DEFAULT_PORTS = {"mqtt": 1883, "tcp": 1883, "mqtts": 8883, "ssl": 8883}
 
 
+def uses_tls(url: str, tls: bool = False, cafile: str = None) -> bool:
+    """Whether a connection to `url` speaks TLS: `--tls`, an mqtts:// (ssl://) URL, or a CA
+    file (`--cafile`) imply it."""
+    scheme = str(url).split("://", 1)[0].lower() if "://" in str(url or "") else "mqtt"
+    return bool(tls) or scheme in ("mqtts", "ssl") or cafile is not None
+
+
 @dataclass
 class BrokerSettings:
     """Where the broker is and how to authenticate; `tls` also when the URL says mqtts://."""
@@ -55,8 +62,7 @@ class BrokerSettings:
         return cls(host=parts.hostname, port=port,
                    username=username if username is not None else parts.username,
                    password=password if password is not None else parts.password,
-                   tls=tls or parts.scheme in ("mqtts", "ssl") or cafile is not None,
-                   cafile=cafile)
+                   tls=uses_tls(url, tls, cafile), cafile=cafile)
 
     @property
     def url(self) -> str:

@@ -133,6 +133,7 @@ def run_check(args):
             if value is None and (action.required or _required_in_group(tree[p], action)):
                 row["required"] = True
             rows[dest] = row
+        _implied_tls(rows)
         report[" ".join(p)] = rows
     if args.json:
         print(json.dumps({"config_file": applied.path, "commands": report}, sort_keys=True))
@@ -141,6 +142,19 @@ def run_check(args):
     for line in problems:
         print("ldpfleet: error: %s" % line, file=sys.stderr)
     return 2 if problems else 0
+
+
+def _implied_tls(rows: dict):
+    """`tls` as the command will run: an mqtts:// broker or a CA file implies it (the rule of
+    `mqtt.uses_tls`), whatever the --tls switch says."""
+    from ..mqtt import uses_tls
+    tls, broker, cafile = rows.get("tls"), rows.get("broker"), rows.get("cafile")
+    if tls is None or tls["value"] or broker is None or not broker["value"]:
+        return
+    if uses_tls(broker["value"], False, cafile["value"] if cafile else None):
+        implied_by = ("broker %s" % broker["value"] if uses_tls(broker["value"])
+                      else "cafile %s" % cafile["value"])
+        rows["tls"] = {"value": True, "source": "implied", "from": implied_by}
 
 
 def _required_in_group(sub, action):

@@ -48,7 +48,9 @@ def register(subparsers):
                    help="bound on the simulated devices' un-acknowledged QoS 1 publishes (default "
                         "2000; at most 65000: MQTT packet ids are 16-bit)")
     p.add_argument("--set-size", type=int, default=None,
-                   help="items per device for set-valued mechanisms (default: the config's l)")
+                   help="items per device for set-valued mechanisms (default: the campaign's "
+                        "set length, the largest l of its phases and fallback: LDPMiner's and "
+                        "svim's --set-size)")
     p.add_argument("--username", default=None,
                    help="broker login L of the generator (all simulated devices share one "
                         "connection and publish as ldp/<campaign>/r/L/<id>: under a "
@@ -81,7 +83,12 @@ def register(subparsers):
     d.add_argument("--broker", default=None, help="use this broker instead of an embedded one")
     d.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for the aggregator to accept every report")
-    d.add_argument("--out", default=None, help="directory for the plot and the state (default: a temp dir)")
+    d.add_argument("--out", default=None,
+                   help="directory for the plot, the state, the logs and the campaign's signing "
+                        "key, kept (default: a temporary directory, removed when the demo ends, "
+                        "also on Ctrl-C, unless --keep)")
+    d.add_argument("--keep", action="store_true",
+                   help="keep the temporary directory (its path is printed)")
     d.add_argument("--json", action="store_true")
     d.add_argument("--dashboard", nargs="?", const="127.0.0.1:0", default=None,
                    metavar="HOST:PORT",
@@ -168,20 +175,29 @@ def run_fleet_command(args):
 
 
 def run_demo_command(args):
-    from ..loadgen import DemoOptions, run_demo
-
     def print_json(result):
         if args.json:  # before --dashboard holds the services up
             json.dump(result, sys.stdout)
             sys.stdout.write("\n")
             sys.stdout.flush()
-    result = run_demo(DemoOptions(
+    try:
+        result = _run_demo(args, print_json)
+    except KeyboardInterrupt:
+        print("ldpfleet: demo interrupted: broker and aggregator stopped%s" % (
+            "" if args.out or args.keep else ", its temporary directory removed"),
+            file=sys.stderr)
+        return 130
+    return 0 if result["lost"] == 0 else 1
+
+
+def _run_demo(args, print_json):
+    from ..loadgen import DemoOptions, run_demo
+    return run_demo(DemoOptions(
         devices=args.devices, micropython=args.micropython, mechanism=args.mechanism,
         epsilon=args.epsilon, domain=args.domain, zipf=args.zipf, top=args.top, seed=args.seed,
         broker_url=args.broker, timeout=args.timeout, out_dir=args.out,
-        progress=_progress_wanted(args), dashboard=args.dashboard),
+        progress=_progress_wanted(args), dashboard=args.dashboard, keep=args.keep),
         log=None if args.json else print, on_result=print_json)
-    return 0 if result["lost"] == 0 else 1
 
 
 def run_broker_config_command(args):

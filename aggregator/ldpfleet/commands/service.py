@@ -142,6 +142,15 @@ def register(subparsers):
     pu.add_argument("--json", action="store_true")
     pu.set_defaults(func=run_purge)
 
+    tr = csub.add_parser("trend", help="a campaign's counters over time (one point a minute)",
+                         description="Reports received, accepted, re-sent (duplicates) and "
+                                     "otherwise rejected, cumulative, at most one point a "
+                                     "minute while serve receives (what the dashboard draws).")
+    tr.add_argument("name")
+    _state_arg(tr)
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=run_trend)
+
     ls = csub.add_parser("list", help="campaigns in the state file")
     _state_arg(ls)
     ls.add_argument("--json", action="store_true")
@@ -185,12 +194,21 @@ def register(subparsers):
     e.add_argument("name")
     _state_arg(e)
     e.add_argument("--phase", type=int, default=None, help="default: the campaign's current phase")
-    e.add_argument("--post", default=None, help="consistency post-processing (ldpfleet.post.METHODS)")
+    e.add_argument("--post", default=None,
+                   help="consistency post-processing (ldpfleet.post.METHODS) of one phase's "
+                        "estimates; `none` for none (clears a config file's [estimate] post); a "
+                        "two-phase protocol's answer ignores it with a warning")
     e.add_argument("--post-opt", action="append", default=[], metavar="K=V",
                    help="option of the post-processing method (repeatable)")
     e.add_argument("--top", type=int, default=None, help="only the K largest")
     e.add_argument("--threshold", default=None,
-                   help="'auto' (significance threshold, NH Eq. 9) or a fraction of the reports")
+                   help="'auto': only the rows that stand out of the noise (at the --fdr "
+                        "false-discovery rate), or a fraction of the reports")
+    e.add_argument("--fdr", type=float, default=0.05, metavar="LEVEL",
+                   help="false-discovery rate of a list: rows that do not stand out of the "
+                        "noise of all the estimated items at this level are flagged `noise` "
+                        "(Benjamini-Hochberg, or -Yekutieli where the estimates may depend on "
+                        "each other; default 0.05)")
     e.add_argument("--confidence", type=float, default=0.95)
     e.add_argument("--items", default=None,
                    help="estimate only these items: comma-separated, or a file with one per line")
@@ -292,10 +310,13 @@ def run_status(args):
     if status.get("branch"):
         print("branch %s (svim phase 2%s)" % (status["branch"], ": the config's fallback over the "
               "whole domain" if status["branch"] == "flat" else ": the candidates"))
-    print("received %d  accepted %d  rejected %d" % (status["received"], status["accepted"],
-                                                     status["rejected_total"]))
+    resent = status["rejected"].get("duplicate", 0)
+    print("received %d  accepted %d  rejected %d  re-sent %d (duplicates of reports already "
+          "counted)" % (status["received"], status["accepted"], status["rejected_total"] - resent,
+                        resent))
     for reason, count in status["rejected"].items():
-        print("  rejected %-16s %d" % (reason, count))
+        if reason != "duplicate":
+            print("  rejected %-16s %d" % (reason, count))
     drops = status.get("broker_drops")
     if drops and drops["seen_by_serve"]:
         print("WARNING: the broker dropped %d messages while serve watched (its counter: %d)%s"
@@ -317,6 +338,24 @@ def run_status(args):
                 err["stddev_fraction"], err["stddev_count"], 100 * err["confidence"],
                 err["ci_halfwidth_count"])
         print(line)
+    return 0
+
+
+def run_trend(args):
+    from ..service.history import trend
+    from ..service.store import Store
+    with Store(args.state, create=False) as store:
+        out = trend(store, args.name)
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+        return 0
+    print("%-20s %12s %12s %12s %12s" % ("time (UTC)", "received", "accepted", "duplicates",
+                                         "rejected"))
+    for p in out["points"]:
+        print("%-20s %12d %12d %12d %12d" % (time.strftime("%Y-%m-%d %H:%M:%S",
+                                                           time.gmtime(p["at"])),
+                                             p["received"], p["accepted"], p["duplicates"],
+                                             p["rejected"]))
     return 0
 
 
@@ -434,16 +473,18 @@ def run_estimate(args):
     from ..service.campaigns import parse_params
     from ..service.estimates import EstimateQuery, estimate, parse_threshold
     from ..service.store import Store
+    from ..service.significance import check_level
     parse_threshold(args.threshold)
+    check_level(args.fdr)
     if args.top is not None and args.top < 1:
         raise ConfigError("top", "must be at least 1, got %d" % args.top)
-    if args.post_opt and not args.post:
+    if args.post_opt and args.post in (None, "", "none"):
         raise ConfigError("post_opt", "options of a post-processing method need --post METHOD")
     with Store(args.state, create=False) as store:
         result = estimate(store, args.name, EstimateQuery(
             phase=args.phase, post=args.post, post_opts=parse_params(args.post_opt),
             top=args.top, threshold=args.threshold, confidence=args.confidence,
-            items=_item_list(args.items), subset=_item_list(args.subset)))
+            items=_item_list(args.items), subset=_item_list(args.subset), fdr=args.fdr))
     return _print_result(args, result)
 
 

@@ -1,14 +1,16 @@
 """The campaign as a device sees it: the retained, signed config (and status and phase-2
-message) read from the broker and verified with the trusted public keys (spec §5.1)."""
+message) read from the broker and verified with the trusted public keys (spec §5.1), after
+the retained key rotation on `ldpfleet/keys` as a device applies it (spec §5.3)."""
 import threading
 import uuid
 from dataclasses import dataclass
 
 from .. import config as campaign_config
-from .. import mqtt
+from .. import mqtt, signing
 from ..errors import ConfigError
 
 CONFIG_TIMEOUT = 10.0
+KEYS_TOPIC = "ldpfleet/keys"
 
 
 @dataclass
@@ -23,9 +25,11 @@ class CampaignView:
 
 
 def _retained(broker: mqtt.BrokerSettings, campaign: str, timeout: float) -> dict:
-    """{topic: payload} of the campaign's retained config, status and phase-2 message."""
+    """{leaf: payload} of the campaign's retained config, status and phase-2 message, and of
+    the retained key rotation (`keys`)."""
     retained = {}
     topics = {leaf: "ldp/%s/%s" % (campaign, leaf) for leaf in ("config", "status", "phase2")}
+    topics["keys"] = KEYS_TOPIC
     subacks = []
     barrier = threading.Event()
 
@@ -43,7 +47,9 @@ def _retained(broker: mqtt.BrokerSettings, campaign: str, timeout: float) -> dic
     client.on_subscribe = on_subscribe
     mqtt.start(client, broker)
     try:
-        client.subscribe([(topics["config"], 1), (topics["status"], 0), (topics["phase2"], 1)])
+        # the key rotation first, as a device subscribes (spec §5.3)
+        client.subscribe([(topics["keys"], 1), (topics["config"], 1), (topics["status"], 0),
+                          (topics["phase2"], 1)])
         # Mosquitto queues a subscription's retained messages while it handles the SUBSCRIBE,
         # and handles one client's packets in order: once a second SUBSCRIBE is acknowledged,
         # every retained message of the first has arrived (its SUBACK may be a refusal).
@@ -67,6 +73,7 @@ def fetch_campaign(broker, campaign: str, trusted_keys, phase: int = None,
     if not campaign_config.NAME_RE.match(campaign):
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
     retained = _retained(broker, campaign, timeout)
+    trusted_keys = follow_rotation(retained["keys"], trusted_keys)
     doc = campaign_config.verify(retained["config"], trusted_keys)
     if doc.get("type") == "close":
         campaign_config.check_close(doc)
@@ -96,6 +103,20 @@ def fetch_campaign(broker, campaign: str, trusted_keys, phase: int = None,
             raise ConfigError("phase2", "phase-2 message does not belong to this campaign")
         campaign_config.check_phase2_choice(doc, phase2)
     return CampaignView(doc, phase, phase2, status)
+
+
+def follow_rotation(payload, trusted_keys):
+    """The trusted keys after the retained key rotation `payload` (spec §5.3), as a device
+    holding `trusted_keys` at serial 0 applies it: a rotation that verifies under them and
+    passes `check_keys` replaces them with its whole set; none, or one that does not verify
+    (e.g. signed by a key the caller no longer trusts), leaves them as they are."""
+    if payload is None:
+        return trusted_keys
+    try:
+        doc = campaign_config.check_keys(campaign_config.verify(payload, trusted_keys))
+    except ConfigError:
+        return trusted_keys
+    return [signing.PublicKey.from_doc(k) for k in doc["keys"]]
 
 
 def phase_mechanism(view: CampaignView):

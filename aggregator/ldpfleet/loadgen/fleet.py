@@ -14,7 +14,7 @@ from .acks import AckTracker
 from .bulk import BulkPublisher
 from .campaign import fetch_campaign, phase_mechanism
 from .devices import RealDevices, c_client_binary
-from .items import draw_indices, item_distribution
+from .items import campaign_set_size, draw_indices, item_distribution
 from .simulated import run_simulated, simulated_device_ids
 
 ACK_TIMEOUT = 60.0
@@ -26,7 +26,7 @@ class FleetOptions:
     `datasets` spec or a weights file), the aggregator-side `seed` (a fixed seed re-sends
     byte-identical reports, which the aggregator must count as duplicates), the `phase` (default:
     the campaign's current one), device-id prefix, publishing window and rate, set length of
-    set-valued phases (default phase 1's l), progress bar, a kept work directory for the real
+    set-valued phases (default the campaign's: `items.campaign_set_size`), progress bar, a kept work directory for the real
     devices and the C client binary."""
 
     devices: int = 1000
@@ -164,8 +164,7 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
     distribution = item_distribution(opts.dist, view.config)
     set_size = 0
     if mech.set_valued:
-        first = view.config["phases"][0]
-        set_size = opts.set_size or int(first.get("params", {}).get("l", mech.params.get("l", 1)))
+        set_size = opts.set_size or campaign_set_size(view.config)
     if mech.name == "shc" and view.phase == 2 and opts.seed is None and opts.devices:
         raise ConfigError("seed", "shc phase 2: the simulated devices replay phase 1 to recover "
                           "what they kept (spec §3.1); give the phase-1 run's --seed")

@@ -89,6 +89,14 @@ def item_distribution(dist: str, doc: dict) -> ItemDistribution:
     return ItemDistribution(items, keys, probs)
 
 
+def campaign_set_size(doc: dict) -> int:
+    """The set length devices of a set-valued campaign hold, as its signed config carries it:
+    the largest `l` of its phases and of phase 2's fallback (LDPMiner: phase 1's l; svim: its
+    phase 1 samples one item, phase 2 runs at min(l, k_max), the fallback at the declared l)."""
+    phases = list(doc["phases"]) + [p["fallback"] for p in doc["phases"] if p.get("fallback")]
+    return max([int(p.get("params", {}).get("l", 1)) for p in phases] + [1])
+
+
 def draw_indices(n: int, dist: ItemDistribution, rng: np.random.Generator, set_size: int = 0):
     """(n,) item indices, or (n, set_size) distinct indices per device for set-valued phases
     (`datasets.draw_sets_from`: successive sampling without replacement)."""

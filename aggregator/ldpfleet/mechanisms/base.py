@@ -164,6 +164,10 @@ class Mechanism:
     set_valued = False
     PARAMS = {}
     default_phase = 1
+    estimate_dependence = "any"
+    """How the estimates of items nobody holds depend on each other given the fleet's data:
+    "independent" where shown (then a list is tested with Benjamini-Hochberg), else "any"
+    (Benjamini-Yekutieli); service/significance.py says why for each mechanism."""
     body_size: int
     random_words: int
 

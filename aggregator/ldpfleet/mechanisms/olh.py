@@ -95,6 +95,7 @@ class OlhMechanism(LocalHashMechanism):
 
     name = "olh"
     PARAMS = {"g": G_PARAM}
+    estimate_dependence = "independent"  # a fresh hash seed per report (significance.py)
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:
         key = protocol.item_key(value)

@@ -21,6 +21,7 @@ class OueMechanism(DomainMechanism):
     """OUE over the d domain items (no parameters)."""
 
     name = "oue"
+    estimate_dependence = "independent"  # every bit flipped on its own (significance.py)
 
     def __init__(self, eps_milli: int, domain_size: int, **kw):
         super().__init__(eps_milli, domain_size, **kw)

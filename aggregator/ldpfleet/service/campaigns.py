@@ -329,7 +329,8 @@ def expected_error(campaign: Campaign, phase: int, n: int, confidence: float = 0
 
 
 def campaign_rows(store: Store) -> list:
-    """One row per campaign: what `ldpfleet campaign list --json` and `GET /campaigns` give."""
+    """One row per campaign: what `ldpfleet campaign list --json` and `GET /campaigns` give
+    (`rejected` counts every rejection reason, `duplicates` the re-sends among them)."""
     rows = []
     for camp in store.campaigns():
         counters = store.counters(camp.name)
@@ -338,7 +339,8 @@ def campaign_rows(store: Store) -> list:
                      "mechanisms": [p["mechanism"] for p in camp.config["phases"]],
                      "accepted": counters.get("accepted", 0),
                      "rejected": sum(v for k, v in counters.items()
-                                     if k not in ("received", "accepted"))})
+                                     if k not in ("received", "accepted")),
+                     "duplicates": counters.get("duplicate", 0)})
     return rows
 
 

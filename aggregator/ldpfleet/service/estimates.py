@@ -8,11 +8,16 @@
   variance for all items under-covers the heavy items) and z the normal quantile of
   `confidence` (CLT over n reports). `stddev_fraction` is the f -> 0 value
   (`mech.variance(n)`), the noise floor of an item nobody holds;
+- which rows stand out of the noise: every estimated item is tested (H0: nobody holds it) and
+  the list controls its false-discovery rate `fdr` (default 5 %; significance.py: one-sided
+  z-tests at each item's f = 0 deviation, Benjamini-Hochberg or -Yekutieli over all the
+  estimated items). Each row carries `noise` (true: it does not stand out); a `top` list
+  with such rows, or a table where nothing stands out, carries a warning;
 - optional consistency post-processing `post.postprocess(method, est, var, n)` over the whole
   domain ([NH] §3), shown next to the raw estimate;
-- `threshold="auto"`: keep items whose raw estimate exceeds T = Φ⁻¹(1 − α/d)·σ with α = 2
-  ([NH] §3.1, Eq. 9: about two false positives among d items that all have frequency 0); a
-  number keeps items whose raw estimate exceeds that fraction of n;
+- `threshold="auto"`: only the rows that stand out (their smallest z is `significance.z_cutoff`,
+  `threshold` the matching fraction); a number keeps items whose raw estimate exceeds that
+  fraction of n;
 - `top=K`: the K largest, ranked by the post-processed value if a method is given, else raw;
 - `subset=[items]`: a set-value query, the fraction of users whose item is in the set: the sum
   of the estimates, interval ± z·sqrt(Σ σ_x²) (independent per-item errors, [NH] §5.2), and with
@@ -34,6 +39,8 @@ import numpy as np
 from .. import config as cfgmod
 from ..errors import ConfigError
 from ..mechanisms.base import Sketch
+from . import significance
+from .significance import DEFAULT_FDR
 from .store import Store
 
 
@@ -46,9 +53,13 @@ def two_sided_z(confidence: float) -> float:
 MAX_ENUMERATED_DOMAIN = 1 << 22
 """Domains larger than this need an explicit list of items to estimate."""
 
-DEFAULT_ALPHA = 2.0
-"""[NH] §3.1, Eq. 9: alpha = 2 expected false positives (post.DEFAULT_CUT_ALPHA)."""
+NO_POST = "none"
+"""`--post none` (and `post=none`): no post-processing, whatever the config file says."""
 
+
+def _csv_value(value):
+    """JSON's spelling of booleans (the `noise` column: true/false)."""
+    return ("true" if value else "false") if isinstance(value, bool) else value
 
 
 def rows_csv(columns, rows, stream=None) -> str:
@@ -58,7 +69,7 @@ def rows_csv(columns, rows, stream=None) -> str:
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k) for k in columns})
+        writer.writerow({k: _csv_value(row.get(k)) for k in columns})
     return out.getvalue() if stream is None else ""
 
 @dataclass
@@ -75,6 +86,7 @@ class EstimateTable:
     rows: list = field(default_factory=list)
     subset: dict = None
     warnings: list = field(default_factory=list)
+    significance: "significance.Significance" = None
 
     def to_json(self) -> dict:
         return {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
@@ -82,11 +94,12 @@ class EstimateTable:
                 "stddev_fraction": self.stddev_fraction,
                 "stddev_count": None if self.stddev_fraction is None else self.stddev_fraction * self.n,
                 "post": self.post, "threshold": self.threshold, "items": self.rows,
-                "subset": self.subset, "warnings": self.warnings}
+                "subset": self.subset, "warnings": self.warnings,
+                "significance": self.significance and self.significance.to_json()}
 
     def columns(self):
         cols = ["rank", "item", "key", "estimate", "frequency", "ci_low", "ci_high"]
-        return cols + (["post"] if self.post else [])
+        return cols + (["post"] if self.post else []) + ["noise"]
 
     def to_csv(self, stream=None) -> str:
         return rows_csv(self.columns(), self.rows, stream)
@@ -101,13 +114,17 @@ class EstimateTable:
             self.stddev_fraction, self.stddev_fraction * self.n, 100 * self.confidence,
             "; post-processing %s" % self.post if self.post else "",
             "; threshold %.4g" % self.threshold if self.threshold is not None else ""))
+        if self.significance is not None:
+            lines.append("%d items stand out of the noise (%s); `noise` marks the rows that do "
+                         "not" % (self.significance.discoveries, self.significance.describe()))
         head = "%5s  %-24s %12s %10s  %-23s" % ("rank", "item", "estimate", "fraction", "interval")
         lines.append(head + ("  %10s" % "post" if self.post else ""))
         for row in self.rows:
             line = "%5d  %-24s %12.1f %10.5f  [%9.5f, %9.5f]" % (
                 row["rank"], str(row["item"])[:24], row["estimate"], row["frequency"],
                 row["ci_low"], row["ci_high"])
-            lines.append(line + ("  %10.5f" % row["post"] if self.post else ""))
+            line += "  %10.5f" % row["post"] if self.post else ""
+            lines.append(line + ("  noise" if row.get("noise") else ""))
         if self.subset is not None:
             q = self.subset
             lines.append("subset of %d items: fraction %.5f [%.5f, %.5f]%s" % (
@@ -121,6 +138,7 @@ def _query_keys(campaign, phase, items):
     from .. import protocol
     doc = campaign.config
     if items is not None:
+        _check_items(campaign, items)
         shown = list(items)
         return shown, [protocol.item_key(i) for i in shown]
     if phase == 2 and campaign.phase2 and "candidates" in campaign.phase2:
@@ -146,29 +164,36 @@ def _query_keys(campaign, phase, items):
     return shown, keys
 
 
-def noise_level(floor_sd: float, d: int) -> float:
-    """The largest estimate noise alone produces among d items, with a margin: σ·(sqrt(2 ln d)
-    + 1) (the expected maximum of d normal errors is about σ·sqrt(2 ln d); pure noise exceeds
-    this level with probability about d·P(Z > sqrt(2 ln d) + 1), 0.2 % at d = 256)."""
-    return floor_sd * (math.sqrt(2 * math.log(max(d, 2))) + 1)
+def _null_sd(campaign, phase, mech, sketch, freq, items) -> np.ndarray:
+    """The f = 0 standard deviation of each estimated item (significance.null_stddevs), the
+    other items taken at the whole domain's estimates when `items` restricts the query (a
+    sketch's collisions come from every item) and the domain can be enumerated."""
+    plug = freq
+    if items is not None:
+        try:
+            _shown, keys = _query_keys(campaign, phase, None)
+            plug = np.asarray(sketch.estimate(keys), np.float64) / max(sketch.n, 1)
+        except ConfigError:  # too large to enumerate: the listed items only
+            plug = freq
+    return significance.null_stddevs(mech, sketch.n, plug)[:1].repeat(len(freq))
 
 
-def reports_needed(floor_sd: float, n: int, d: int, frequency: float) -> int:
-    """Reports at which an item of `frequency` clears the noise level of d items (σ shrinks as
-    1/sqrt(n))."""
-    return int(math.ceil(n * (noise_level(floor_sd, d) / frequency) ** 2))
-
-
-def noise_warning(largest: float, floor_sd: float, n: int, d: int) -> str:
-    """The warning when even the largest estimate is below the noise level of d items, with the
-    fleet sizes that would resolve an item held by 5 % and by 1 % of the devices."""
-    return ("no estimate stands out of the noise (largest %.4g; noise alone reaches about %.4g "
-            "among %d items, sigma %.4g as fractions of the %d reports): these numbers are "
-            "mostly noise. At this epsilon about %d reports resolve an item held by 5 %% of the "
-            "devices, %d one held by 1 %% (or raise epsilon, or pick a mechanism with less "
-            "variance: `ldpfleet plan`)."
-            % (largest, noise_level(floor_sd, d), d, floor_sd, n,
-               reports_needed(floor_sd, n, d, 0.05), reports_needed(floor_sd, n, d, 0.01)))
+def _check_items(campaign, items):
+    """ConfigError naming `items` for an item outside the campaign's domain (the domain as
+    `campaign status` gives it: d items, without the reserved ⊥ of single-item mechanisms)."""
+    doc = campaign.config
+    size = cfgmod.domain_size(doc)
+    if doc["domain"]["type"] == "int":
+        bad = [i for i in items if isinstance(i, bool) or not isinstance(i, int)
+               or not 0 <= i < size]
+        what = "the integers 0-%d" % (size - 1)
+    else:
+        known = set(doc["domain"]["items"])
+        bad = [i for i in items if i not in known]
+        what = "its %d string items" % size
+    if bad:
+        raise ConfigError("items", "%r is not an item of campaign %s's domain of %d items (%s)"
+                          % (bad[0], campaign.name, size, what))
 
 
 def item_stddevs(mech, freq, n: int) -> np.ndarray:
@@ -217,8 +242,9 @@ def load_sketch(store: Store, name: str, phase: int):
 class EstimateQuery:
     """What an estimate asks for (module docstring): the phase (default: the open one), a
     post-processing method and its options, the top K, a threshold (a fraction of n, or
-    "auto"), the intervals' confidence, `items` to restrict the query to (ints or strs) and a
-    `subset` whose set-value query is answered as well."""
+    "auto"), the intervals' confidence, the false-discovery rate of the list, `items` to
+    restrict the query to (ints or strs) and a `subset` whose set-value query is answered as
+    well."""
 
     phase: int = None
     post: str = None
@@ -228,14 +254,15 @@ class EstimateQuery:
     confidence: float = 0.95
     items: list = None
     subset: list = None
+    fdr: float = DEFAULT_FDR
 
 
 def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> EstimateTable:
     """The estimate table of campaign `name` for `query` (module docstring)."""
-    from scipy import stats
     q = query or EstimateQuery()
     phase, post, top, threshold = q.phase, q.post, q.top, q.threshold
     confidence, items, post_opts, subset = q.confidence, q.items, q.post_opts, q.subset
+    level = significance.check_level(q.fdr)
     camp = store.require_campaign(name)
     phase = camp.phase if phase is None else int(phase)
     if not 1 <= phase <= camp.phases:
@@ -270,20 +297,22 @@ def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> E
             opts.update(p=float(p), q=float(q))
         post_values = np.asarray(postmod.postprocess(post, freq, var, n, **opts), dtype=np.float64)
         value = post_values
+    noise, sig = significance.discoveries(freq, _null_sd(camp, phase, mech, sketch, freq, items),
+                                          level, mech.estimate_dependence)
+    table.significance = sig
     if threshold is not None:
-        if threshold == "auto":
-            table.threshold = float(stats.norm.ppf(1 - DEFAULT_ALPHA / len(keys))) * sd
-        else:
-            table.threshold = float(threshold)
+        table.threshold = sig.z_cutoff * sd if threshold == "auto" else float(threshold)
     sds = item_stddevs(mech, freq, n)
-    if items is None and freq.size and float(np.max(freq)) < noise_level(sd, len(keys)):
-        table.warnings.append(noise_warning(float(np.max(freq)), sd, n, len(keys)))
+    if sig.discoveries == 0 and freq.size:
+        table.warnings.append(significance.nothing_stands_out(float(np.max(freq)), sd, n, sig))
     if subset is not None:
         table.subset = _subset_query(subset, keys, freq, post_values, post, sds, z)
     order = np.arange(len(keys))
     if top is not None or table.threshold is not None:
         order = np.argsort(-value, kind="stable")
-    if table.threshold is not None:
+    if threshold == "auto":
+        order = order[~noise[order]]
+    elif table.threshold is not None:
         order = order[freq[order] > table.threshold]
     if top is not None:
         order = order[:int(top)]
@@ -293,12 +322,17 @@ def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> E
                "ci_high": float(freq[i] + z * sds[i])}
         if post_values is not None:
             row["post"] = float(post_values[i])
+        row["noise"] = bool(noise[i])
         table.rows.append(row)
     if subset is not None:
         # a set-value query answers about its items: show those rows (and the sum), not the
-        # whole domain (issue 10 #7); ranks stay those of the full ordering
+        # whole domain; ranks stay those of the full ordering
         wanted = set(table.subset["items"])
         table.rows = [row for row in table.rows if row["item"] in wanted]
+    elif top is not None:
+        warning = significance.noise_rows_warning(table.rows, sig)
+        if warning:
+            table.warnings.append(warning)
     return table
 
 
@@ -329,19 +363,31 @@ def parse_items(raw, domain_type: str):
 
 
 def estimate(store: Store, name: str, query: EstimateQuery):
-    from .answers import compute_answer  # answers imports this module
     """What `ldpfleet estimate` (and the HTTP API) answers: a two-phase protocol campaign in
-    phase 2 without an explicit phase gives the protocol's answer (`compute_answer`), anything
-    else the estimate table (`compute_estimates`). `query.items`/`subset` are item strings."""
+    phase 2 without an explicit phase gives the protocol's answer (`compute_answer`, with the
+    same false-discovery rate and threshold), anything else the estimate table
+    (`compute_estimates`). `query.items`/`subset` are item strings. `post` "none" (or "") is
+    no post-processing; a protocol's answer ignores a post-processing method with a warning
+    (the config file's `[estimate] post` is meant for one phase's estimates)."""
+    from .answers import compute_answer  # answers imports this module
     camp = store.require_campaign(name)
+    post = None if query.post in (None, "", NO_POST) else query.post
+    threshold = parse_threshold(query.threshold)
     if camp.protocol and camp.phase == 2 and query.phase is None:
-        for flag in ("post", "threshold", "items", "subset"):
+        for flag in ("items", "subset"):
             if getattr(query, flag):
-                raise ConfigError(flag, "%s applies to one phase's estimates; ask for phase 1 "
+                raise ConfigError(flag, "%s applies to one phase's estimates; ask for --phase 1 "
                                         "or 2" % flag)
-        return compute_answer(store, name, top=query.top)
+        answer = compute_answer(store, name, top=query.top, fdr=query.fdr, threshold=threshold)
+        if post:
+            answer.warnings.append("post-processing %s applies to one phase's estimates "
+                                   "(--phase 1 or 2): the protocol's answer is not post-processed"
+                                   " (--post none, or LDPFLEET_POST= empty, says so quietly)"
+                                   % post)
+        return answer
     kind = camp.config["domain"]["type"]
     return compute_estimates(store, name, EstimateQuery(
-        phase=query.phase, post=query.post, post_opts=query.post_opts, top=query.top,
-        threshold=parse_threshold(query.threshold), confidence=query.confidence,
-        items=parse_items(query.items, kind), subset=parse_items(query.subset, kind)))
+        phase=query.phase, post=post, post_opts=query.post_opts if post else None,
+        top=query.top, threshold=threshold, confidence=query.confidence,
+        items=parse_items(query.items, kind), subset=parse_items(query.subset, kind),
+        fdr=query.fdr))

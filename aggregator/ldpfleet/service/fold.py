@@ -11,7 +11,8 @@
    store (the same nonce again is a `duplicate`, another one a `second_report`; the keys are
    claimed with the store's unique key, so concurrent workers accept a report once), and ONE
    `sketch.update` (one C call) of the accepted reports;
-5. this worker's sketch partials, the dedupe keys and the counters; COMMIT.
+5. this worker's sketch partials, the dedupe keys and the counters, and at most once a minute
+   each touched campaign's totals into its history (history.py); COMMIT.
 The caller acknowledges the broker (PUBACK) only after `process` returned, then publishes the
 spec §6 acknowledgements `acks`. Every message is counted once under `received` and once under
 exactly one reason (`REASONS`); messages carry a reason code in a numpy array, never an object.
@@ -25,6 +26,7 @@ from .. import config as cfgmod
 from .. import protocol
 from ..mechanisms.base import ERROR_FIELDS, Sketch, first_faults
 from .batch import AckBatch, ReportBatch
+from .history import HistoryRecorder
 from .seen_log import unique_keys
 from .store import GLOBAL
 
@@ -80,6 +82,7 @@ class BatchFolder:
         self._sketches = {}
         self.largest = SMALL_PAYLOAD
         self.acks = AckBatch()
+        self.history = HistoryRecorder()
 
     # --- campaigns and sketches --------------------------------------------------------
     def refresh_campaigns(self):
@@ -133,6 +136,7 @@ class BatchFolder:
                     self.store.put_sketch(name, phase, sketch.n, sketch.serialize())
                 counts = self._counts(self._names)
                 self.store.add_counts(counts)
+                self.history.record(self.store, [c for c, _reason in counts if c in self.campaigns])
         except BaseException:
             self._sketches.clear()
             raise

@@ -2,7 +2,7 @@
 
 Read (the CLI's JSON, the same functions): `GET /campaigns` (`campaign list`),
 `GET /campaigns/{name}` (`campaign status`), `GET /campaigns/{name}/estimate` (`estimate`,
-`format=json|csv`), `GET /metrics` (serve's Prometheus registry), `GET /openapi.json`;
+`format=json|csv`), `GET /campaigns/{name}/trend` (`campaign trend`: counters over time), `GET /metrics` (serve's Prometheus registry), `GET /openapi.json`;
 `GET /healthz` (alive) and `GET /readyz` (state readable, ingest subscribed) need no token.
 Write, only with the write token: `POST /campaigns/{name}/advance`, `POST /campaigns/{name}/close`.
 
@@ -98,7 +98,7 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
     def can_read(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)):
         if tokens.read is not None and not (tokens.grants(creds, tokens.read)
                                             or tokens.grants(creds, tokens.write)):
-            raise _unauthorised()
+            raise _unauthorised(creds)
 
     def can_write(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)):
         if tokens.write is None:
@@ -107,7 +107,7 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
             return
         if creds is not None and (tokens.read is None or tokens.grants(creds, tokens.read)):
             raise HTTPException(403, "this token may only read")
-        raise _unauthorised()
+        raise _unauthorised(creds)
 
     @contextmanager
     def state(name: str = None):
@@ -188,6 +188,16 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
             return Response(result.to_csv(), media_type="text/csv; charset=utf-8")
         return CliJSON(result.to_json())
 
+    @app.get("/campaigns/{name}/trend", response_model=m.Trend, dependencies=read,
+             responses={**ERRORS, **NOT_FOUND}, tags=["campaigns"])
+    def trend(name: str = NAME):
+        """Reports received, accepted, re-sent (duplicates) and rejected over time (at most
+        one point a minute, cumulative; the last point is now), as `ldpfleet campaign trend
+        NAME --json`."""
+        from .history import trend as campaign_trend
+        with state(name) as store:
+            return CliJSON(campaign_trend(store, name))
+
     @app.post("/campaigns/{name}/advance", response_model=m.Advanced, dependencies=[
               Depends(can_write)], responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])
     def advance(name: str = NAME):
@@ -237,9 +247,14 @@ class _NoCampaign(Exception):
         self.name = name
 
 
-def _unauthorised():
-    return HTTPException(401, "a bearer token is needed (Authorization: Bearer <token>)",
-                         headers={"WWW-Authenticate": "Bearer"})
+def _unauthorised(creds=None):
+    """401: no token, or (`creds` given) a token that is not one of serve's."""
+    if creds is None:
+        detail = "a bearer token is needed (Authorization: Bearer <token>)"
+    else:
+        detail = ("this bearer token is not accepted: not the first line of serve's "
+                  "--http-token-file (or --http-write-token-file)")
+    return HTTPException(401, detail, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _version() -> str:
@@ -271,7 +286,8 @@ def _mount_dashboard(app: FastAPI, directory: str):
 
 def _post_methods() -> tuple:
     from .. import post
-    return tuple(sorted(post.METHODS))
+    from .estimates import NO_POST
+    return tuple(sorted(post.METHODS)) + (NO_POST,)
 
 
 class EstimateParams:
@@ -281,10 +297,14 @@ class EstimateParams:
             self,
             phase: Optional[int] = Query(None, ge=1, description="default: the current phase"),
             post: Optional[Literal[_post_methods()]] = Query(
-                None, description="consistency post-processing (ldpfleet.post.METHODS)"),
+                None, description="consistency post-processing (ldpfleet.post.METHODS) of one "
+                                  "phase's estimates; none: none"),
             top: Optional[int] = Query(None, ge=1, description="only the K largest"),
             threshold: Optional[str] = Query(
-                None, description="'auto' (significance threshold) or a fraction in [0, 1)"),
+                None, description="'auto' (only the rows that stand out of the noise at the "
+                                  "`fdr` false-discovery rate) or a fraction in [0, 1)"),
+            fdr: float = Query(0.05, gt=0, lt=1, description="false-discovery rate of the list's "
+                               "`noise` flags"),
             confidence: float = Query(0.95, gt=0, lt=1, description="of the intervals"),
             items: Optional[str] = Query(None, description="only these items, comma-separated"),
             subset: Optional[str] = Query(
@@ -292,6 +312,7 @@ class EstimateParams:
             format: Literal["json", "csv"] = Query("json")):
         self.phase, self.post, self.top, self.threshold = phase, post, top, threshold
         self.confidence, self.items, self.subset, self.format = confidence, items, subset, format
+        self.fdr = fdr
 
 
 def estimate_result(store: Store, name: str, q: EstimateParams):
@@ -303,7 +324,7 @@ def estimate_result(store: Store, name: str, q: EstimateParams):
         return None if text is None else str(text).split(",")
     return estimate(store, name, EstimateQuery(
         phase=q.phase, post=q.post, top=q.top, threshold=q.threshold, confidence=q.confidence,
-        items=split(q.items), subset=split(q.subset)))
+        items=split(q.items), subset=split(q.subset), fdr=q.fdr))
 
 
 # --- running it inside serve ----------------------------------------------------------------------

@@ -29,6 +29,24 @@ class CampaignRow(_Doc):
     mechanisms: list[str]
     accepted: int
     rejected: int
+    duplicates: Optional[int] = None
+
+
+class TrendPoint(_Doc):
+    at: float
+    received: int
+    accepted: int
+    duplicates: int
+    rejected: int
+
+
+class Trend(_Doc):
+    """`ldpfleet campaign trend NAME --json`: cumulative counters at most once a minute,
+    oldest first, the last point now (`rejected` without the duplicates)."""
+
+    campaign: str
+    interval_s: int
+    points: list[TrendPoint]
 
 
 class ExpectedError(_Doc):
@@ -100,6 +118,21 @@ class EstimateRow(_Doc):
     post: Optional[float] = None
     high: Optional[bool] = None
     phase1_frequency: Optional[float] = None
+    noise: Optional[bool] = None
+    """True: the row does not stand out of the noise of the list (see `significance`)."""
+
+
+class Significance(_Doc):
+    """How the list's `noise` flags were decided (service/significance.py): the procedure
+    (benjamini-hochberg or benjamini-yekutieli), its false-discovery rate, the items tested,
+    how many stand out, and the z above which an item stands out."""
+
+    procedure: str
+    fdr: float
+    tested: int
+    discoveries: int
+    z_cutoff: Optional[float] = None
+    dependence: str
 
 
 class SubsetAnswer(_Doc):
@@ -131,6 +164,7 @@ class Estimate(_Doc):
     phase_reports: Optional[list[int]] = None
     params: Optional[dict[str, Any]] = None
     high_items: Optional[list[Item]] = None
+    significance: Optional[Significance] = None
 
 
 class Advanced(_Doc):

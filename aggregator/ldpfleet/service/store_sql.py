@@ -19,13 +19,15 @@ key in `meta.dedupe_key`); `purges` records when a closed campaign's dedupe keys
 4 -> 5: `seen_log`, SQLite's dedupe keys as an append-only log of claimed batches
 (`seen_log.py`; PostgreSQL keeps claiming through `seen`'s unique key). A SQLite state's `seen`
 rows move into the log.
+5 -> 6: (the schema change made beside this one; nothing here).
+6 -> 7: `counter_history`, each campaign's counter totals at most once a minute (history.py).
 """
 import sqlite3
 
 from ..errors import ConfigError
 from . import dedupe, seen_log
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,8 +64,16 @@ CREATE TABLE IF NOT EXISTS protocols (campaign TEXT PRIMARY KEY, body TEXT NOT N
 CREATE TABLE IF NOT EXISTS counters (
     campaign TEXT NOT NULL, reason TEXT NOT NULL, worker TEXT NOT NULL, count BIGINT NOT NULL,
     PRIMARY KEY (campaign, reason, worker)
-){without_rowid}
+){without_rowid};
+{counter_history}
 """
+
+_COUNTER_HISTORY = """
+CREATE TABLE IF NOT EXISTS counter_history (
+    campaign TEXT NOT NULL, minute BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL,
+    received BIGINT NOT NULL, accepted BIGINT NOT NULL, duplicates BIGINT NOT NULL,
+    rejected BIGINT NOT NULL, PRIMARY KEY (campaign, minute)
+){without_rowid}"""
 
 _MIGRATIONS = {
     # 2 -> 3: per-worker partials. Rows written before belong to worker "" (still merged in).
@@ -103,9 +113,17 @@ CREATE TABLE IF NOT EXISTS seen_log (
     keys {blob} NOT NULL, seqs {blob} NOT NULL
 )
 """,
+    5: "",  # the schema change made beside this one
+    # 6 -> 7: counters over time (history.py)
+    6: "{counter_history}",
 }
 AFTER_MIGRATION = {3: dedupe.rekey_seen, 4: seen_log.from_seen}
 """version -> callable(conn) run after that version's SQL (data that SQL alone cannot move)."""
+
+
+def _ddl(text: str, **types) -> str:
+    """Schema text with the tables it names ({counter_history}) and the database's types."""
+    return text.replace("{counter_history}", _COUNTER_HISTORY).format(**types)
 
 
 def is_postgres(url: str) -> bool:
@@ -160,8 +178,8 @@ class SQLiteConnection:
         self.db.execute("PRAGMA busy_timeout=%d" % int(timeout * 1000))
 
     def ddl(self, text: str):
-        return text.format(blob="BLOB", without_rowid=" WITHOUT ROWID",
-                           autoid="INTEGER PRIMARY KEY")
+        return _ddl(text, blob="BLOB", without_rowid=" WITHOUT ROWID",
+                    autoid="INTEGER PRIMARY KEY")
 
     def execute(self, sql, params=()):
         return self.db.execute(sql, params)
@@ -217,7 +235,7 @@ class PostgresConnection:
                               % (self.where, str(exc).strip().splitlines()[0])) from None
 
     def ddl(self, text: str):
-        return text.format(blob="BYTEA", without_rowid="", autoid="BIGSERIAL PRIMARY KEY")
+        return _ddl(text, blob="BYTEA", without_rowid="", autoid="BIGSERIAL PRIMARY KEY")
 
     def execute(self, sql, params=()):
         return self.db.execute(sql.replace("?", "%s"), params)

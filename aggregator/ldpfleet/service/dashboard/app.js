@@ -1,10 +1,13 @@
 /* ldpfleet dashboard: plain JavaScript, no framework, nothing fetched from another host.
  *
  * It reads the operators' HTTP API of `ldpfleet serve --http` (the JSON of `campaign list`,
- * `campaign status NAME` and `estimate NAME`) with the bearer token of `?token=` (kept in
- * sessionStorage for this tab, then removed from the address bar) and redraws every few
- * seconds. Every number shown carries `data-field` (what it is) and `data-value` (the API's
- * number, unrounded), so a test can compare the page with the API.
+ * `campaign status NAME`, `estimate NAME` and `campaign trend NAME`) with the bearer token of
+ * `?token=` (kept in sessionStorage for this tab, then removed from the address bar) and
+ * redraws every few seconds. Every number shown carries `data-field` (what it is) and
+ * `data-value` (the API's number, unrounded), so a test can compare the page with the API.
+ * The chart of a campaign draws exactly the rows its table lists from (one request): the
+ * estimates of its open phase, or a two-phase protocol's answer in its last phase; rows that
+ * do not stand out of the noise (the API's `noise`) are drawn apart.
  */
 "use strict";
 
@@ -72,6 +75,7 @@
     return p.toFixed(digits) + "%";
   }
   function fmtEps(v) { return String(Number(v.toFixed(3))); }
+  function fmtShare(v) { return Number(v.toPrecision(3)).toString(); }
   function fmtTime(seconds) {
     if (seconds === null || seconds === undefined) return "";
     const d = new Date(seconds * 1000);
@@ -84,7 +88,7 @@
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     setAttrs(node, attrs);
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
       node.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
@@ -94,7 +98,7 @@
   function svg(tag, attrs, ...children) {
     const node = document.createElementNS(SVG, tag);
     setAttrs(node, attrs);
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
       node.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
@@ -197,19 +201,18 @@
     refresh();
   }
 
-  /** A campaign's status and estimates: a two-phase protocol in its second phase gives the
-   *  protocol's answer (heavy hitters) and, for the chart, that phase's estimate table. */
+  /** A campaign's status, its trend and its estimates: a two-phase protocol in its second
+   *  phase gives the protocol's answer, which both the table and the chart show (LDPLCM's
+   *  answer covers the whole domain: its CHART_TOP largest). */
   async function loadCampaign(name) {
-    const status = await api(campaignPath(name));
-    const out = {name: name, status: status, estimate: null, answer: null, error: null};
+    const [status, trend] = await Promise.all([api(campaignPath(name)),
+                                               api(campaignPath(name) + "/trend")]);
+    const out = {name: name, status: status, trend: trend, estimate: null, answer: null,
+                 error: null};
     try {
       if (status.protocol && status.phase >= 2) {
-        const [answer, table] = await Promise.all([
-          api(campaignPath(name) + "/estimate?format=json"),
-          api(campaignPath(name) + "/estimate?format=json&top=" + CHART_TOP + "&phase=" +
-              status.phase)]);
-        out.answer = answer;
-        out.estimate = table;
+        const top = status.protocol.protocol === "ldplcm" ? "&top=" + CHART_TOP : "";
+        out.answer = await api(campaignPath(name) + "/estimate?format=json" + top);
       } else {
         out.estimate = await api(campaignPath(name) + "/estimate?format=json&top=" + CHART_TOP);
       }
@@ -240,11 +243,20 @@
            r.mechanisms.length > 1 ? " / " + r.mechanisms.length : ""),
         el("td", null, r.mechanisms.join(" → ")),
         el("td", {class: "num"}, num("overview." + n + ".accepted", r.accepted, fmtInt)),
-        el("td", {class: "num"}, num("overview." + n + ".rejected", r.rejected, fmtInt,
-                                     r.rejected ? "warn" : "")),
+        el("td", {class: "num"}, num("overview." + n + ".rejected_other", rejectedOnly(r.rejected,
+                                     r.duplicates), fmtInt,
+                                     rejectedOnly(r.rejected, r.duplicates) ? "warn" : "")),
+        el("td", {class: "num"}, num("overview." + n + ".duplicates", r.duplicates || 0,
+                                     fmtInt, "resent")),
         el("td", {class: "num"}, button));
     });
     body.replaceChildren(...trs);
+  }
+
+  /** Rejections other than re-sends: a duplicate is a report the aggregator already counted,
+   *  sent again (a device that missed its acknowledgement, a broker redelivery), not a fault. */
+  function rejectedOnly(rejected, duplicates) {
+    return Math.max(0, (rejected || 0) - (duplicates || 0));
   }
 
   function stateBadge(state, phase, phases) {
@@ -293,11 +305,13 @@
     const body = el("div", {class: "card-body"});
     const chartBox = el("div", {class: "chart-box"});
     const side = el("div", {class: "side"});
+    const shown = d.answer || d.estimate;
     if (d.error) {
       chartBox.append(el("p", {class: "error"}, "estimate: " + d.error));
-    } else if (d.estimate) {
-      chartBox.append(chartTitle(d.estimate), estimateChart(n, d.estimate));
+    } else if (shown) {
+      chartBox.append(chartTitle(shown), estimateChart(n, shown));
     }
+    if (d.trend) chartBox.append(trendChart(n, d.trend));
     if (d.answer) {
       side.append(answerTable(n, d.answer));
     } else if (d.estimate) {
@@ -306,8 +320,7 @@
     side.append(rejections(s));
     body.append(chartBox, side);
     parts.push(body);
-    const warnings = [].concat((d.answer && d.answer.warnings) || [],
-                               (d.estimate && d.estimate.warnings) || []);
+    const warnings = [].concat((shown && shown.warnings) || []);
     if (warnings.length) {
       parts.push(el("ul", {class: "warnings"}, [...new Set(warnings)].map((w) => el("li", null, w))));
     }
@@ -328,8 +341,12 @@
     return el("div", {class: "totals"},
       stat("accepted", num("campaign." + n + ".accepted", s.accepted, fmtInt)),
       stat("received", num("campaign." + n + ".received", s.received, fmtInt)),
-      stat("rejected", num("campaign." + n + ".rejected_total", s.rejected_total, fmtInt,
-                           s.rejected_total ? "warn" : "")),
+      stat("rejected", num("campaign." + n + ".rejected_other",
+                           rejectedOnly(s.rejected_total, s.rejected.duplicate), fmtInt,
+                           rejectedOnly(s.rejected_total, s.rejected.duplicate) ? "warn" : ""),
+           "re-sends not included"),
+      stat("re-sent", num("campaign." + n + ".duplicates", s.rejected.duplicate || 0, fmtInt,
+                          "resent"), "duplicates of counted reports"),
       stat("ε per device", num("campaign." + n + ".epsilon.total", eps.value, fmtEps),
            s.phases.length > 1 ? (eps.split ? "each device reports in one phase"
                                             : "sum of the phases") : "one phase"));
@@ -350,10 +367,65 @@
               el("code", null, "ldpfleet campaign advance " + s.campaign),
               " starts phase " + (s.phase + 1)];
     } else text = "phase " + s.phase + " of " + last + ": collecting; the heavy hitters are the protocol's answer";
-    const params = Object.entries(p).filter(([k]) => k !== "protocol")
-      .map(([k, v]) => k + " " + (typeof v === "object" ? JSON.stringify(v) : v)).join(", ");
-    return el("div", {class: "protocol"}, el("strong", null, p.protocol), " · ", text,
-              params ? el("span", {class: "meta"}, " (" + params + ")") : null);
+    const params = protocolParams(s.campaign, p);
+    return el("div", {class: "protocol"},
+              el("div", null, el("strong", null, p.protocol), " · ", text),
+              params.length ? el("div", {class: "params"}, params) : null);
+  }
+
+  /** A protocol's parameters as labelled fields (never its raw JSON): the ones an operator
+   *  reads, each with its meaning; auto's plan and svim's separation test in one line each. */
+  function protocolParams(n, p) {
+    const f = "campaign." + n + ".protocol.";
+    const out = [];
+    const field = (label, value, title) => out.push(el("span", {class: "param", title: title || null},
+      el("span", {class: "param-label"}, label), " ", value));
+    const number = (key, fmt) => num(f + key, p[key], fmt || fmtInt);
+    if (p.k !== undefined && p.k !== null) field("top k", number("k"), "heavy hitters asked for");
+    if (p.k_max !== undefined && p.k_max !== null) {
+      field("candidates", number("k_max"), "phase 1 picks this many candidates for phase 2");
+    }
+    if (p.set_size !== undefined && p.set_size !== null) {
+      field("set size", number("set_size"), "items per device (padded or sampled to this length)");
+    }
+    if (p.budget_split !== undefined && p.budget_split !== null) {
+      field("phase-1 share of ε", number("budget_split", fmtPct));
+    }
+    if (p.theta !== undefined && p.theta !== null) {
+      field("θ", number("theta", fmtShare), "share of devices the model treats as high-frequent");
+    }
+    if (p.theta_measured !== undefined && p.theta_measured !== null) {
+      field("θ measured", number("theta_measured", fmtShare));
+    }
+    if (p.sample_rate_ppm !== undefined && p.sample_rate_ppm !== null) {
+      field("phase-1 devices", num(f + "sample_rate", p.sample_rate_ppm / 1e6, fmtPct));
+    }
+    if (p.branch) field("branch", el("span", {"data-field": f + "branch"}, p.branch));
+    if (p.separation) {
+      const sep = p.separation;
+      field("separation", [
+        sep.z === null || sep.z === undefined ? "all candidates"
+          : ["z ", num(f + "separation.z", sep.z, fmtShare)],
+        sep.separable ? " (head separated)" : " (flat: no separated head)"],
+        "phase 1's k/2-th score against the (k_max+1)-th, in standard deviations");
+    }
+    if (p.plan) {
+      const plan = p.plan;
+      const rows = (plan.rows || []).filter((r) => r.feasible && r.predicted_sd !== null
+                                             && r.predicted_sd !== undefined)
+        .sort((a, b) => a.predicted_sd - b.predicted_sd);
+      const next = rows.find((r) => r.cli_name !== plan.chosen_protocol
+                                    && r.protocol !== plan.chosen);
+      field("chosen by auto", [
+        el("span", {"data-field": f + "plan.chosen"}, plan.chosen_protocol || plan.chosen),
+        plan.predicted_error !== undefined && plan.predicted_error !== null
+          ? [", predicted error ", num(f + "plan.predicted_error", plan.predicted_error, fmtShare)]
+          : null,
+        next ? [" (next: " + next.cli_name + " ", num(f + "plan.next", next.predicted_sd, fmtShare),
+                ")"] : null],
+        "`--protocol auto` rated every protocol for the fleet size; the smallest predicted error won");
+    }
+    return out;
   }
 
   function phaseState(s, p) {
@@ -396,16 +468,22 @@
 
   function rejections(s) {
     const n = s.campaign;
-    const entries = Object.entries(s.rejected);
+    const entries = Object.entries(s.rejected).filter(([reason]) => reason !== "duplicate");
     const box = el("div", {class: "rejections"}, el("h3", null, "Rejected by reason"));
     if (!entries.length) {
       box.append(el("p", {class: "empty"}, "none"));
-      return box;
+    } else {
+      box.append(el("table", {class: "grid compact"},
+        el("tbody", null, entries.map(([reason, count]) => el("tr", null,
+          el("td", null, reason.replace(/_/g, " ")),
+          el("td", {class: "num"}, num("campaign." + n + ".rejected." + reason, count, fmtInt)))))));
     }
-    box.append(el("table", {class: "grid compact"},
-      el("tbody", null, entries.map(([reason, count]) => el("tr", null,
-        el("td", null, reason.replace(/_/g, " ")),
-        el("td", {class: "num"}, num("campaign." + n + ".rejected." + reason, count, fmtInt)))))));
+    if (s.rejected.duplicate) {
+      box.append(el("p", {class: "resent-note"},
+        num("campaign." + n + ".rejected.duplicate", s.rejected.duplicate, fmtInt, "resent"),
+        " re-sent reports (duplicates) were already counted once: devices re-send until " +
+        "acknowledged, brokers redeliver after a restart; nothing is lost or counted twice"));
+    }
     return box;
   }
 
@@ -421,21 +499,48 @@
       box.append(el("p", {class: "empty"}, "no reports yet"));
       return box;
     }
-    box.append(el("table", {class: "grid"},
+    box.append(significanceNote("estimate." + n, est.significance));
+    box.append(el("div", {class: "table-box"}, el("table", {class: "grid"},
       el("thead", null, el("tr", null, el("th", {class: "num"}, "#"), el("th", null, "item"),
         el("th", {class: "num"}, "devices"), el("th", {class: "num"}, "share"),
         el("th", {class: "num"}, pct + "% interval"))),
       el("tbody", null, rows.map((r) => {
         const f = "estimate." + n + "." + r.item + ".";
-        return el("tr", null,
+        return el("tr", {class: r.noise ? "noise" : null},
           el("td", {class: "num"}, num(f + "rank", r.rank, fmtInt)),
-          el("td", {class: "item", title: String(r.item)}, String(r.item)),
+          itemCell(f, r),
           el("td", {class: "num"}, num(f + "estimate", r.estimate, fmtCount)),
           el("td", {class: "num"}, num(f + "frequency", r.frequency, fmtPct)),
           el("td", {class: "num ci"}, num(f + "ci_low", r.ci_low, fmtPct), " – ",
              num(f + "ci_high", r.ci_high, fmtPct)));
-      }))));
+      })))));
     return box;
+  }
+
+  /** An item's cell: the item, and a `noise` tag where its estimate does not stand out of
+   *  the noise of the list (the API's `noise`, carried in data-field ...noise). */
+  function itemCell(f, r) {
+    return el("td", {class: "item", title: String(r.item)}, String(r.item),
+      r.noise === undefined ? null
+        : el("span", {class: r.noise ? "tag noise" : "tag found", "data-field": f + "noise",
+                      "data-value": String(r.noise),
+                      title: r.noise ? "does not stand out of the noise of the whole list: "
+                                       + "an estimate this large is what noise alone gives "
+                                       + "some items nobody holds" : "stands out of the noise"},
+              r.noise ? "noise" : ""));
+  }
+
+  /** How many rows stand out, and at what false-discovery rate (the API's `significance`). */
+  function significanceNote(prefix, sig) {
+    if (!sig) return null;
+    const name = sig.procedure === "benjamini-hochberg" ? "Benjamini-Hochberg"
+      : "Benjamini-Yekutieli";
+    return el("p", {class: "signif"},
+      num(prefix + ".discoveries", sig.discoveries, fmtInt),
+      " of ", num(prefix + ".tested", sig.tested, fmtInt),
+      " items stand out of the noise (" + name + ", false-discovery rate ",
+      num(prefix + ".fdr", sig.fdr, (v) => Number((v * 100).toPrecision(3)) + "%"), "); rows marked ",
+      el("span", {class: "tag noise"}, "noise"), " do not");
   }
 
   /** A two-phase protocol's answer (`estimate NAME` in its last phase): the heavy hitters. */
@@ -445,38 +550,40 @@
       : rows.some((r) => r.high !== undefined) ? "high" : null;
     const box = el("div", {class: "hitters"},
       el("h3", null, "Heavy hitters", el("span", {class: "meta"},
-         " the " + ans.protocol + " answer, n = ", num("answer." + n + ".n", ans.n, fmtInt))));
+         (rows.length > TABLE_TOP ? " top " + TABLE_TOP + " of" : "") + " the " + ans.protocol
+         + " answer, n = ", num("answer." + n + ".n", ans.n, fmtInt))));
     if (!rows.length) {
       box.append(el("p", {class: "empty"}, "no heavy hitters yet"));
       return box;
     }
-    box.append(el("table", {class: "grid"},
+    box.append(significanceNote("answer." + n, ans.significance));
+    box.append(el("div", {class: "table-box"}, el("table", {class: "grid"},
       el("thead", null, el("tr", null, el("th", {class: "num"}, "#"), el("th", null, "item"),
         el("th", {class: "num"}, "devices"), el("th", {class: "num"}, "share"),
         extra === "phase1_frequency" ? el("th", {class: "num"}, "phase-1 share")
           : extra === "high" ? el("th", null, "high") : null)),
-      el("tbody", null, rows.map((r) => {
+      el("tbody", null, rows.slice(0, TABLE_TOP).map((r) => {
         const f = "answer." + n + "." + r.item + ".";
-        return el("tr", null,
+        return el("tr", {class: r.noise ? "noise" : null},
           el("td", {class: "num"}, num(f + "rank", r.rank, fmtInt)),
-          el("td", {class: "item", title: String(r.item)}, String(r.item)),
+          itemCell(f, r),
           el("td", {class: "num"}, num(f + "estimate", r.estimate, fmtCount)),
           el("td", {class: "num"}, num(f + "frequency", r.frequency, fmtPct)),
           extra === "phase1_frequency"
             ? el("td", {class: "num"}, num(f + "phase1_frequency", r.phase1_frequency, fmtPct))
             : extra === "high" ? el("td", null, r.high ? "yes" : "no") : null);
-      }))));
+      })))));
     return box;
   }
 
   // --- the chart -----------------------------------------------------------------------------
 
+  /** The chart's title: one phase's estimates, or a protocol's answer. */
   function chartTitle(est) {
-    const pct = Math.round((est.confidence || 0.95) * 100);
+    const what = est.protocol ? " the " + est.protocol + " answer"
+      : " phase " + est.phase + " (" + (est.mechanism || "") + ", ε " + fmtEps(est.epsilon || 0) + ")";
     return el("h3", null, "Estimated devices per item",
-              el("span", {class: "meta"}, " phase " + est.phase + " (" + (est.mechanism || "") +
-                 ", ε " + fmtEps(est.epsilon || 0) + ")" +
-                 (est.items.length ? ", top " + est.items.length : "")));
+              el("span", {class: "meta"}, what + (est.items.length ? ", top " + est.items.length : "")));
   }
 
   function niceStep(span, ticks) {
@@ -501,7 +608,8 @@
       return el("p", {class: "empty chart-empty"}, "no reports yet: the chart appears with the first estimate");
     }
     const count = (frac) => (frac === null || frac === undefined ? null : frac * est.n);
-    const rows = items.map((r) => ({item: r.item, est: r.estimate, lo: count(r.ci_low), hi: count(r.ci_high)}));
+    const rows = items.map((r) => ({item: r.item, est: r.estimate, lo: count(r.ci_low),
+                                    hi: count(r.ci_high), noise: r.noise}));
     const labels = rows.map((r) => shortLabel(r.item));
     const longest = Math.max(...labels.map((l) => l.length));
     const left = 58, right = 12, top = 30;
@@ -545,12 +653,14 @@
       const y0 = y(0), y1 = y(r.est);
       const g = svg("g", {class: "bar"});
       g.append(svg("title", null, "item " + r.item + ": " + fmtCount(r.est) + " devices" +
-                   (r.lo !== null ? " (interval " + fmtCount(r.lo) + " – " + fmtCount(r.hi) + ")" : "")));
+                   (r.lo !== null ? " (interval " + fmtCount(r.lo) + " – " + fmtCount(r.hi) + ")" : "") +
+                   (r.noise ? "; does not stand out of the noise" : "")));
       g.append(svg("rect", {x: cx - bw / 2, y: Math.min(y0, y1), width: bw,
                             height: Math.max(0.5, Math.abs(y1 - y0)),
-                            class: r.est < 0 ? "neg" : "",
+                            class: (r.est < 0 ? "neg" : "") + (r.noise ? " noise" : ""),
                             "data-field": "chart." + n + "." + r.item + ".estimate",
-                            "data-value": r.est}));
+                            "data-value": r.est,
+                            "data-noise": r.noise === undefined ? null : String(r.noise)}));
       if (r.lo !== null && r.hi !== null) {
         const cap = Math.max(2, Math.min(bw * 0.3, 7));
         g.append(svg("line", {class: "err", x1: cx, x2: cx, y1: y(r.lo), y2: y(r.hi),
@@ -572,15 +682,73 @@
                                "text-anchor": "middle"}, "item (by estimated rank)"));
     }
     // legend
-    const lg = svg("g", {class: "legend", transform: "translate(" + (W - right - 182) + ",2)"});
+    const lg = svg("g", {class: "legend"});
     lg.append(svg("rect", {x: 8, y: 6, width: 12, height: 9, class: "legend-bar"}));
     lg.append(svg("text", {x: 24, y: 14}, "estimate"));
-    lg.append(svg("line", {class: "err", x1: 92, x2: 92, y1: 4, y2: 16}));
-    lg.append(svg("line", {class: "err", x1: 88, x2: 96, y1: 4, y2: 4}));
-    lg.append(svg("line", {class: "err", x1: 88, x2: 96, y1: 16, y2: 16}));
-    lg.append(svg("text", {x: 102, y: 14}, Math.round((est.confidence || 0.95) * 100) + "% interval"));
+    let end = 84;
+    if (rows.some((r) => r.lo !== null && r.hi !== null)) {
+      lg.append(svg("line", {class: "err", x1: 92, x2: 92, y1: 4, y2: 16}));
+      lg.append(svg("line", {class: "err", x1: 88, x2: 96, y1: 4, y2: 4}));
+      lg.append(svg("line", {class: "err", x1: 88, x2: 96, y1: 16, y2: 16}));
+      lg.append(svg("text", {x: 102, y: 14}, Math.round((est.confidence || 0.95) * 100) + "% interval"));
+      end = 176;
+    }
+    if (rows.some((r) => r.noise)) {
+      lg.append(svg("rect", {x: end, y: 6, width: 12, height: 9, class: "legend-bar noise"}));
+      lg.append(svg("text", {x: end + 16, y: 14}, "noise"));
+      end += 56;
+    }
+    lg.setAttribute("transform", "translate(" + (W - right - end - 6) + ",2)");
     root.append(lg);
     return root;
+  }
+
+  /** Reports accepted over time (cumulative, the API's /trend: at most a point a minute, the
+   *  last one now), with the re-sends and rejections beside them when there are any. */
+  function trendChart(n, trend) {
+    const pts = trend.points || [];
+    const box = el("div", {class: "trend"}, el("h3", null, "Reports over time",
+      el("span", {class: "meta"}, " cumulative, one point a minute while serve receives")));
+    if (pts.length < 2) {
+      box.append(el("p", {class: "empty"}, "the trend appears after serve's first minute of reports"));
+      return box;
+    }
+    const W = 720, H = 150, left = 58, right = 12, top = 10, bottom = 24;
+    const t0 = pts[0].at, t1 = Math.max(pts[pts.length - 1].at, t0 + 1);
+    const series = [["accepted", "accepted"], ["duplicates", "re-sent"], ["rejected", "rejected"]]
+      .filter(([key], i) => i === 0 || pts.some((p) => p[key] > 0));
+    const hi = Math.max(1, ...pts.map((p) => Math.max(...series.map(([key]) => p[key]))));
+    const step = niceStep(hi, 4);
+    const x = (t) => left + (W - left - right) * (t - t0) / (t1 - t0);
+    const y = (v) => top + (H - top - bottom) * (1 - v / (Math.ceil(hi / step) * step));
+    const root = svg("svg", {class: "chart trend-chart", viewBox: "0 0 " + W + " " + H, role: "img",
+                             "aria-label": "reports over time", preserveAspectRatio: "xMidYMid meet"});
+    const grid = svg("g", {class: "grid-lines"});
+    for (let v = 0; v <= Math.ceil(hi / step) * step; v += step) {
+      grid.append(svg("line", {x1: left, x2: W - right, y1: y(v), y2: y(v), class: v === 0 ? "zero" : ""}));
+      grid.append(svg("text", {x: left - 6, y: y(v) + 3.5, class: "tick", "text-anchor": "end"},
+                      fmtTick(v, step)));
+    }
+    root.append(grid);
+    for (const [key, label] of series) {
+      root.append(svg("polyline", {class: "line " + key, fill: "none",
+        points: pts.map((p) => x(p.at).toFixed(1) + "," + y(p[key]).toFixed(1)).join(" "),
+        "data-field": "trend." + n + "." + key, "data-value": pts[pts.length - 1][key],
+        "data-series": pts.map((p) => p[key]).join(","),
+        "data-times": pts.map((p) => p.at).join(",")},
+        svg("title", null, label + ": " + fmtInt(pts[pts.length - 1][key]))));
+    }
+    const when = (t) => new Date(t * 1000).toLocaleTimeString("en-GB", {hour: "2-digit", minute: "2-digit"});
+    root.append(svg("text", {class: "tick", x: left, y: H - 6, "text-anchor": "start"}, when(t0)));
+    root.append(svg("text", {class: "tick", x: W - right, y: H - 6, "text-anchor": "end"}, when(t1)));
+    const lg = svg("g", {class: "legend", transform: "translate(" + (left + 8) + ",4)"});
+    series.forEach(([key, label], i) => {
+      lg.append(svg("line", {class: "line " + key, x1: i * 90, x2: i * 90 + 16, y1: 8, y2: 8}));
+      lg.append(svg("text", {x: i * 90 + 20, y: 12}, label));
+    });
+    root.append(lg);
+    box.append(root);
+    return box;
   }
 
   function fmtTick(v, step) {
