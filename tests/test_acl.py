@@ -393,7 +393,7 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
         counters = serve.wait_counts("c1", lambda c: c.get("accepted", 0) >= 2, timeout=30)
         assert counters == {"received": 2, "accepted": 2}
         with Store(state) as store:  # the second accepted report is dev_c's, not the impostor's
-            assert set(store.seen_seqs("c1", 1, ["dev-a", "dev-b", "dev_c"])) == {"dev-a", "dev_c"}
+            assert store.reported("c1", 1, ["dev-a", "dev-b", "dev_c"]) == {"dev-a", "dev_c"}
     finally:
         serve.stop()
 

@@ -116,7 +116,7 @@ def run_serve(args):
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
-                            purge_after_days=args.purge_after_days)
+                            purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key)
     metrics = None
     http = _http_address(args)
     if args.metrics_port is not None or http:
@@ -132,6 +132,9 @@ def run_serve(args):
     lock = _worker_lock(args.state, client_id) if postgres else _serve_lock(state_path(args.state))
     broker = _broker_of(args)
     ingestor = Ingestor(args.state, broker, options, metrics=metrics)
+    logging.getLogger("ldpfleet.service").info(  # a missing or wrong key file: exit 2 here
+        "dedupe keys from %s (fingerprint %s)", ingestor.store.dedupe_key_file,
+        ingestor.store.dedupe_root.fingerprint[:12])
     ingestor.store.set_meta("serve.username", broker.username or "")
     if broker.username and not args.no_broker_check:
         # its two connections would take over serve's own where client ids are bound to

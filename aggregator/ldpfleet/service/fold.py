@@ -253,38 +253,45 @@ class BatchFolder:
 
     def _dedupe(self, name, phase, rows, batch, seqs) -> np.ndarray:
         """The rows whose report is the first of its device in this phase: the first of the
-        batch per device whose dedupe key this transaction claimed (`Store.claim_key_array`). The
-        keys are the keyed hashes of the rows' device ids (dedupe.py), made in one C call over
-        their spans in the batch's buffer; the batch's devices are told apart by
-        `seen_log.unique_keys` over the 16-byte hashes (a collision: about n^2 / 2^129). The others are `_seen_before` (the
-        stored nonce, or the batch's first one)."""
+        batch per device whose dedupe key this transaction claimed (`Store.claim_key_array`).
+        The keys are the campaign's keyed hashes of the rows' device ids and the tags of their
+        nonces (dedupe.py), one C call each over the batch; the batch's devices are told apart
+        by `seen_log.unique_keys` over the 16-byte hashes (a collision: about n^2 / 2^129).
+        The others are `_seen_before` (the stored tag, or the batch's first one)."""
         if rows.size == 0:
             return rows[:0]
         _ok, _coff, _clen, doff, dlen = batch.split_topics()
-        hashes = self.store.device_keys.spans(batch.data, doff[rows], dlen[rows])
+        keys = self.store.campaign_keys(name)
+        hashes = keys.spans(batch.data, doff[rows], dlen[rows])
+        tags = keys.nonce_tags(seqs)
         uniq, first, inverse = unique_keys(hashes)
-        claimed, prior = self.store.claim_key_array(name, phase, uniq, seqs[first])
+        claimed, prior = self.store.claim_key_array(name, phase, uniq, tags[first])
         new = np.zeros(rows.size, bool)
         new[first[claimed]] = True
-        for i in np.flatnonzero(~new).tolist():  # redeliveries, second reports, lost races
-            row = int(rows[i])
-            device = bytes(batch.data[doff[row]:doff[row] + dlen[row]]).decode()
-            stored = int(prior[inverse[i]])
-            self._seen_before(name, phase, row, device, int(seqs[i]),
-                              stored if stored >= 0 else int(seqs[first[inverse[i]]]))
+        self._seen_before(name, phase, rows, np.flatnonzero(~new), batch, seqs, tags,
+                          np.where(prior[inverse] >= 0, prior[inverse], tags[first[inverse]]))
         return rows[new]
 
-    def _seen_before(self, name, phase, row, device, seq, prior):
-        """A report from a device whose report for this phase is already claimed: the same
-        nonce again is a `duplicate` (a redelivery), another one a `second_report`."""
-        if prior == seq:
-            self.reason[row] = CODE[DUPLICATE]
-            self.status[row] = protocol.ACK_DUPLICATE
-        else:
-            self.reason[row] = CODE[SECOND_REPORT]
-            self.status[row] = protocol.ACK_REJECTED
-            self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s nonce %s after %s",
-                             name, phase, device, seq, prior)
+    def _seen_before(self, name, phase, rows, old, batch, seqs, tags, prior_tags):
+        """Reports `old` (indices into `rows`) from devices whose report for this phase is
+        already claimed (redeliveries, second reports, lost races): the same nonce again (the
+        same tag as the stored one, or as the batch's first) is a `duplicate`, another one a
+        `second_report`."""
+        if old.size == 0:
+            return
+        same = prior_tags[old] == tags[old]
+        dup, second = rows[old[same]], old[~same]
+        self.reason[dup] = CODE[DUPLICATE]
+        self.status[dup] = protocol.ACK_DUPLICATE
+        self.reason[rows[second]] = CODE[SECOND_REPORT]
+        self.status[rows[second]] = protocol.ACK_REJECTED
+        _ok, _coff, _clen, doff, dlen = batch.split_topics()
+        for i in second.tolist():
+            row = int(rows[i])
+            self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s: nonce %s differs "
+                             "from its accepted report's", name, phase,
+                             bytes(batch.data[doff[row]:doff[row] + dlen[row]]).decode(),
+                             int(seqs[i]))
 
     def _counts(self, names) -> dict:
         """{(campaign or "", reason): count}, `received` included, from the reason codes."""

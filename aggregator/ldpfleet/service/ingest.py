@@ -118,6 +118,8 @@ class IngestOptions:
     purge_after_days: float = None
     """Retention (retention.RetentionTimer): drop the dedupe keys of campaigns closed more than
     this many days ago, at start and then hourly; None: never."""
+    dedupe_key: str = None
+    """The dedupe root key file (`serve --dedupe-key`; None: Store's default, dedupe.py)."""
 
 
 class BoundedLog:
@@ -162,7 +164,8 @@ class Ingestor:
     def __init__(self, state_url: str, broker: mqtt.BrokerSettings = None,
                  options: IngestOptions = None, metrics=None):
         self.options = options or IngestOptions()
-        self.store = Store(state_url, worker=self.options.client_id)
+        self.store = Store(state_url, worker=self.options.client_id,
+                           dedupe_key=self.options.dedupe_key)
         self.broker = broker
         self.metrics = metrics
         self.bounded_log = BoundedLog(log, self.options.log_burst, self.options.log_period)
