@@ -52,7 +52,7 @@ from ..config import NAME_RE
 from ..errors import ConfigError
 from ..signing import read_signing_key
 from .. import mqtt
-from ..leanmqtt import LeanClient, PublishBatch
+from ..leanmqtt import LeanClient, MalformedPacket, PublishBatch
 from .broker_watch import SYS_DROPPED, BrokerDrops
 from .campaigns import status_document
 from .batch import ReportBatch
@@ -257,7 +257,7 @@ class Ingestor:
         log.warning("disconnected from broker: %s", exc)
         now = time.monotonic()
         self._quick_drops = [t for t in self._quick_drops if now - t < TAKEOVER_WINDOW]
-        if now - self._connected_at < 5.0:
+        if now - self._connected_at < 5.0 and not isinstance(exc, MalformedPacket):
             self._quick_drops.append(now)
         taken = "session taken over" in str(exc)  # MQTT 5 DISCONNECT reason 0x8E
         if (taken or len(self._quick_drops) >= 3) and now - self._takeover_logged > TAKEOVER_WINDOW:
