@@ -60,6 +60,12 @@ def register(subparsers, broker_args, state_arg):
                    help="bearer token (first line) every HTTP endpoint but /healthz and /readyz needs")
     s.add_argument("--http-write-token-file", default=None, metavar="FILE",
                    help="bearer token of the write endpoints (advance, close); without it they answer 403")
+    s.add_argument("--http-allowed-hosts", action="append", default=[], type=host_address,
+                   metavar="NAME",
+                   help="a host name the HTTP API answers to besides IP addresses, localhost and "
+                        "the host of --http (repeatable; e.g. the name a TLS reverse proxy "
+                        "forwards): any other Host header gets 400, so a web page cannot reach "
+                        "the API by rebinding its own DNS name to this machine")
     s.add_argument("--http-admin-username", default=None, metavar="USER",
                    help="broker login the write endpoints publish with (needed when serve "
                         "logs in: serve's own login would hand its session over)")
@@ -157,7 +163,8 @@ def run_serve(args):
 def _http_address(args):
     """(host, port) of --http, or None; its token files are read here, before anything starts."""
     if args.http is None:
-        for flag in ("http_token_file", "http_write_token_file", "http_admin_username"):
+        for flag in ("http_token_file", "http_write_token_file", "http_admin_username",
+                     "http_allowed_hosts"):
             if getattr(args, flag):
                 raise ConfigError(flag, "--%s needs --http HOST:PORT" % flag.replace("_", "-"))
         return None
@@ -188,7 +195,8 @@ def _start_http(args, address, metrics, broker, ingestor):
             password=None, password_file=args.http_admin_password_file))
         broker = dataclasses.replace(broker, username=args.http_admin_username, password=password)
     app = create_app(args.state, metrics=metrics, tokens=args.http_tokens, broker=broker,
-                     ready=lambda: ingestor.connected)
+                     ready=lambda: ingestor.connected,
+                     allowed_hosts=[address[0]] + list(args.http_allowed_hosts))
     start_http(app, *address)
     logging.getLogger("ldpfleet.service").info("HTTP API on http://%s:%d/", *address)
 

@@ -53,12 +53,14 @@ DEFAULT_ALPHA = 2.0
 
 def rows_csv(columns, rows, stream=None) -> str:
     """CSV of `rows` (dicts) with a header of `columns`, written to `stream` (then "") or
-    returned as text."""
+    returned as text; text cells a spreadsheet would run as a formula are quoted
+    (`csvcells.cell`: an item "=HYPERLINK(...)" is written '=HYPERLINK(...))."""
+    from ..csvcells import cell
     out = stream or io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k) for k in columns})
+        writer.writerow({k: cell(row.get(k)) for k in columns})
     return out.getvalue() if stream is None else ""
 
 @dataclass
