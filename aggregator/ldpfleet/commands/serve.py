@@ -7,7 +7,7 @@ import sys
 
 from ..config import NAME_RE
 from ..errors import ConfigError
-from . import duration, host_address, positive_int, tcp_port
+from . import duration, host_address, non_negative, positive_int, tcp_port
 
 
 def register(subparsers, broker_args, state_arg):
@@ -71,6 +71,11 @@ def register(subparsers, broker_args, state_arg):
                         "logs in: serve's own login would hand its session over)")
     s.add_argument("--http-admin-password-file", default=None, metavar="PATH",
                    help="password of --http-admin-username (first line)")
+    s.add_argument("--max-devices-per-login", type=non_negative, default=1_000_000, metavar="N",
+                   help="device ids one load-generator login (topics ldp/C/r/LOGIN/ID) may bring "
+                        "into a campaign phase (default 1,000,000; 0: no bound): reports of "
+                        "further new ids are rejected as device_limit, so a login cannot grow "
+                        "serve's dedupe keys without end")
     s.add_argument("--purge-after-days", type=float, default=None, metavar="DAYS",
                    help="retention: drop the dedupe keys of campaigns closed more than DAYS "
                         "days ago (at start, then hourly; `campaign purge` does it by hand)")
@@ -122,7 +127,8 @@ def run_serve(args):
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
-                            purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key)
+                            purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key,
+                            max_devices_per_login=args.max_devices_per_login)
     metrics = None
     http = _http_address(args)
     if args.metrics_port is not None or http:

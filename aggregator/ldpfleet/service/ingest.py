@@ -58,6 +58,7 @@ from .campaigns import status_document
 from .batch import ReportBatch
 from .retention import RetentionTimer
 from .fold import TOO_LARGE, BatchFolder
+from .login_bound import DEFAULT_MAX_DEVICES_PER_LOGIN
 from .store import Store
 
 log = logging.getLogger("ldpfleet.service")
@@ -120,6 +121,9 @@ class IngestOptions:
     this many days ago, at start and then hourly; None: never."""
     dedupe_key: str = None
     """The dedupe root key file (`serve --dedupe-key`; None: Store's default, dedupe.py)."""
+    max_devices_per_login: int = DEFAULT_MAX_DEVICES_PER_LOGIN
+    """New device ids one load-generator login may bring into a campaign phase (0: no bound;
+    login_bound.py)."""
 
 
 class BoundedLog:
@@ -169,7 +173,8 @@ class Ingestor:
         self.broker = broker
         self.metrics = metrics
         self.bounded_log = BoundedLog(log, self.options.log_burst, self.options.log_period)
-        self.folder = BatchFolder(self.store, self.bounded_log)
+        self.folder = BatchFolder(self.store, self.bounded_log,
+                                  self.options.max_devices_per_login)
         self.retention = RetentionTimer(self.store, self.options.purge_after_days, log)
         self._pending = []
         self._first_pending = None

@@ -14,7 +14,8 @@ Tables
   workers. `seen_log`: a SQLite state's dedupe keys instead, one row of blobs per claimed
   (campaign, phase, batch), indexed in memory by the writer (seen_log.py). `campaign_salts`:
   each campaign's salt (its keys come from it and the root key FILE, never stored here).
-  `purges`: when a closed campaign's keys were dropped.
+  `purges`: when a closed campaign's keys were dropped. `login_devices`: per (campaign,
+  phase, load-generator login, worker) the device ids it brought (login_bound.py).
 - `counters`: (campaign, reason, worker) -> count, summed by readers. Reasons of messages that
   name no known campaign are kept under campaign "" so attacker-chosen names cannot grow it.
 - `meta`: schema version, readiness of the ingest, key set, broker drops, the fingerprint of
@@ -35,12 +36,11 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .. import config as cfgmod
 from .. import protocol
 from ..errors import ConfigError
 from . import dedupe, seen_log, store_sql
+from .store_dedupe import DedupeState
 from .store_sql import SCHEMA_VERSION, is_postgres, redact  # noqa: F401 (re-exported)
 
 GLOBAL = ""
@@ -136,7 +136,7 @@ class Campaign:
         return self._mechanisms[phase]
 
 
-class Store:
+class Store(DedupeState):
     """A connection to the state (created unless `create=False`): a SQLite file or a
     PostgreSQL database (store_sql). One per thread or process; cheap to open. `worker` names
     the sketch and counter partials this connection writes (serve: its client id); readers
@@ -292,7 +292,7 @@ class Store:
             for table, col in (("campaigns", "name"), ("sketches", "campaign"),
                                ("seen", "campaign"), ("seen_log", "campaign"),
                                ("counters", "campaign"), ("protocols", "campaign"),
-                               ("campaign_salts", "campaign")):
+                               ("campaign_salts", "campaign"), ("login_devices", "campaign")):
                 self.conn.execute("DELETE FROM %s WHERE %s=?" % (table, col), (name,))
             seen_log.bump_epoch(self.conn)
 
@@ -360,89 +360,6 @@ class Store:
             "INSERT INTO sketches VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (campaign, phase, worker)"
             " DO UPDATE SET n=excluded.n, blob=excluded.blob, updated_at=excluded.updated_at",
             (name, phase, self.worker, n, blob, time.time()))
-
-    # --- dedupe keys (dedupe.py: per-campaign keyed hashes of device ids) --------------
-    @property
-    def dedupe_root(self) -> dedupe.DedupeKeys:
-        """The root of the dedupe keys, from the key file (`--dedupe-key`; beside a SQLite
-        state by default), checked against the state's fingerprint on first use."""
-        if self._dedupe_root is None:
-            if self.dedupe_key_file is None:
-                raise ConfigError("dedupe_key", "a PostgreSQL state needs --dedupe-key FILE (the "
-                                  "same file for every worker and command: `openssl rand -hex 32 "
-                                  "> FILE`, or a path where the first serve creates it)")
-            self._dedupe_root = dedupe.load_root(self.conn, self.dedupe_key_file, self.path)
-        return self._dedupe_root
-
-    def campaign_keys(self, name: str) -> dedupe.CampaignKeys:
-        """The dedupe key functions of one campaign (its salt made on first use)."""
-        return self.dedupe_root.campaign(*dedupe.campaign_salt(self.conn, name))
-
-    def dedupe_keys(self, name: str, devices) -> list:
-        """The dedupe keys (16 bytes each) of device ids in campaign `name`: what `seen` /
-        `seen_log` hold for them. The one public way from a device id to its stored key."""
-        return self.campaign_keys(name).many(list(devices))
-
-    def reported(self, name: str, phase: int, devices) -> set:
-        """The given device ids with a claimed report in this campaign phase."""
-        devices = list(devices)
-        hashed = self.dedupe_keys(name, devices)
-        stored = self._stored_tags(name, phase, hashed)
-        return {d for d, k in zip(devices, hashed) if k in stored}
-
-    def _stored_tags(self, name, phase, keys) -> dict:
-        if self.seen_index is not None:
-            return seen_log.stored_tags(self.conn, name, phase, keys)
-        return self.conn.seen_tags(name, phase, keys)
-
-    def claim_key_array(self, name: str, phase: int, keys: np.ndarray, tags: np.ndarray):
-        """Inside `batch()`: claim the distinct dedupe `keys` ((n, 16) uint8 `campaign_keys`
-        hashes) reporting nonce tags `tags` for this phase. Returns (claimed bool array, prior
-        tag int64 array, -1 where claimed). SQLite: the log and its index (seen_log.py), caught up
-        with the file ONCE per transaction, before its first claim (later, the connection would
-        see its own uncommitted rows); PostgreSQL: `seen`'s unique key (dedupe.claim)."""
-        if self.seen_index is not None:
-            if not self._index_synced:
-                self.seen_index.sync(self.conn)
-                self._index_synced = True
-            return self.seen_index.claim(self.conn, name, phase, keys, tags)
-        return dedupe.claim(self.conn, name, phase, keys, tags)
-
-    def savepoint_mark(self):
-        """Before a SAVEPOINT: what `savepoint_rolled_back` returns the index to."""
-        return self.seen_index.mark() if self.seen_index is not None else 0
-
-    def savepoint_rolled_back(self, mark):
-        if self.seen_index is not None:
-            self.seen_index.rollback_to(mark)
-
-    def dedupe_rows(self) -> list:
-        """Every stored dedupe key as (campaign, phase, key bytes, nonce tag), on either
-        backend (for tools and tests; the ingest never reads them all)."""
-        rows = [(c, int(p), bytes(k), int(q)) for c, p, k, q in self.conn.execute(
-            "SELECT campaign, phase, device, nonce_tag FROM seen").fetchall()]
-        for c, p, keys, tags in self.conn.execute(
-                "SELECT campaign, phase, keys, nonce_tags FROM seen_log ORDER BY id").fetchall():
-            keys, tags = bytes(keys), np.frombuffer(bytes(tags), "<u8").tolist()
-            rows += [(c, int(p), keys[16 * i:16 * i + 16], q) for i, q in enumerate(tags)]
-        return rows
-
-    def devices_per_campaign(self) -> dict:
-        """campaign -> distinct devices with an accepted report (any phase)."""
-        if self.seen_index is not None:
-            return seen_log.devices_per_campaign(self.conn)
-        return {name: int(n) for name, n in self.conn.execute(
-            "SELECT campaign, count(DISTINCT device) FROM seen GROUP BY campaign").fetchall()}
-
-    def seen_count(self, name: str, phase: int = None) -> int:
-        if self.seen_index is not None:
-            return seen_log.count(self.conn, name, phase)
-        if phase is None:
-            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,))
-        else:
-            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=? AND phase=?",
-                                  (name, phase))
-        return q.fetchone()[0]
 
     # --- counters ----------------------------------------------------------------------
     def add_counts(self, counts: dict):

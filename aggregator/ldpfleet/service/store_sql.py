@@ -22,7 +22,9 @@ rows move into the log.
 5 -> 6: dedupe keys per campaign under a root key kept outside the database (dedupe.py):
 `campaign_salts`, every stored device hash hashed again under its campaign's key, nonces
 replaced by keyed tags (`seen.nonce_tag`, `seen_log.nonce_tags`: 8 bytes each) or zeroed for
-closed campaigns, `meta.dedupe_key` gone (`dedupe.rekey_v6`; it needs the key file).
+closed campaigns, `meta.dedupe_key` gone (`dedupe.rekey_v6`; it needs the key file);
+`login_devices`, the device ids each load-generator login brought into a campaign phase
+(login_bound.py).
 """
 import sqlite3
 
@@ -61,6 +63,10 @@ CREATE TABLE IF NOT EXISTS seen_log (
 );
 CREATE TABLE IF NOT EXISTS campaign_salts (
     campaign TEXT PRIMARY KEY, salt {blob} NOT NULL, legacy_key {blob}
+);
+CREATE TABLE IF NOT EXISTS login_devices (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, login TEXT NOT NULL, worker TEXT NOT NULL,
+    devices BIGINT NOT NULL, PRIMARY KEY (campaign, phase, login, worker)
 );
 CREATE TABLE IF NOT EXISTS purges (
     campaign TEXT PRIMARY KEY, purged_at DOUBLE PRECISION NOT NULL, keys BIGINT NOT NULL
@@ -120,6 +126,10 @@ CREATE TABLE seen (
 ALTER TABLE seen_log RENAME COLUMN seqs TO nonce_tags;
 CREATE TABLE IF NOT EXISTS campaign_salts (
     campaign TEXT PRIMARY KEY, salt {blob} NOT NULL, legacy_key {blob}
+);
+CREATE TABLE IF NOT EXISTS login_devices (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, login TEXT NOT NULL, worker TEXT NOT NULL,
+    devices BIGINT NOT NULL, PRIMARY KEY (campaign, phase, login, worker)
 )
 """,
 }
