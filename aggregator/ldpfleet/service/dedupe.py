@@ -6,9 +6,9 @@ a duplicate, another one a second report).
 Keys, one place (`DedupeKeys`):
 - the ROOT key: 32 random bytes in a file OUTSIDE the database (`--dedupe-key FILE` or
   LDPFLEET_DEDUPE_KEY; by default `<state file>.dedupe-key` beside a SQLite state, 0600, made
-  on first use; a PostgreSQL state must name it, every worker and command the same file). The state keeps only a fingerprint
-  of it (`meta.dedupe_key_check`), so a wrong or missing file is refused instead of silently
-  splitting one campaign's keys in two.
+  on first use; a PostgreSQL state must name it, every worker and command the same file).
+  The state keeps only a fingerprint of it (`meta.dedupe_key_check`), so a wrong or missing
+  file is refused instead of silently splitting one campaign's keys in two.
 - per campaign, a random 32-byte SALT (`campaign_salts`), dropped with the campaign's keys
   (`campaign purge`). The campaign's key material is BLAKE2b-512 of the salt keyed by the root
   (a PRF): 32 bytes for the device hashes, 16 for the nonce tags.
@@ -87,7 +87,8 @@ def read_key_file(path: str):
         root = b""
     if len(root) != ROOT_BYTES:
         raise ConfigError("dedupe_key", "%s is not a dedupe key: it must hold %d hex digits "
-                          "(make one with `openssl rand -hex %d`)" % (path, 2 * ROOT_BYTES, ROOT_BYTES))
+                          "(make one with `openssl rand -hex %d`)"
+                          % (path, 2 * ROOT_BYTES, ROOT_BYTES))
     return root
 
 
@@ -338,8 +339,8 @@ def rekey_v6(conn, root):
             for c, p, d, q in rows:
                 groups.setdefault((c, int(p)), []).append((bytes(d), int(q)))
             for (name, phase), part in groups.items():
-                digests, tags = rekeyed(name, b"".join(d for d, _q in part),
-                                        np.asarray([q for _d, q in part], np.int64).astype(np.uint32))
+                nonces = np.asarray([q for _d, q in part], np.int64).astype(np.uint32)
+                digests, tags = rekeyed(name, b"".join(d for d, _q in part), nonces)
                 conn.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)",
                                  [(name, phase, d, int(t)) for d, t in zip(as_keys(digests), tags)])
         conn.execute("DROP TABLE seen_v5")
