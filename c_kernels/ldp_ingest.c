@@ -34,9 +34,9 @@ int64_t ldp_gather_spans(const uint8_t *buf, size_t buf_len, const int64_t *off,
 }
 
 /* The table: mask + 1 slots (a power of two) of three words each, (high word, low word,
- * USED | nonce), so a probe touches one or two cache lines; linear probing from a mix of both words
- * (the keys are keyed hashes already; the mix only guards the slot choice). */
-#define SEEN_USED (UINT64_C(1) << 32)
+ * USED | 63-bit nonce tag), so a probe touches one or two cache lines; linear probing from a mix
+ * of both words (the keys are keyed hashes already; the mix only guards the slot choice). */
+#define SEEN_USED (UINT64_C(1) << 63)
 
 static uint64_t slot_of(uint64_t hi, uint64_t lo, uint64_t mask)
 {
@@ -44,7 +44,7 @@ static uint64_t slot_of(uint64_t hi, uint64_t lo, uint64_t mask)
     return (h ^ (h >> 31)) & mask;
 }
 
-/* prior[i] = the nonce stored with key i, or -1 if the table does not hold it. */
+/* prior[i] = the nonce tag stored with key i (< 2^63), or -1 if the table does not hold it. */
 void ldp_seen_find(const uint64_t *slots, uint64_t mask, const uint64_t *qhi,
                    const uint64_t *qlo, size_t n, int64_t *prior)
 {
@@ -54,7 +54,7 @@ void ldp_seen_find(const uint64_t *slots, uint64_t mask, const uint64_t *qhi,
         prior[i] = -1;
         while (e[2] & SEEN_USED) {
             if (e[0] == qhi[i] && e[1] == qlo[i]) {
-                prior[i] = (int64_t)(uint32_t)e[2];
+                prior[i] = (int64_t)(e[2] & ~SEEN_USED);
                 break;
             }
             s = (s + 1) & mask;
@@ -63,10 +63,11 @@ void ldp_seen_find(const uint64_t *slots, uint64_t mask, const uint64_t *qhi,
     }
 }
 
-/* Insert the keys not held yet (a key held keeps its nonce). The caller keeps the load below
- * 1 (service/seen_log.py grows the table at 70 %). Returns how many were inserted. */
+/* Insert the keys not held yet with their nonce tags (a key held keeps its tag; the tag's top
+ * bit is ignored). The caller keeps the load below 1 (service/seen_log.py grows the table at
+ * 70 %). Returns how many were inserted. */
 int64_t ldp_seen_insert(uint64_t *slots, uint64_t mask, const uint64_t *khi,
-                        const uint64_t *klo, const uint32_t *kseq, size_t n)
+                        const uint64_t *klo, const uint64_t *ktag, size_t n)
 {
     int64_t added = 0;
     for (size_t i = 0; i < n; i++) {
@@ -79,7 +80,7 @@ int64_t ldp_seen_insert(uint64_t *slots, uint64_t mask, const uint64_t *khi,
         if (!(e[2] & SEEN_USED)) {
             e[0] = khi[i];
             e[1] = klo[i];
-            e[2] = SEEN_USED | kseq[i];
+            e[2] = SEEN_USED | ktag[i];
             added++;
         }
     }

@@ -14,7 +14,7 @@ int64_t ldp_gather_spans(const uint8_t *buf, size_t buf_len, const int64_t *off,
 void ldp_seen_find(const uint64_t *slots, uint64_t mask, const uint64_t *qhi,
                    const uint64_t *qlo, size_t n, int64_t *prior);
 int64_t ldp_seen_insert(uint64_t *slots, uint64_t mask, const uint64_t *khi,
-                        const uint64_t *klo, const uint32_t *kseq, size_t n);
+                        const uint64_t *klo, const uint64_t *ktag, size_t n);
 /* cdef-end */
 
 #endif

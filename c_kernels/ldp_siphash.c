@@ -75,3 +75,17 @@ void ldp_siphash_spans(const uint8_t *key, const uint8_t *buf, const uint32_t *o
         store_le64(out + 16 * i + 8, siphash24(b0, b1, p, len[i]));
     }
 }
+
+void ldp_siphash_u32s(const uint8_t *key, const uint32_t *v, size_t n, uint64_t *out)
+{
+    uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
+    uint8_t le[4];
+    size_t i;
+    for (i = 0; i < n; i++) {
+        le[0] = (uint8_t)v[i];
+        le[1] = (uint8_t)(v[i] >> 8);
+        le[2] = (uint8_t)(v[i] >> 16);
+        le[3] = (uint8_t)(v[i] >> 24);
+        out[i] = siphash24(k0, k1, le, 4);
+    }
+}

@@ -1,6 +1,6 @@
 /* SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012): the keyed
- * hash of the aggregator's dedupe keys (the `seen` table holds a PRF of each device id, never
- * the id). Portable C99, no allocation, no globals. */
+ * hash of the aggregator's dedupe keys (the state holds a PRF of each device id and of each
+ * report's nonce, never the id or the nonce). Portable C99, no allocation, no globals. */
 #ifndef LDP_SIPHASH_H
 #define LDP_SIPHASH_H
 #include <stddef.h>
@@ -15,6 +15,9 @@ uint64_t ldp_siphash24(const uint8_t *key, const uint8_t *data, size_t len);
  * 32-byte key, one call per batch. */
 void ldp_siphash_spans(const uint8_t *key, const uint8_t *buf, const uint32_t *off,
                        const uint32_t *len, size_t n, uint8_t *out);
+/* For i < n: out[i] = SipHash-2-4(key[0..16), the 4 little-endian bytes of v[i]) (the keyed tags
+ * of a batch's report nonces, one call per batch). */
+void ldp_siphash_u32s(const uint8_t *key, const uint32_t *v, size_t n, uint64_t *out);
 /* cdef-end */
 
 #endif

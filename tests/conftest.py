@@ -17,10 +17,14 @@ def mosquitto():
 
 
 @pytest.fixture
-def postgres_url():
-    """A throw-away database on the machine's PostgreSQL (support/postgres.py), dropped after."""
+def postgres_url(tmp_path, monkeypatch):
+    """A throw-away database on the machine's PostgreSQL (support/postgres.py), dropped after.
+    Its dedupe root key file (a PostgreSQL state names one: dedupe.py) is `pg.dedupe-key` in
+    the test's directory, through LDPFLEET_DEDUPE_KEY as an operator would set it (serve
+    subprocesses inherit it)."""
     from support.postgres import ThrowawayDatabase, server_or_skip
     server_or_skip()
+    monkeypatch.setenv("LDPFLEET_DEDUPE_KEY", str(tmp_path / "pg.dedupe-key"))
     with ThrowawayDatabase() as url:
         yield url
 

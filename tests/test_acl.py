@@ -351,6 +351,22 @@ def test_rerun_keeps_passwords_and_adds_devices(secured, tmp_path):
     assert os.stat(out / "passwd").st_mode & 0o077 == 0
 
 
+def test_credentials_csv_quotes_ids_a_spreadsheet_would_run(tmp_path):
+    """A device id may start with "-": credentials.csv writes it '-probe (a spreadsheet shows
+    text, not a formula), and every reader of the file gets -probe back."""
+    out = tmp_path / "out"
+    plan = broker.SecuredBroker("agg", ["-probe", "dev-a"], insecure_plaintext=True,
+                                run_as=getpass.getuser())
+    broker.write_secured_config(str(out), plan)
+    text = (out / "credentials.csv").read_text()
+    assert "\ndevice,'-probe," in text and "\ndevice,dev-a," in text
+    logins = broker.read_device_logins(str(out / "credentials.csv"))
+    assert [user for user, _pw in logins] == ["-probe", "dev-a"]
+    assert (out / "passwd").read_text().startswith("agg:") and "\n-probe:" in (out / "passwd").read_text()
+    broker.write_secured_config(str(out), plan)  # a re-run keeps the password
+    assert broker.read_device_logins(str(out / "credentials.csv")) == logins
+
+
 def test_bad_device_ids_are_refused(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("dev-a\ndev/b\n")
@@ -418,7 +434,7 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
         counters = serve.wait_counts("c1", lambda c: c.get("accepted", 0) >= 2, timeout=30)
         assert counters == {"received": 2, "accepted": 2}
         with Store(state) as store:  # the second accepted report is dev_c's, not the impostor's
-            assert set(store.seen_seqs("c1", 1, ["dev-a", "dev-b", "dev_c"])) == {"dev-a", "dev_c"}
+            assert store.reported("c1", 1, ["dev-a", "dev-b", "dev_c"]) == {"dev-a", "dev_c"}
     finally:
         serve.stop()
 

@@ -154,3 +154,45 @@ def test_devices_without_a_fleet_certificate_are_refused(fleet, tmp_path, client
         assert proc.returncode != 0 and "published" not in out, (name, out)
     assert reports(fleet["agg"], timeout=2) == []
     shutil.rmtree(rogue_dir)
+
+
+def test_aggregator_side_logins_get_no_device_certificate(tmp_path):
+    """On the certificate listener the CN is the login: a certificate for `agg` (or the admin,
+    the load generator, a worker) would read every report. device-cert and flash --client-ca
+    refuse those names, and with broker-config's credentials.csv every name not a device row."""
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    fleet_ca, _, fleet_key = make_ca(pki, "fleet-ca")
+    from test_tls import _write_key
+    _write_key(pki / "fleet-ca.key", fleet_key)
+    devices = tmp_path / "devices.txt"
+    devices.write_text("board-1\nsensor-admin-panel\n")
+    made = cli("broker-config", "--out", tmp_path / "broker", "--aggregator-user", "collector",
+               "--loadgen-user", "bulk", "--devices-file", devices, "--insecure-plaintext",
+               "--run-as", getpass.getuser())
+    assert made.returncode == 0, made.stderr
+    creds = tmp_path / "broker" / "credentials.csv"
+
+    def device_cert(device_id, *extra):
+        return cli("device-cert", "--client-ca", fleet_ca, "--client-ca-key", pki / "fleet-ca.key",
+                   "--device-id", device_id, "--out", tmp_path / ("out-" + device_id), *extra)
+
+    for name in ("agg", "admin", "aggregator", "loadgen", "collector-admin", "ldpfleet-a1",
+                 "LDP-Aggregator"):
+        out = device_cert(name)
+        assert out.returncode == 2 and "reserved for aggregator-side logins" in out.stderr, name
+        assert not (tmp_path / ("out-" + name)).exists()
+    for name, why in (("collector", "the aggregator login"), ("bulk", "the loadgen login"),
+                      ("board-2", "not listed")):
+        out = device_cert(name, "--credentials", creds)
+        assert out.returncode == 2 and "%r is %s in" % (name, why) in out.stderr, out.stderr
+    assert device_cert("collector").returncode == 0  # without the file only the names above
+    assert device_cert("board-1", "--credentials", creds).returncode == 0
+    assert device_cert("sensor-admin-panel", "--credentials", creds).returncode == 0
+    key_file = tmp_path / "signing.key"
+    write_key_files(key_file)
+    flashed = cli("flash", "--port", "/dev/ttyACM0", "--device-id", "collector-admin",
+                  "--trusted-keys", str(key_file) + ".pub", "--dry-run", "--march", "x64",
+                  "--broker-host", "127.0.0.1", "--broker-ca", fleet_ca, "--client-ca", fleet_ca,
+                  "--client-ca-key", pki / "fleet-ca.key")
+    assert flashed.returncode == 2 and "reserved for aggregator-side logins" in flashed.stderr

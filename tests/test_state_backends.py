@@ -15,6 +15,7 @@ from ldpfleet.service import BrokerSettings, Store, create_campaign
 from ldpfleet.service.store_sql import SCHEMA_VERSION
 from ldpfleet.service.campaigns import Issuance
 from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
+from ldpfleet.service.store import SCHEMA_VERSION
 from ldpfleet.signing import write_signing_key
 from support.service import cli_json, direct_sketch, fold_batch, report_messages
 
@@ -140,19 +141,20 @@ def test_schema2_sqlite_state_is_migrated(tmp_path, mosquitto):
 
 
 def as_schema3_seen(path, campaign, messages):
-    """Rewrite a state's dedupe keys as schema 3 had them: device ids in clear, no key."""
+    """Rewrite a state's dedupe keys as schema 3 had them: device ids and nonces in clear, no
+    key (`messages`: the phase-1 reports the state accepted, one per device)."""
     with Store("sqlite:///" + path) as store:
-        keys = {store.device_keys.of(topic.split("/")[-1]): topic.split("/")[-1]
-                for topic, _payload in messages}
-        rows = store.dedupe_rows()
+        assert store.seen_count(campaign) == len(messages)
     db = sqlite3.connect(path)
     db.executescript("""
-        DROP TABLE seen; DROP TABLE purges; DROP TABLE seen_log; DELETE FROM meta WHERE key='dedupe_key';
+        DROP TABLE seen; DROP TABLE purges; DROP TABLE seen_log; DROP TABLE campaign_salts;
+        DELETE FROM meta WHERE key='dedupe_key_check';
         CREATE TABLE seen (campaign TEXT NOT NULL, phase INTEGER NOT NULL, device TEXT NOT NULL,
             seq BIGINT NOT NULL, PRIMARY KEY (campaign, phase, device)) WITHOUT ROWID;
         UPDATE meta SET value='3' WHERE key='schema';""")
-    db.executemany("INSERT INTO seen VALUES (?, ?, ?, ?)",
-                   [(c, p, keys[bytes(k)], q) for c, p, k, q in rows])
+    db.executemany("INSERT INTO seen VALUES (?, 1, ?, ?)",
+                   [(campaign, topic.split("/")[-1], int.from_bytes(payload[8:12], "little"))
+                    for topic, payload in messages])
     db.commit()
     db.close()
 
@@ -198,14 +200,14 @@ def test_newer_schema_is_refused(tmp_path):
         Store("sqlite:///" + str(path))
 
 
-def test_dedupe_claims_keep_every_u32_nonce(state_url):
-    """Both backends claim a batch's keys and give back the stored nonce of a key already
-    claimed, over the whole u32 range (PostgreSQL: the nonces travel as one big-endian blob the
-    server splits, store_sql.claim_seen)."""
+def test_dedupe_claims_keep_every_63_bit_nonce_tag(state_url):
+    """Both backends claim a batch's keys and give back the stored nonce tag of a key already
+    claimed, over the whole 63-bit range of tags (PostgreSQL: the tags travel as one big-endian
+    blob the server splits, store_sql.claim_seen; SQLite: the C table's USED bit is the 64th)."""
     from ldpfleet.service import Store
     rng = np.random.default_rng(11)
     keys = rng.integers(0, 256, (5, 16), dtype=np.uint8)
-    nonces = np.array([0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1], np.int64)
+    nonces = np.array([0, 1, 2 ** 32 - 1, 2 ** 62, 2 ** 63 - 1], np.int64)
     with Store(state_url) as store:
         with store.batch():
             claimed, prior = store.claim_key_array("c", 1, keys, nonces)

@@ -434,6 +434,8 @@ def main(argv=None):
         if args.postgres:
             from support.postgres import ThrowawayDatabase, server_or_skip  # tests/support
             server_or_skip()
+            # a PostgreSQL state names its dedupe key file (every worker the same one)
+            os.environ["LDPFLEET_DEDUPE_KEY"] = os.path.join(tmp, "pg.dedupe-key")
             with ThrowawayDatabase() as url:
                 runs["serve_postgresql"] = serve_run(broker, url, key_file, key, "benchpg", args, tmp)
                 runs["workers2_postgresql"] = serve_run(broker, url, key_file, key, "benchw2",

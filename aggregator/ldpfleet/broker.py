@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from .child import ChildProcess
 from .config import NAME_RE
+from .csvcells import cell, uncell
 from .errors import ConfigError
 
 MOSQUITTO_PATHS = ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto", "/opt/homebrew/sbin/mosquitto")
@@ -234,7 +235,7 @@ def _read_credentials(path: str) -> dict:
     if os.path.exists(path):
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
-                creds[row["username"]] = row["password"]
+                creds[uncell(row["username"])] = row["password"]
     return creds
 
 
@@ -250,7 +251,54 @@ def read_device_logins(path: str) -> list:
     if not rows or not all(r.get("username") and r.get("password") for r in rows):
         raise ConfigError("device_logins", "%s has no role,username,password rows of role device "
                           "(broker-config's credentials.csv has)" % path)
-    return [(r["username"], r["password"]) for r in rows]
+    return [(uncell(r["username"]), r["password"]) for r in rows]
+
+
+RESERVED_LOGINS = frozenset({"agg", "aggregator", "admin", "loadgen", "ldp-aggregator",
+                             "ldpfleet", "mosquitto", "root"})
+"""Login names of the aggregator side in our docs and defaults (README's `agg`, the deploy
+config's `ldp-aggregator`, ...): never a device's."""
+RESERVED_PREFIXES = ("ldpfleet-",)
+"""serve's default client ids and the worker logins of deploy/systemd (`ldpfleet-<worker>`)."""
+RESERVED_SUFFIXES = ("-admin",)
+"""broker-config's default admin login, `<aggregator-user>-admin`."""
+
+
+def check_device_login(device_id: str, credentials: str = None):
+    """ConfigError unless `device_id` may name a device's client certificate. On a listener
+    that takes the certificate's CN as the login (broker-config --client-ca), a certificate for
+    the aggregator's, the admin's, the load generator's or a worker's login would read every
+    report: such names are refused (`RESERVED_*`), and with `credentials` (broker-config's
+    credentials.csv) any name that is not a device row there."""
+    if not NAME_RE.match(device_id or ""):
+        raise ConfigError("device_id", "must match [A-Za-z0-9_-]{1,64}")
+    low = device_id.lower()
+    if low in RESERVED_LOGINS or low.startswith(RESERVED_PREFIXES) or low.endswith(RESERVED_SUFFIXES):
+        raise ConfigError("device_id", "%r is reserved for aggregator-side logins (%s, names "
+                          "starting with %s or ending in %s): a certificate with that CN would "
+                          "log in with their rights; give the device another id"
+                          % (device_id, ", ".join(sorted(RESERVED_LOGINS)),
+                             "/".join(RESERVED_PREFIXES), "/".join(RESERVED_SUFFIXES)))
+    if credentials is not None:
+        roles = _read_roles(credentials)
+        if roles.get(device_id) != "device":
+            raise ConfigError("device_id", "%r is %s in %s: only a device's login gets a device "
+                              "certificate" % (device_id, "the %s login" % roles[device_id]
+                                               if device_id in roles else "not listed",
+                                               credentials))
+
+
+def _read_roles(path: str) -> dict:
+    """username -> role of a credentials.csv."""
+    try:
+        with open(path, newline="") as f:
+            return {uncell(r["username"]): r["role"] for r in csv.DictReader(f)
+                    if r.get("username") and r.get("role")}
+    except OSError as exc:
+        raise ConfigError("credentials", "cannot read %s: %s" % (path, exc.strerror)) from None
+    except (csv.Error, KeyError) as exc:
+        raise ConfigError("credentials", "%s is not broker-config's credentials.csv: %s"
+                          % (path, exc)) from None
 
 
 def _write_private(path: str, text: str):
@@ -428,7 +476,7 @@ def _write_logins(paths: dict, plan: SecuredBroker):
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["role", "username", "password"])
-    writer.writerows(creds)
+    writer.writerows((role, cell(user), pw) for role, user, pw in creds)  # ids may start with -
     _write_private(paths["credentials.csv"], buf.getvalue())
     _write_private(paths["passwd"], "".join("%s:%s\n" % (user, password_hash(pw))
                                             for _, user, pw in creds))

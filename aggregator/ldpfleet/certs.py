@@ -15,7 +15,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from .config import NAME_RE
 from .errors import ConfigError
 from .signing import read_bytes
 
@@ -37,10 +36,13 @@ def load_ca(cert_path: str, key_path: str):
     return cert, key
 
 
-def issue_device_certificate(ca_cert, ca_key, device_id: str, valid_days: int = DEFAULT_VALID_DAYS):
-    """(certificate, private key) objects for `device_id` (CN), signed by the fleet CA."""
-    if not NAME_RE.match(device_id):
-        raise ConfigError("device_id", "must match [A-Za-z0-9_-]{1,64}")
+def issue_device_certificate(ca_cert, ca_key, device_id: str, valid_days: int = DEFAULT_VALID_DAYS,
+                             credentials: str = None):
+    """(certificate, private key) objects for `device_id` (CN), signed by the fleet CA; refused
+    for aggregator-side logins (`broker.check_device_login`; `credentials`: broker-config's
+    credentials.csv, whose device rows alone may get one)."""
+    from .broker import check_device_login
+    check_device_login(device_id, credentials)
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder()

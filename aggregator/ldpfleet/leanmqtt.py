@@ -15,6 +15,10 @@ The load generator's bulk QoS 1 publisher on this client is `ldpfleet.loadgen.bu
 
 Subscriptions are QoS 0 or 1 (no QoS 2 exchange); the broker is not asked for topic aliases,
 so every PUBLISH carries its topic. MQTT 3.1.1 (protocol 4) and MQTT 5 (protocol 5).
+Whatever bytes the broker sends, the client raises nothing but OSErrors: a packet that breaks
+MQTT's framing or its own layout (a field or property past its end, a SUBACK without codes, a
+type a broker never sends) is `MalformedPacket`, a ConnectionError: the connection is closed
+and its owner reconnects as after any loss (un-acknowledged messages come again).
 """
 import select
 import socket
@@ -56,6 +60,20 @@ _PROPS = {**{i: "B" for i in (0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A)},
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
+class MalformedPacket(ConnectionError):
+    """A packet from the broker that breaks MQTT's framing or a control packet's layout. The
+    connection is closed and treated as lost (the owner reconnects; nothing un-acknowledged is
+    lost: the broker redelivers it). `kind`: the packet type (0 when unknown)."""
+
+    def __init__(self, url: str, kind: int, detail: str):
+        super().__init__("malformed MQTT packet (type %d) from %s: %s" % (kind, url, detail))
+        self.kind = kind
+
+
+class _Truncated(Exception):
+    """A field reaches past the end of its packet (turned into MalformedPacket)."""
+
+
 class ConnectionRefused(ConnectionRefusedError):
     """The broker's CONNACK refused us: `code` is the 3.1.1 return code or MQTT 5 reason code."""
 
@@ -81,39 +99,58 @@ def _as_bytes(s) -> bytes:
     return s.encode("utf-8") if isinstance(s, str) else bytes(s)
 
 
-def _read_varint(data, pos: int):
+def _need(pos: int, size: int, limit: int):
+    if pos + size > limit:
+        raise _Truncated("%d byte(s) at %d, past the packet's end %d" % (size, pos, limit))
+
+
+def _read_varint(data, pos: int, limit: int = None):
+    limit = len(data) if limit is None else limit
     value = 0
     for i in range(4):
+        _need(pos + i, 1, limit)
         b = data[pos + i]
         value |= (b & 0x7F) << (7 * i)
         if not b & 0x80:
             return value, pos + i + 1
-    raise ConnectionError("malformed varint from the broker")
+    raise _Truncated("a variable byte integer of more than 4 bytes")
 
 
-def parse_properties(data, pos: int) -> tuple:
-    """({id: value}, position after) of the MQTT 5 property block at data[pos]."""
-    length, pos = _read_varint(data, pos)
+def parse_properties(data, pos: int, limit: int = None) -> tuple:
+    """({id: value}, position after) of the MQTT 5 property block at data[pos], which must
+    end by `limit` (default: the end of data); _Truncated when it does not, ValueError for an
+    unknown property (the caller turns both into MalformedPacket)."""
+    limit = len(data) if limit is None else limit
+    length, pos = _read_varint(data, pos, limit)
     end, props = pos + length, {}
+    _need(pos, length, limit)
     while pos < end:
         pid = data[pos]
         kind = _PROPS.get(pid)
         pos += 1
         if kind in ("B", "H", "I"):
+            size = struct.calcsize(kind)
+            _need(pos, size, end)
             (value,) = struct.unpack_from("!" + kind, data, pos)
-            pos += struct.calcsize(kind)
+            pos += size
         elif kind == "varint":
-            value, pos = _read_varint(data, pos)
+            value, pos = _read_varint(data, pos, end)
         elif kind in ("str", "pair"):
-            (n,) = struct.unpack_from("!H", data, pos)
-            value, pos = bytes(data[pos + 2:pos + 2 + n]), pos + 2 + n
+            value, pos = _read_str(data, pos, end)
             if kind == "pair":
-                (n,) = struct.unpack_from("!H", data, pos)
-                value, pos = (value, bytes(data[pos + 2:pos + 2 + n])), pos + 2 + n
+                second, pos = _read_str(data, pos, end)
+                value = (value, second)
         else:
-            raise ConnectionError("unknown MQTT 5 property 0x%02x from the broker" % pid)
+            raise ValueError("unknown MQTT 5 property 0x%02x" % pid)
         props[pid] = value
     return props, end
+
+
+def _read_str(data, pos: int, limit: int):
+    _need(pos, 2, limit)
+    (n,) = struct.unpack_from("!H", data, pos)
+    _need(pos + 2, n, limit)
+    return bytes(data[pos + 2:pos + 2 + n]), pos + 2 + n
 
 
 TopicSpans = namedtuple("TopicSpans", "ok camp_off camp_len dev_off dev_len")
@@ -401,7 +438,7 @@ class LeanClient:
         an empty batch); with `until_acked` also return once a read settled PUBACKs (a
         publisher waiting for room in its window). Handles PINGRESP/PUBACK/SUBACK, sends
         PINGREQ when due; raises ConnectionError on the broker's DISCONNECT, end of stream or
-        a malformed packet."""
+        a malformed packet (`MalformedPacket`)."""
         if self._pending:
             return self._pending.pop(0)
         deadline = time.monotonic() + timeout
@@ -504,9 +541,8 @@ class LeanClient:
                               *self._ptrs, consumed)
         if n < 0:
             self.close()
-            raise ConnectionError("malformed MQTT packet from %s at byte %d: %s"
-                                  % (self.settings.url, consumed[0],
-                                     ffi.string(lib.ldp_mqtt_strerror(n)).decode()))
+            raise MalformedPacket(self.settings.url, data[consumed[0]] >> 4, "at byte %d: %s" % (
+                consumed[0], ffi.string(lib.ldp_mqtt_strerror(n)).decode()))
         self._tail = data[consumed[0]:]
         if self.max_receive and len(self._tail) > self.max_receive:
             self._skip_oversized()
@@ -524,8 +560,8 @@ class LeanClient:
         first = fb[which].copy()
         if ((first >> 1) & 3 == 2).any():
             self.close()
-            raise ConnectionError("QoS 2 PUBLISH from %s (LeanClient subscribes at QoS <= 1)"
-                                  % self.settings.url)
+            raise MalformedPacket(self.settings.url, 3, "a QoS 2 PUBLISH (LeanClient "
+                                  "subscribes at QoS <= 1)")
         return PublishBatch(arr, first, pid[which].copy(), topic_off[which].copy(),
                             topic_len[which].copy(), payload_off[which].copy(),
                             payload_len[which].copy())
@@ -546,8 +582,8 @@ class LeanClient:
         first = tail[0]
         if first >> 4 != 3:
             self.close()
-            raise ConnectionError("a %d-byte MQTT packet of type %d from %s"
-                                  % (i + length, first >> 4, self.settings.url))
+            raise MalformedPacket(self.settings.url, first >> 4, "%d bytes, more than "
+                                  "max_receive" % (i + length))
         tlen = struct.unpack_from("!H", tail, i)[0]
         qos = (first >> 1) & 3
         if len(tail) < i + 4 + tlen:  # its topic and packet id are not all here yet
@@ -563,7 +599,27 @@ class LeanClient:
         big.oversized[:] = True
         self._pending.append(big)
 
+    # (smallest, largest) remaining length of the control packets a broker may send us
+    _BODY = {2: (2, None), 4: (2, None), 9: (3, None), 11: (2, None), 13: (0, 0), 14: (0, None)}
+
     def _control(self, data, types, body, end, pid, is_pub):
+        """Handle the control packets of one read. Any packet that breaks its layout (too
+        short, a field past its end, an unknown property, a type the broker never sends us)
+        closes the connection: MalformedPacket, a ConnectionError like any lost connection."""
+        try:
+            self._control_packets(data, types, body, end, pid, is_pub)
+        except (_Truncated, ValueError, IndexError, struct.error) as exc:
+            self.close()
+            kinds = sorted(set(types[~is_pub].tolist()))
+            raise MalformedPacket(self.settings.url, kinds[0] if len(kinds) == 1 else 0,
+                                  str(exc) or type(exc).__name__) from None
+
+    def _control_packets(self, data, types, body, end, pid, is_pub):
+        for t, b, e in zip(types[~is_pub].tolist(), body[~is_pub].tolist(),
+                           end[~is_pub].tolist()):
+            low, high = self._BODY.get(t, (0, None))
+            if e - b < low or (high is not None and e - b > high):
+                raise _Truncated("packet type %d with a body of %d byte(s)" % (t, e - b))
         acks = types == 4
         if acks.any():  # PUBACKs of our QoS 1 publishes, in bulk
             ids = pid[acks]
@@ -577,12 +633,15 @@ class LeanClient:
             if kind == 13:  # PINGRESP
                 self._ping_sent = None
             elif kind == 2:  # CONNACK
-                props = parse_properties(data, b + 2)[0] if self.protocol == 5 and e > b + 2 else {}
+                props = parse_properties(data, b + 2, e)[0] if self.protocol == 5 and e > b + 2 \
+                    else {}
                 self._connack = (data[b], data[b + 1], props)
             elif kind == 9:  # SUBACK
                 codes_at = b + 2
                 if self.protocol == 5:
-                    codes_at = parse_properties(data, codes_at)[1]
+                    codes_at = parse_properties(data, codes_at, e)[1]
+                if codes_at >= e:
+                    raise _Truncated("a SUBACK without return codes")
                 self._subacks[int(pid[k])] = list(data[codes_at:e])
             elif kind == 11:  # UNSUBACK
                 pass
@@ -592,9 +651,8 @@ class LeanClient:
                 raise ConnectionError("broker %s disconnected us: %s (reason 0x%02x)"
                                       % (self.settings.url, REASONS_V5.get(code, "normal"), code))
             else:
-                self.close()
-                raise ConnectionError("unexpected MQTT packet type %d from %s"
-                                      % (kind, self.settings.url))
+                raise ValueError("a packet of type %d, which a broker never sends a client"
+                                 % kind)
 
     # --- sending --------------------------------------------------------------------------
 

@@ -52,6 +52,9 @@ def register(subparsers):
                         "and key, copied as client.der / client.key.der; the board logs in with "
                         "them instead of a password (needs --broker-ca and --client-ca-key)")
     p.add_argument("--client-ca-key", default=None, metavar="PEM", help="the fleet CA's key")
+    p.add_argument("--credentials", default=None, metavar="CSV",
+                   help="with --client-ca: broker-config's credentials.csv; the device id must be "
+                        "a device row there (aggregator-side logins never get a certificate)")
     p.add_argument("--username", default=None, help="MQTT username (broker-config ACLs)")
     p.add_argument("--password", default=None, help="MQTT password")
     p.add_argument("--wifi-ssid", default=None)
@@ -74,7 +77,11 @@ def register(subparsers):
                     "--client-ca) then takes the CN as the device's login.")
     dc.add_argument("--client-ca", required=True, metavar="PEM", help="the fleet CA certificate")
     dc.add_argument("--client-ca-key", required=True, metavar="PEM", help="the fleet CA's key")
-    dc.add_argument("--device-id", required=True)
+    dc.add_argument("--device-id", required=True,
+                    help="the device's id (the certificate's CN); aggregator-side logins (agg, "
+                         "admin, *-admin, ldpfleet-*, ...) are refused")
+    dc.add_argument("--credentials", default=None, metavar="CSV",
+                    help="broker-config's credentials.csv: the id must be a device row there")
     dc.add_argument("--out", required=True, help="directory (the device's state directory)")
     dc.set_defaults(func=run_device_cert_command)
 
@@ -84,7 +91,8 @@ def client_certificate(out: Path, args) -> dict:
     identity's tls entries."""
     from .. import certs
     ca_cert, ca_key = certs.load_ca(args.client_ca, args.client_ca_key)
-    cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id)
+    cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id,
+                                               credentials=args.credentials)
     cert_der, key_der = certs.encode(cert, key, der=True)
     (out / "client.der").write_bytes(cert_der)
     fd = os.open(out / "client.key.der", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -190,7 +198,8 @@ def mpy_cross_commands(march: str, out_dir) -> list:
 def run_device_cert_command(args):
     from .. import certs
     ca_cert, ca_key = certs.load_ca(args.client_ca, args.client_ca_key)
-    cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id)
+    cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id,
+                                               credentials=args.credentials)
     cert_pem, key_pem = certs.encode(cert, key, der=False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -45,11 +45,10 @@ def run_keygen(args):
 
 def run_rotate_keys(args):
     from ..service.keys import rotate_keys
-    from ..service.store import Store
     from ..signing import read_public_keys
-    from .service import _command_broker
+    from .service import _command_broker, open_store
     also = [k for path in args.also_trust for k in read_public_keys(path)]
-    with Store(args.state) as store:
+    with open_store(args) as store:
         out = rotate_keys(store, _command_broker(args, store), args.signing_key_file, args.new_key,
                           also)
     if args.json:

@@ -7,7 +7,7 @@ import sys
 
 from ..config import NAME_RE
 from ..errors import ConfigError
-from . import duration, host_address, positive_int, tcp_port
+from . import duration, host_address, non_negative, positive_int, tcp_port
 
 
 def register(subparsers, broker_args, state_arg):
@@ -60,11 +60,22 @@ def register(subparsers, broker_args, state_arg):
                    help="bearer token (first line) every HTTP endpoint but /healthz and /readyz needs")
     s.add_argument("--http-write-token-file", default=None, metavar="FILE",
                    help="bearer token of the write endpoints (advance, close); without it they answer 403")
+    s.add_argument("--http-allowed-hosts", action="append", default=[], type=host_address,
+                   metavar="NAME",
+                   help="a host name the HTTP API answers to besides IP addresses, localhost and "
+                        "the host of --http (repeatable; e.g. the name a TLS reverse proxy "
+                        "forwards): any other Host header gets 400, so a web page cannot reach "
+                        "the API by rebinding its own DNS name to this machine")
     s.add_argument("--http-admin-username", default=None, metavar="USER",
                    help="broker login the write endpoints publish with (needed when serve "
                         "logs in: serve's own login would hand its session over)")
     s.add_argument("--http-admin-password-file", default=None, metavar="PATH",
                    help="password of --http-admin-username (first line)")
+    s.add_argument("--max-devices-per-login", type=non_negative, default=1_000_000, metavar="N",
+                   help="device ids one load-generator login (topics ldp/C/r/LOGIN/ID) may bring "
+                        "into a campaign phase (default 1,000,000; 0: no bound): reports of "
+                        "further new ids are rejected as device_limit, so a login cannot grow "
+                        "serve's dedupe keys without end")
     s.add_argument("--purge-after-days", type=float, default=None, metavar="DAYS",
                    help="retention: drop the dedupe keys of campaigns closed more than DAYS "
                         "days ago (at start, then hourly; `campaign purge` does it by hand)")
@@ -116,7 +127,8 @@ def run_serve(args):
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
-                            purge_after_days=args.purge_after_days)
+                            purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key,
+                            max_devices_per_login=args.max_devices_per_login)
     metrics = None
     http = _http_address(args)
     if args.metrics_port is not None or http:
@@ -132,6 +144,9 @@ def run_serve(args):
     lock = _worker_lock(args.state, client_id) if postgres else _serve_lock(state_path(args.state))
     broker = _broker_of(args)
     ingestor = Ingestor(args.state, broker, options, metrics=metrics)
+    logging.getLogger("ldpfleet.service").info(  # a missing or wrong key file: exit 2 here
+        "dedupe keys from %s (fingerprint %s)", ingestor.store.dedupe_key_file,
+        ingestor.store.dedupe_root.fingerprint[:12])
     ingestor.store.set_meta("serve.username", broker.username or "")
     if broker.username and not args.no_broker_check:
         # its two connections would take over serve's own where client ids are bound to
@@ -154,7 +169,8 @@ def run_serve(args):
 def _http_address(args):
     """(host, port) of --http, or None; its token files are read here, before anything starts."""
     if args.http is None:
-        for flag in ("http_token_file", "http_write_token_file", "http_admin_username"):
+        for flag in ("http_token_file", "http_write_token_file", "http_admin_username",
+                     "http_allowed_hosts"):
             if getattr(args, flag):
                 raise ConfigError(flag, "--%s needs --http HOST:PORT" % flag.replace("_", "-"))
         return None
@@ -185,7 +201,8 @@ def _start_http(args, address, metrics, broker, ingestor):
             password=None, password_file=args.http_admin_password_file))
         broker = dataclasses.replace(broker, username=args.http_admin_username, password=password)
     app = create_app(args.state, metrics=metrics, tokens=args.http_tokens, broker=broker,
-                     ready=lambda: ingestor.connected)
+                     ready=lambda: ingestor.connected,
+                     allowed_hosts=[address[0]] + list(args.http_allowed_hosts))
     start_http(app, *address)
     logging.getLogger("ldpfleet.service").info("HTTP API on http://%s:%d/", *address)
 

@@ -45,6 +45,18 @@ def _state_arg(p):
                    help="state: a SQLite file (sqlite:///relative/path, sqlite:////absolute/path or a "
                         "path) or a PostgreSQL database (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB; "
                         "the password better in PGPASSWORD or ~/.pgpass)")
+    p.add_argument("--dedupe-key", default=None, metavar="FILE",
+                   help="the root key of the dedupe keys (64 hex digits), kept out of the state "
+                        "so a copy of the state links no device across campaigns. Default for a "
+                        "SQLite state: STATEFILE.dedupe-key, made on first use; a PostgreSQL "
+                        "state needs it, the same file for every worker and command (made on "
+                        "first use if missing; or `openssl rand -hex 32 > FILE`)")
+
+
+def open_store(args, create: bool = True):
+    """The state of a command (`--state`, `--dedupe-key`)."""
+    from ..service.store import Store
+    return Store(args.state, create=create, dedupe_key=getattr(args, "dedupe_key", None))
 
 
 def _broker(args):
@@ -227,11 +239,10 @@ def _split(text):
 
 def _create_protocol(args):
     from ..service.protocol_campaigns import create_protocol_campaign
-    from ..service.store import Store
     if args.param:
         raise ConfigError("param", "--param is for --mechanism campaigns; --protocol takes its "
                           "own options")
-    with Store(args.state) as store:
+    with open_store(args) as store:
         return create_protocol_campaign(
             store, _command_broker(args, store), args.signing_key_file, args.name, args.protocol, args.epsilon,
             args.domain, ProtocolOptions.from_args(args), _issuance(args))
@@ -252,7 +263,6 @@ def _issuance(args):
 
 def run_create(args):
     from ..service.campaigns import create_campaign, parse_params
-    from ..service.store import Store
     if args.protocol:
         camp = _create_protocol(args)
         return _print_created(args, camp)
@@ -271,7 +281,7 @@ def run_create(args):
             raise ConfigError("param", "no phase %d for %r" % (phase, item))
         per_phase[phase - 1].append(pair)
     params = [parse_params(p) for p in per_phase]
-    with Store(args.state) as store:
+    with open_store(args) as store:
         camp = create_campaign(store, _command_broker(args, store), args.signing_key_file, args.name, mechanisms,
                                epsilons, args.domain, params=params, issue=_issuance(args))
     return _print_created(args, camp)
@@ -296,8 +306,7 @@ def _print_created(args, camp):
 
 def run_status(args):
     from ..service.campaigns import campaign_status
-    from ..service.store import Store
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         status = campaign_status(store, args.name, confidence=args.confidence)
     if args.json:
         print(json.dumps(status, sort_keys=True))
@@ -343,8 +352,7 @@ def run_status(args):
 
 def run_trend(args):
     from ..service.history import trend
-    from ..service.store import Store
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         out = trend(store, args.name)
     if args.json:
         print(json.dumps(out, sort_keys=True))
@@ -361,12 +369,11 @@ def run_trend(args):
 
 def run_purge(args):
     from ..service import retention
-    from ..service.store import Store
     if (args.name is None) == (args.closed_before is None):
         raise ConfigError("name", "give a campaign NAME or --closed-before DAYS (not both)")
     if args.closed_before is not None and args.closed_before < 0:
         raise ConfigError("closed_before", "--closed-before must be >= 0 days")
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         if args.name is not None:
             purged = {args.name: retention.purge(store, args.name)}
         else:
@@ -382,8 +389,7 @@ def run_purge(args):
 
 def run_close(args):
     from ..service.campaigns import close_campaign
-    from ..service.store import Store
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         broker = _command_broker(args, store)
         camp = close_campaign(store, args.name, broker=broker, signing_key_file=args.signing_key_file)
     if broker is None:
@@ -396,8 +402,7 @@ def run_close(args):
 
 def run_list(args):
     from ..service.campaigns import campaign_rows
-    from ..service.store import Store
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         rows = campaign_rows(store)
     if args.json:
         print(json.dumps(rows, sort_keys=True))
@@ -420,12 +425,11 @@ def _items(text, domain_type=None):
 def run_phase2(args):
     from .. import protocol
     from ..service.campaigns import publish_phase2
-    from ..service.store import Store
     model = None
     if args.model_file:
         with open(args.model_file) as f:
             model = json.load(f)
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         candidates = None
         if args.candidates:
             camp = store.require_campaign(args.name)
@@ -445,8 +449,7 @@ def _svim_z() -> float:
 
 def run_advance(args):
     from ..service.protocol_campaigns import advance_campaign
-    from ..service.store import Store
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         out = advance_campaign(store, _command_broker(args, store), args.name, signing_key_file=args.signing_key_file)
     if args.json:
         print(json.dumps(out, sort_keys=True))
@@ -472,7 +475,6 @@ def run_advance(args):
 def run_estimate(args):
     from ..service.campaigns import parse_params
     from ..service.estimates import EstimateQuery, estimate, parse_threshold
-    from ..service.store import Store
     from ..service.significance import check_level
     parse_threshold(args.threshold)
     check_level(args.fdr)
@@ -480,7 +482,7 @@ def run_estimate(args):
         raise ConfigError("top", "must be at least 1, got %d" % args.top)
     if args.post_opt and args.post in (None, "", "none"):
         raise ConfigError("post_opt", "options of a post-processing method need --post METHOD")
-    with Store(args.state, create=False) as store:
+    with open_store(args, create=False) as store:
         result = estimate(store, args.name, EstimateQuery(
             phase=args.phase, post=args.post, post_opts=parse_params(args.post_opt),
             top=args.top, threshold=args.threshold, confidence=args.confidence,

@@ -64,12 +64,14 @@ def _csv_value(value):
 
 def rows_csv(columns, rows, stream=None) -> str:
     """CSV of `rows` (dicts) with a header of `columns`, written to `stream` (then "") or
-    returned as text."""
+    returned as text; text cells a spreadsheet would run as a formula are quoted
+    (`csvcells.cell`: an item "=HYPERLINK(...)" is written '=HYPERLINK(...))."""
+    from ..csvcells import cell
     out = stream or io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _csv_value(row.get(k)) for k in columns})
+        writer.writerow({k: cell(_csv_value(row.get(k))) for k in columns})
     return out.getvalue() if stream is None else ""
 
 @dataclass

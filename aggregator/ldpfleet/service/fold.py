@@ -27,6 +27,7 @@ from .. import protocol
 from ..mechanisms.base import ERROR_FIELDS, Sketch, first_faults
 from .batch import AckBatch, ReportBatch
 from .history import HistoryRecorder
+from .login_bound import DEFAULT_MAX_DEVICES_PER_LOGIN, LoginBound
 from .seen_log import unique_keys
 from .store import GLOBAL
 
@@ -42,9 +43,11 @@ INTERNAL_ERROR = "internal_error"
 PHASE_NOT_OPEN = "phase_not_open"
 WRONG_PHASE_DEVICE = "wrong_phase_device"
 TOO_LARGE = "too_large"
+DEVICE_LIMIT = "device_limit"
 RECEIVED = "received"
 REASONS = (ACCEPTED, DUPLICATE, SECOND_REPORT, UNKNOWN_CAMPAIGN, CLOSED_CAMPAIGN, BAD_TOPIC,
-           INTERNAL_ERROR, PHASE_NOT_OPEN, WRONG_PHASE_DEVICE, TOO_LARGE) + tuple(ERROR_FIELDS)
+           INTERNAL_ERROR, PHASE_NOT_OPEN, WRONG_PHASE_DEVICE, TOO_LARGE,
+           DEVICE_LIMIT) + tuple(ERROR_FIELDS)
 """Every message is counted once under `received` and once under exactly one of these.
 The protocol field names (`size`, `version`, `phase`, ...) are malformed reports, checked in
 this order: version, phase (1..the campaign's number of phases), `phase_not_open` (a phase-2
@@ -53,7 +56,9 @@ campaign_id, size, then `wrong_phase_device` (LDPLCM, spec §5: a device reports
 phase the public rule `ldplcm.reports_in_phase` puts it in), then
 the body fields of `mech.validate`. `too_large`: a payload longer than every open campaign's
 report (and than SMALL_PAYLOAD), dropped when it arrives, before it is buffered: what a device
-sends cannot grow serve's memory beyond batch_size x the largest report."""
+sends cannot grow serve's memory beyond batch_size x the largest report. `device_limit`: a
+report from a new device id of a load-generator login that already brought its bound of ids
+into the campaign phase (login_bound.py)."""
 REJECTIONS = tuple(r for r in REASONS if r != ACCEPTED)
 CODE = {name: i for i, name in enumerate(REASONS)}
 SMALL_PAYLOAD = 4096
@@ -74,9 +79,10 @@ def report_size(camp, phase: int) -> int:
 class BatchFolder:
     """Validate/dedupe/fold/commit batches into one store (its worker's partials)."""
 
-    def __init__(self, store, bounded_log):
+    def __init__(self, store, bounded_log, max_devices_per_login=DEFAULT_MAX_DEVICES_PER_LOGIN):
         self.store = store
         self.bounded_log = bounded_log
+        self.login_bound = LoginBound(store, max_devices_per_login)
         self.campaigns = {}
         self._data_version = None
         self._sketches = {}
@@ -257,38 +263,70 @@ class BatchFolder:
 
     def _dedupe(self, name, phase, rows, batch, seqs) -> np.ndarray:
         """The rows whose report is the first of its device in this phase: the first of the
-        batch per device whose dedupe key this transaction claimed (`Store.claim_key_array`). The
-        keys are the keyed hashes of the rows' device ids (dedupe.py), made in one C call over
-        their spans in the batch's buffer; the batch's devices are told apart by
-        `seen_log.unique_keys` over the 16-byte hashes (a collision: about n^2 / 2^129). The others are `_seen_before` (the
-        stored nonce, or the batch's first one)."""
+        batch per device whose dedupe key this transaction claimed (`Store.claim_key_array`).
+        The keys are the campaign's keyed hashes of the rows' device ids and the tags of their
+        nonces (dedupe.py), one C call each over the batch; the batch's devices are told apart
+        by `seen_log.unique_keys` over the 16-byte hashes (a collision: about n^2 / 2^129).
+        The others are `_seen_before` (the stored tag, or the batch's first one)."""
         if rows.size == 0:
             return rows[:0]
         _ok, _coff, _clen, doff, dlen = batch.split_topics()
-        hashes = self.store.device_keys.spans(batch.data, doff[rows], dlen[rows])
+        keys = self.store.campaign_keys(name)
+        hashes = keys.spans(batch.data, doff[rows], dlen[rows])
+        tags = keys.nonce_tags(seqs)
         uniq, first, inverse = unique_keys(hashes)
-        claimed, prior = self.store.claim_key_array(name, phase, uniq, seqs[first])
+        admission = self.login_bound.admit(name, phase, batch, rows[first], uniq)
+        if admission is None:
+            claimed, prior = self.store.claim_key_array(name, phase, uniq, tags[first])
+            admitted = np.ones(rows.size, bool)
+        else:
+            claimed, prior = self._claim_admitted(name, phase, uniq, tags[first], admission)
+            admitted = admission.admitted[inverse]
+            self._device_limit(name, phase, rows[~admitted], admission)
         new = np.zeros(rows.size, bool)
         new[first[claimed]] = True
-        for i in np.flatnonzero(~new).tolist():  # redeliveries, second reports, lost races
-            row = int(rows[i])
-            device = bytes(batch.data[doff[row]:doff[row] + dlen[row]]).decode()
-            stored = int(prior[inverse[i]])
-            self._seen_before(name, phase, row, device, int(seqs[i]),
-                              stored if stored >= 0 else int(seqs[first[inverse[i]]]))
+        self._seen_before(name, phase, rows, np.flatnonzero(~new & admitted), batch, seqs, tags,
+                          np.where(prior[inverse] >= 0, prior[inverse], tags[first[inverse]]))
         return rows[new]
 
-    def _seen_before(self, name, phase, row, device, seq, prior):
-        """A report from a device whose report for this phase is already claimed: the same
-        nonce again is a `duplicate` (a redelivery), another one a `second_report`."""
-        if prior == seq:
-            self.reason[row] = CODE[DUPLICATE]
-            self.status[row] = protocol.ACK_DUPLICATE
-        else:
-            self.reason[row] = CODE[SECOND_REPORT]
-            self.status[row] = protocol.ACK_REJECTED
-            self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s nonce %s after %s",
-                             name, phase, device, seq, prior)
+    def _claim_admitted(self, name, phase, uniq, tags, admission):
+        """`claim_key_array` of the admitted devices only (login_bound.py); the others count as
+        neither claimed nor seen. The claimed ids are added to their logins' counts."""
+        claimed = np.zeros(uniq.shape[0], bool)
+        prior = np.full(uniq.shape[0], -1, np.int64)
+        ok = np.flatnonzero(admission.admitted)
+        claimed[ok], prior[ok] = self.store.claim_key_array(name, phase, uniq[ok], tags[ok])
+        self.login_bound.record(name, phase, admission, claimed)
+        return claimed, prior
+
+    def _device_limit(self, name, phase, rows, admission):
+        self.reason[rows] = CODE[DEVICE_LIMIT]
+        self.status[rows] = protocol.ACK_REJECTED
+        for login, (used, refused) in admission.refused.items():
+            self.bounded_log(DEVICE_LIMIT, "campaign %s phase %d: login %s already brought %d "
+                             "device ids (serve --max-devices-per-login %d); %d new id(s) "
+                             "refused", name, phase, login, used, self.login_bound.limit, refused)
+
+    def _seen_before(self, name, phase, rows, old, batch, seqs, tags, prior_tags):
+        """Reports `old` (indices into `rows`) from devices whose report for this phase is
+        already claimed (redeliveries, second reports, lost races): the same nonce again (the
+        same tag as the stored one, or as the batch's first) is a `duplicate`, another one a
+        `second_report`."""
+        if old.size == 0:
+            return
+        same = prior_tags[old] == tags[old]
+        dup, second = rows[old[same]], old[~same]
+        self.reason[dup] = CODE[DUPLICATE]
+        self.status[dup] = protocol.ACK_DUPLICATE
+        self.reason[rows[second]] = CODE[SECOND_REPORT]
+        self.status[rows[second]] = protocol.ACK_REJECTED
+        _ok, _coff, _clen, doff, dlen = batch.split_topics()
+        for i in second.tolist():
+            row = int(rows[i])
+            self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s: nonce %s differs "
+                             "from its accepted report's", name, phase,
+                             bytes(batch.data[doff[row]:doff[row] + dlen[row]]).decode(),
+                             int(seqs[i]))
 
     def _counts(self, names) -> dict:
         """{(campaign or "", reason): count}, `received` included, from the reason codes."""

@@ -10,8 +10,14 @@ Tokens (`ApiTokens`): with a read token every endpoint but the probes and the da
 static files needs `Authorization: Bearer <token>` (the write token reads too); without a
 write token the write endpoints answer 403. Each request opens its own store connection
 (serve's ingest loop owns its own), so a reader never holds the writer up.
+
+Host names (`host_allowed`): every request must name this API in its `Host` header — an IP
+address, `localhost`, or a configured name (the host of `--http`, `--http-allowed-hosts`) —
+or it gets 400. A web page the operator visits could otherwise rebind its own DNS name to
+127.0.0.1 and read a token-less API (DNS rebinding); such a request carries the page's name.
 """
 import hmac
+import ipaddress
 import json
 import os
 import socket
@@ -81,14 +87,50 @@ ERRORS = {400: {"model": m.Problem, "description": "bad input (the field is name
 NOT_FOUND = {404: {"model": m.Problem, "description": "no such campaign (named)"}}
 FORBIDDEN = {403: {"model": m.Problem, "description": "read-only API, or a read token"}}
 NAME = Path(description="campaign name")
+LOCAL_NAMES = ("localhost",)
+
+
+def _host_name(name: str) -> str:
+    return name.strip().rstrip(".").lower()
+
+
+def host_allowed(header, names=()) -> bool:
+    """Whether a request's `Host` header (`name[:port]`, `[v6]:port`) names this API: any IP
+    address literal (a page sends one only when it was loaded from that address itself),
+    `localhost`, or one of `names`. A missing or malformed header is refused."""
+    if not header:
+        return False
+    host = header.strip()
+    if host.startswith("["):
+        literal, end, rest = host[1:].partition("]")
+        if not end or (rest and not (rest[:1] == ":" and rest[1:].isdigit())):
+            return False
+        try:
+            ipaddress.IPv6Address(literal)
+        except ValueError:
+            return False
+        return True
+    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
+    if colon and not port.isdigit():
+        return False
+    name = _host_name(name)
+    try:
+        ipaddress.IPv4Address(name)
+        return True
+    except ValueError:
+        pass
+    return bool(name) and (name in LOCAL_NAMES or name in {_host_name(n) for n in names})
 
 
 def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=None,
-               ready: Callable[[], bool] = None, dashboard: str = DASHBOARD_DIR) -> FastAPI:
+               ready: Callable[[], bool] = None, dashboard: str = DASHBOARD_DIR,
+               allowed_hosts=()) -> FastAPI:
     """The API over the state at `state_url`. `metrics`: serve's ServiceMetrics (its registry
     at /metrics); `broker`: the BrokerSettings the write endpoints publish with; `ready`:
-    whether serve's ingest is subscribed (default: always)."""
+    whether serve's ingest is subscribed (default: always); `allowed_hosts`: the names besides
+    IP addresses and localhost a request's Host header may give (`host_allowed`)."""
     tokens = tokens or ApiTokens()
+    allowed_hosts = tuple(allowed_hosts)
     ready = ready or (lambda: True)
     bearer = HTTPBearer(auto_error=False, description="the token of --http-token-file "
                         "(reads) or --http-write-token-file (reads and writes)")
@@ -133,6 +175,15 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
     for kind in database_errors():
         app.add_exception_handler(kind, lambda _r, exc: CliJSON(
             {"detail": "state: %s" % str(exc).strip(), "field": "state"}, status_code=503))
+
+    @app.middleware("http")
+    async def check_host(request: Request, call_next):
+        host = request.headers.get("host")
+        if not host_allowed(host, allowed_hosts):
+            return CliJSON({"detail": "Host %r is not a name of this API (an IP address, "
+                            "localhost or --http-allowed-hosts)" % (host or "")[:100],
+                            "field": "host"}, status_code=400)
+        return await call_next(request)
 
     read = [Depends(can_read)]
 

@@ -52,12 +52,13 @@ from ..config import NAME_RE
 from ..errors import ConfigError
 from ..signing import read_signing_key
 from .. import mqtt
-from ..leanmqtt import LeanClient, PublishBatch
+from ..leanmqtt import LeanClient, MalformedPacket, PublishBatch
 from .broker_watch import SYS_DROPPED, BrokerDrops
 from .campaigns import status_document
 from .batch import ReportBatch
 from .retention import RetentionTimer
 from .fold import TOO_LARGE, BatchFolder
+from .login_bound import DEFAULT_MAX_DEVICES_PER_LOGIN
 from .store import Store
 
 log = logging.getLogger("ldpfleet.service")
@@ -118,6 +119,11 @@ class IngestOptions:
     purge_after_days: float = None
     """Retention (retention.RetentionTimer): drop the dedupe keys of campaigns closed more than
     this many days ago, at start and then hourly; None: never."""
+    dedupe_key: str = None
+    """The dedupe root key file (`serve --dedupe-key`; None: Store's default, dedupe.py)."""
+    max_devices_per_login: int = DEFAULT_MAX_DEVICES_PER_LOGIN
+    """New device ids one load-generator login may bring into a campaign phase (0: no bound;
+    login_bound.py)."""
 
 
 class BoundedLog:
@@ -162,11 +168,13 @@ class Ingestor:
     def __init__(self, state_url: str, broker: mqtt.BrokerSettings = None,
                  options: IngestOptions = None, metrics=None):
         self.options = options or IngestOptions()
-        self.store = Store(state_url, worker=self.options.client_id)
+        self.store = Store(state_url, worker=self.options.client_id,
+                           dedupe_key=self.options.dedupe_key)
         self.broker = broker
         self.metrics = metrics
         self.bounded_log = BoundedLog(log, self.options.log_burst, self.options.log_period)
-        self.folder = BatchFolder(self.store, self.bounded_log)
+        self.folder = BatchFolder(self.store, self.bounded_log,
+                                  self.options.max_devices_per_login)
         self.retention = RetentionTimer(self.store, self.options.purge_after_days, log)
         self._pending = []
         self._first_pending = None
@@ -254,7 +262,7 @@ class Ingestor:
         log.warning("disconnected from broker: %s", exc)
         now = time.monotonic()
         self._quick_drops = [t for t in self._quick_drops if now - t < TAKEOVER_WINDOW]
-        if now - self._connected_at < 5.0:
+        if now - self._connected_at < 5.0 and not isinstance(exc, MalformedPacket):
             self._quick_drops.append(now)
         taken = "session taken over" in str(exc)  # MQTT 5 DISCONNECT reason 0x8E
         if (taken or len(self._quick_drops) >= 3) and now - self._takeover_logged > TAKEOVER_WINDOW:

@@ -1,15 +1,16 @@
-"""Retention (issue 15): a closed campaign's dedupe keys can go; its sketches and counters stay.
+"""Retention: a closed campaign's dedupe keys can go; its sketches and counters stay.
 
 Once a campaign is closed, serve rejects every further report as `closed_campaign` before any
-dedupe lookup, so the keys no longer protect anything: `purge` deletes them and records when
-and how many (`purges`), `campaign status` shows it, and `estimate` is unchanged (the sketch is
-untouched). `serve --purge-after-days N` purges every campaign closed more than N days ago, at
+dedupe lookup, so the keys no longer protect anything (the close already zeroed their nonce
+tags): `purge` deletes them and the campaign's salt (dedupe.py: no key of that campaign can be
+computed again, whoever holds the root key), records when and how many (`purges`), `campaign
+status` shows it, and `estimate` is unchanged (the sketch is untouched). `serve --purge-after-days N` purges every campaign closed more than N days ago, at
 start and then hourly (`RetentionTimer`).
 """
 import time
 
 from ..errors import ConfigError
-from . import seen_log
+from . import dedupe, seen_log
 
 DAY_S = 86400.0
 CHECK_EVERY_S = 3600.0
@@ -35,6 +36,7 @@ def purge(store, name: str) -> int:
         try:
             store.conn.execute("DELETE FROM seen WHERE campaign=?", (name,))
             store.conn.execute("DELETE FROM seen_log WHERE campaign=?", (name,))
+            dedupe.drop_salt(store.conn, name)
         finally:
             store.conn.zero_deleted(False)
         seen_log.bump_epoch(store.conn)

@@ -5,7 +5,7 @@ the index decides who wins). A SQLite state has one writer at a time (`BEGIN IMM
 does not need a B-tree of random 16-byte keys on disk: inserting a batch of them dirtied about
 one page per key, and the commit wrote the whole index again (the ingest's largest cost, and
 growing with the fleet). Instead every claim appends ONE row per (campaign, phase) and batch to
-`seen_log` — the batch's keys and nonces as two blobs — in the same transaction as the sketch
+`seen_log` — the batch's keys and nonce tags (dedupe.py) as two blobs — in the same transaction as the sketch
 delta and the counters, so a commit still covers dedupe keys + sketch + counters, then the
 acknowledgements. Lookups go to `SeenIndex`, this process's index of the log.
 
@@ -58,14 +58,14 @@ def unique_keys(keys: np.ndarray):
 
 
 class _Table:
-    """The claimed keys of one (campaign, phase) and their nonces: an open-addressing hash
+    """The claimed keys of one (campaign, phase) and their nonce tags: an open-addressing hash
     table in C (`ldp_seen_find` / `ldp_seen_insert`: slots of three uint64 words, the key's two
-    words and USED | nonce, linear probing; exact on all 128 bits), grown by doubling at 70 %
+    words and USED | 63-bit tag, linear probing; exact on all 128 bits), grown by doubling at 70 %
     load. A batch's lookup is one C call of O(1) probes per key, whatever the fleet's size."""
 
     __slots__ = ("slots", "size")
     MAX_LOAD = 0.7
-    USED = np.uint64(1 << 32)
+    USED = np.uint64(1 << 63)
 
     def __init__(self, capacity: int = 1024):
         self.slots = np.zeros((capacity, 3), np.uint64)
@@ -75,13 +75,13 @@ class _Table:
     def capacity(self):
         return self.slots.shape[0]
 
-    def _insert(self, hi, lo, seqs):
+    def _insert(self, hi, lo, tags):
         hi, lo = np.ascontiguousarray(hi, np.uint64), np.ascontiguousarray(lo, np.uint64)
-        seqs = np.ascontiguousarray(seqs, np.uint32)
+        tags = np.ascontiguousarray(tags).astype(np.uint64)
         self.size += int(lib.ldp_seen_insert(ptr(self.slots), self.capacity - 1, ptr(hi),
-                                             ptr(lo), ptr(seqs), hi.size))
+                                             ptr(lo), ptr(tags), hi.size))
 
-    def add(self, hi, lo, seqs):
+    def add(self, hi, lo, tags):
         need = self.size + hi.size
         if need > self.MAX_LOAD * self.capacity:
             cap = self.capacity
@@ -89,11 +89,11 @@ class _Table:
                 cap *= 2
             old = self.slots[(self.slots[:, 2] & self.USED) != 0]
             self.slots, self.size = np.zeros((cap, 3), np.uint64), 0
-            self._insert(old[:, 0], old[:, 1], (old[:, 2] & np.uint64(0xFFFFFFFF)).astype(np.uint32))
-        self._insert(hi, lo, seqs)
+            self._insert(old[:, 0], old[:, 1], old[:, 2] & ~self.USED)
+        self._insert(hi, lo, tags)
 
     def find(self, hi, lo, prior):
-        """prior[i] = the nonce of key i where the table holds it (-1 stays elsewhere)."""
+        """prior[i] = the nonce tag of key i where the table holds it (-1 stays elsewhere)."""
         if self.size == 0 or hi.size == 0:
             return
         hi, lo = np.ascontiguousarray(hi, np.uint64), np.ascontiguousarray(lo, np.uint64)
@@ -105,7 +105,7 @@ class _Table:
 
 
 class SeenIndex:
-    """(campaign, phase) -> the claimed keys and their nonces, caught up with `seen_log`."""
+    """(campaign, phase) -> the claimed keys and their nonce tags, caught up with `seen_log`."""
 
     def __init__(self):
         self.tables = {}
@@ -124,48 +124,48 @@ class SeenIndex:
             self.tables, self.loaded_id, self.epoch = {}, 0, epoch
         if top > self.loaded_id:
             rows = conn.execute(
-                "SELECT id, campaign, phase, keys, seqs FROM seen_log WHERE id > ? AND campaign IN"
+                "SELECT id, campaign, phase, keys, nonce_tags FROM seen_log WHERE id > ? AND campaign IN"
                 " (SELECT name FROM campaigns WHERE state='open') ORDER BY id",
                 (self.loaded_id,)).fetchall()
             grouped = {}
-            for _id, name, phase, keys, seqs in rows:
-                grouped.setdefault((name, int(phase)), []).append((keys, seqs))
+            for _id, name, phase, keys, tags in rows:
+                grouped.setdefault((name, int(phase)), []).append((keys, tags))
             for where, parts in grouped.items():
-                keys = np.frombuffer(b"".join(bytes(k) for k, _s in parts), np.uint8)
-                seqs = np.frombuffer(b"".join(bytes(s) for _k, s in parts), "<u4").astype(np.uint32)
-                self._add(where, *key_words(keys), seqs)
+                keys = np.frombuffer(b"".join(bytes(k) for k, _t in parts), np.uint8)
+                tags = np.frombuffer(b"".join(bytes(t) for _k, t in parts), "<u8").astype(np.uint64)
+                self._add(where, *key_words(keys), tags)
             self.loaded_id = top
 
-    def _add(self, where, hi, lo, seqs):
+    def _add(self, where, hi, lo, tags):
         table = self.tables.get(where)
         if table is None:
             table = self.tables[where] = _Table()
-        table.add(hi, lo, seqs)
+        table.add(hi, lo, tags)
 
     # --- one transaction -------------------------------------------------------------------
     def lookup(self, name: str, phase: int, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-        """The stored nonce of each key (int64), -1 where the key is not claimed yet."""
+        """The stored nonce tag of each key (int64), -1 where the key is not claimed yet."""
         prior = np.full(hi.size, -1, np.int64)
         table = self.tables.get((name, phase))
         if table is not None:
             table.find(hi, lo, prior)
         return prior
 
-    def claim(self, conn, name: str, phase: int, keys: np.ndarray, seqs: np.ndarray):
+    def claim(self, conn, name: str, phase: int, keys: np.ndarray, tags: np.ndarray):
         """Inside the write transaction (after `sync`): claim the distinct `keys` ((n, 16)
-        uint8) not claimed yet, appending one `seen_log` row. Returns (claimed bool array,
-        prior nonces with -1 for the claimed)."""
+        uint8) not claimed yet with their nonce `tags` (< 2^63), appending one `seen_log` row.
+        Returns (claimed bool array, prior tags with -1 for the claimed)."""
         keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
-        seqs = np.ascontiguousarray(seqs).astype(np.uint32)  # nonces are u32 (spec §3)
+        tags = np.ascontiguousarray(tags).astype(np.uint64)
         hi, lo = key_words(keys)
         prior = self.lookup(name, phase, hi, lo)
         new = prior < 0
         if new.any():
-            cur = conn.execute("INSERT INTO seen_log (campaign, phase, n, keys, seqs) VALUES"
-                               " (?, ?, ?, ?, ?)", (name, phase, int(new.sum()),
-                                                    keys[new].tobytes(),
-                                                    seqs[new].astype("<u4").tobytes()))
-            self.staged.append(((name, phase), hi[new], lo[new], seqs[new], cur.lastrowid))
+            cur = conn.execute("INSERT INTO seen_log (campaign, phase, n, keys, nonce_tags)"
+                               " VALUES (?, ?, ?, ?, ?)", (name, phase, int(new.sum()),
+                                                           keys[new].tobytes(),
+                                                           tags[new].astype("<u8").tobytes()))
+            self.staged.append(((name, phase), hi[new], lo[new], tags[new], cur.lastrowid))
         return new, prior
 
     def mark(self) -> int:
@@ -177,8 +177,8 @@ class SeenIndex:
 
     def committed(self):
         """The transaction committed: its claims enter the index (in log order)."""
-        for where, hi, lo, seqs, rowid in self.staged:
-            self._add(where, hi, lo, seqs)
+        for where, hi, lo, tags, rowid in self.staged:
+            self._add(where, hi, lo, tags)
             self.loaded_id = max(self.loaded_id, int(rowid))
         self.staged = []
 
@@ -202,17 +202,18 @@ def count(conn, name: str, phase: int = None) -> int:
     return int(q.fetchone()[0])
 
 
-def stored_seqs(conn, name: str, phase: int, keys: list) -> dict:
-    """{key: nonce} of the given keys (bytes) found in the log (a scan: for tools and tests)."""
+def stored_tags(conn, name: str, phase: int, keys: list) -> dict:
+    """{key: nonce tag} of the given keys (bytes) found in the log (a scan: for tools and
+    tests)."""
     want = set(keys)
     out = {}
-    for blob, seqs in conn.execute("SELECT keys, seqs FROM seen_log WHERE campaign=? AND phase=?",
-                                   (name, phase)).fetchall():
-        blob, seqs = bytes(blob), np.frombuffer(bytes(seqs), "<u4")
-        for i in range(len(seqs)):
+    for blob, tags in conn.execute("SELECT keys, nonce_tags FROM seen_log WHERE campaign=? AND"
+                                   " phase=?", (name, phase)).fetchall():
+        blob, tags = bytes(blob), np.frombuffer(bytes(tags), "<u8")
+        for i in range(len(tags)):
             k = blob[16 * i:16 * i + 16]
             if k in want:
-                out[k] = int(seqs[i])
+                out[k] = int(tags[i])
     return out
 
 
@@ -225,7 +226,7 @@ def devices_per_campaign(conn) -> dict:
             for name, p in parts.items()}
 
 
-def from_seen(conn):
+def from_seen(conn, _root=None):
     """Migration 4 -> 5 (SQLite): the rows of `seen` into `seen_log`, one row per (campaign,
     phase); `seen` is emptied (its keys zeroed on disk)."""
     if conn.kind != "sqlite":

@@ -8,14 +8,18 @@ Tables
 - `sketches`: one partial per (campaign, phase, worker): a serialized sketch
   (`Sketch.serialize()`) and its report count. Readers merge the partials (linear sketches);
   a worker only ever writes its own row, so workers never contend on one.
-- `seen`: dedupe keys, one row per (campaign, phase, keyed hash of the device id: dedupe.py)
-  holding the nonce accepted from that device (devices send one report per phase, spec §6);
-  the primary key dedupes across PostgreSQL workers. `seen_log`: a SQLite state's dedupe keys
-  instead, one row of blobs per claimed (campaign, phase, batch), indexed in memory by the
-  writer (seen_log.py). `purges`: when a closed campaign's keys were dropped.
+- `seen`: dedupe keys, one row per (campaign, phase, keyed hash of the device id under the
+  campaign's key: dedupe.py) holding a keyed tag of the nonce accepted from that device
+  (devices send one report per phase, spec §6); the primary key dedupes across PostgreSQL
+  workers. `seen_log`: a SQLite state's dedupe keys instead, one row of blobs per claimed
+  (campaign, phase, batch), indexed in memory by the writer (seen_log.py). `campaign_salts`:
+  each campaign's salt (its keys come from it and the root key FILE, never stored here).
+  `purges`: when a closed campaign's keys were dropped. `login_devices`: per (campaign,
+  phase, load-generator login, worker) the device ids it brought (login_bound.py).
 - `counters`: (campaign, reason, worker) -> count, summed by readers. Reasons of messages that
   name no known campaign are kept under campaign "" so attacker-chosen names cannot grow it.
-- `meta`: schema version, readiness of the ingest, key set, broker drops.
+- `meta`: schema version, readiness of the ingest, key set, broker drops, the fingerprint of
+  the dedupe root key.
 - `protocols`: the service-side state of a two-phase protocol campaign (LDPMiner's k and
   k_max, LDPLCM's theta, ...: what the aggregator needs but devices never see), one JSON
   document per campaign.
@@ -32,12 +36,11 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .. import config as cfgmod
 from .. import protocol
 from ..errors import ConfigError
 from . import dedupe, seen_log, store_sql
+from .store_dedupe import DedupeState
 from .store_sql import SCHEMA_VERSION, is_postgres, redact  # noqa: F401 (re-exported)
 
 GLOBAL = ""
@@ -133,21 +136,25 @@ class Campaign:
         return self._mechanisms[phase]
 
 
-class Store:
+class Store(DedupeState):
     """A connection to the state (created unless `create=False`): a SQLite file or a
     PostgreSQL database (store_sql). One per thread or process; cheap to open. `worker` names
     the sketch and counter partials this connection writes (serve: its client id); readers
     merge every worker's partial."""
 
-    def __init__(self, url: str, timeout: float = 60.0, create: bool = True, worker: str = ""):
+    def __init__(self, url: str, timeout: float = 60.0, create: bool = True, worker: str = "",
+                 dedupe_key: str = None):
         import os
         self.worker = worker
-        self._device_keys = None
+        self._dedupe_root = None
+        self.dedupe_key_file = dedupe_key or os.environ.get(dedupe.KEY_ENV) or None
         if not is_postgres(url):
             path = store_sql.sqlite_path(url)
             if not create and not os.path.exists(path):
                 raise ConfigError("state", "no state file at %s" % path)
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            if self.dedupe_key_file is None:
+                self.dedupe_key_file = dedupe.default_key_file(path)
         self.conn = store_sql.connect(url, timeout)
         self.path = self.conn.where
         # SQLite (one writer): dedupe keys in an append-only log + this index (seen_log.py)
@@ -157,7 +164,7 @@ class Store:
             raise ConfigError("state", "no ldpfleet state in %s" % self.path)
         if self._schema_version() != SCHEMA_VERSION:  # readers never write unless it must
             store_sql.create_or_migrate(self.conn, self._schema_batch, self._schema_version,
-                                        self._set_schema)
+                                        self._set_schema, lambda: self.dedupe_root)
 
     @property
     def db(self):
@@ -276,6 +283,7 @@ class Store:
                  time.time()))
             if protocol is not None:
                 self._put_protocol(name, protocol)
+            dedupe.campaign_salt(self.conn, name)
         return self.campaign(name)
 
     def remove_campaign(self, name: str):
@@ -283,15 +291,20 @@ class Store:
         with self.batch():
             for table, col in (("campaigns", "name"), ("sketches", "campaign"),
                                ("seen", "campaign"), ("seen_log", "campaign"),
-                               ("counters", "campaign"), ("protocols", "campaign")):
+                               ("counters", "campaign"), ("protocols", "campaign"),
+                               ("campaign_salts", "campaign"), ("login_devices", "campaign")):
                 self.conn.execute("DELETE FROM %s WHERE %s=?" % (table, col), (name,))
             seen_log.bump_epoch(self.conn)
 
     def set_state(self, name: str, state: str):
+        """Open or close a campaign; a close also zeroes its nonce tags (dedupe.py)."""
         with self.batch():
             self.require_campaign(name)
             self.conn.execute("UPDATE campaigns SET state=?, closed_at=? WHERE name=?",
                             (state, time.time() if state == "closed" else None, name))
+            if state == "closed":
+                dedupe.drop_nonce_tags(self.conn, name)
+                seen_log.bump_epoch(self.conn)  # the writer's index lets the campaign go
 
     def set_phase2(self, name: str, body: dict, payload: bytes, protocol: dict = None):
         """Move a campaign to phase 2 with its phase-2 message (and the protocol document's
@@ -347,72 +360,6 @@ class Store:
             "INSERT INTO sketches VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (campaign, phase, worker)"
             " DO UPDATE SET n=excluded.n, blob=excluded.blob, updated_at=excluded.updated_at",
             (name, phase, self.worker, n, blob, time.time()))
-
-    # --- dedupe keys (dedupe.py: keyed hashes of device ids) ---------------------------
-    @property
-    def device_keys(self):
-        if self._device_keys is None:
-            self._device_keys = dedupe.DeviceKeys(dedupe.ensure_key(self.conn))
-        return self._device_keys
-
-    def seen_seqs(self, name: str, phase: int, devices) -> dict:
-        """device -> nonce already accepted, for the given devices."""
-        devices = list(devices)
-        hashed = self.device_keys.many(devices)
-        if self.seen_index is not None:
-            stored = seen_log.stored_seqs(self.conn, name, phase, hashed)
-        else:
-            stored = self.conn.seen_seqs(name, phase, hashed)
-        return {d: stored[k] for d, k in zip(devices, hashed) if k in stored}
-
-    def claim_key_array(self, name: str, phase: int, keys: np.ndarray, seqs: np.ndarray):
-        """Inside `batch()`: claim the distinct dedupe `keys` ((n, 16) uint8 `device_keys`
-        hashes) reporting nonces `seqs` for this phase. Returns (claimed bool array, prior nonce
-        int64 array, -1 where claimed). SQLite: the log and its index (seen_log.py), caught up
-        with the file ONCE per transaction, before its first claim (later, the connection would
-        see its own uncommitted rows); PostgreSQL: `seen`'s unique key (dedupe.claim)."""
-        if self.seen_index is not None:
-            if not self._index_synced:
-                self.seen_index.sync(self.conn)
-                self._index_synced = True
-            return self.seen_index.claim(self.conn, name, phase, keys, seqs)
-        return dedupe.claim(self.conn, name, phase, keys, seqs)
-
-    def savepoint_mark(self):
-        """Before a SAVEPOINT: what `savepoint_rolled_back` returns the index to."""
-        return self.seen_index.mark() if self.seen_index is not None else 0
-
-    def savepoint_rolled_back(self, mark):
-        if self.seen_index is not None:
-            self.seen_index.rollback_to(mark)
-
-    def dedupe_rows(self) -> list:
-        """Every stored dedupe key as (campaign, phase, key bytes, nonce), on either backend
-        (for migrations, tools and tests; the ingest never reads them all)."""
-        rows = [(c, int(p), bytes(k), int(q)) for c, p, k, q in self.conn.execute(
-            "SELECT campaign, phase, device, seq FROM seen").fetchall()]
-        for c, p, keys, seqs in self.conn.execute(
-                "SELECT campaign, phase, keys, seqs FROM seen_log ORDER BY id").fetchall():
-            keys, seqs = bytes(keys), np.frombuffer(bytes(seqs), "<u4").tolist()
-            rows += [(c, int(p), keys[16 * i:16 * i + 16], q) for i, q in enumerate(seqs)]
-        return rows
-
-    def devices_per_campaign(self) -> dict:
-        """campaign -> distinct devices with an accepted report (any phase)."""
-        if self.seen_index is not None:
-            return seen_log.devices_per_campaign(self.conn)
-        return {name: int(n) for name, n in self.conn.execute(
-            "SELECT campaign, count(DISTINCT device) FROM seen GROUP BY campaign").fetchall()}
-
-    def seen_count(self, name: str, phase: int = None) -> int:
-        if self.seen_index is not None:
-            return seen_log.count(self.conn, name, phase)
-        if phase is None:
-            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,))
-        else:
-            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=? AND phase=?",
-                                  (name, phase))
-        return q.fetchone()[0]
 
     # --- counters ----------------------------------------------------------------------
     def add_counts(self, counts: dict):

@@ -19,7 +19,12 @@ key in `meta.dedupe_key`); `purges` records when a closed campaign's dedupe keys
 4 -> 5: `seen_log`, SQLite's dedupe keys as an append-only log of claimed batches
 (`seen_log.py`; PostgreSQL keeps claiming through `seen`'s unique key). A SQLite state's `seen`
 rows move into the log.
-5 -> 6: (the schema change made beside this one; nothing here).
+5 -> 6: dedupe keys per campaign under a root key kept outside the database (dedupe.py):
+`campaign_salts`, every stored device hash hashed again under its campaign's key, nonces
+replaced by keyed tags (`seen.nonce_tag`, `seen_log.nonce_tags`: 8 bytes each) or zeroed for
+closed campaigns, `meta.dedupe_key` gone (`dedupe.rekey_v6`; it needs the key file);
+`login_devices`, the device ids each load-generator login brought into a campaign phase
+(login_bound.py).
 6 -> 7: `counter_history`, each campaign's counter totals at most once a minute (history.py).
 """
 import sqlite3
@@ -50,12 +55,19 @@ CREATE TABLE IF NOT EXISTS sketches (
     PRIMARY KEY (campaign, phase, worker)
 );
 CREATE TABLE IF NOT EXISTS seen (
-    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device {blob} NOT NULL, seq BIGINT NOT NULL,
-    PRIMARY KEY (campaign, phase, device)
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device {blob} NOT NULL,
+    nonce_tag BIGINT NOT NULL, PRIMARY KEY (campaign, phase, device)
 ){without_rowid};
 CREATE TABLE IF NOT EXISTS seen_log (
     id {autoid}, campaign TEXT NOT NULL, phase INTEGER NOT NULL, n BIGINT NOT NULL,
-    keys {blob} NOT NULL, seqs {blob} NOT NULL
+    keys {blob} NOT NULL, nonce_tags {blob} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS campaign_salts (
+    campaign TEXT PRIMARY KEY, salt {blob} NOT NULL, legacy_key {blob}
+);
+CREATE TABLE IF NOT EXISTS login_devices (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, login TEXT NOT NULL, worker TEXT NOT NULL,
+    devices BIGINT NOT NULL, PRIMARY KEY (campaign, phase, login, worker)
 );
 CREATE TABLE IF NOT EXISTS purges (
     campaign TEXT PRIMARY KEY, purged_at DOUBLE PRECISION NOT NULL, keys BIGINT NOT NULL
@@ -113,12 +125,28 @@ CREATE TABLE IF NOT EXISTS seen_log (
     keys {blob} NOT NULL, seqs {blob} NOT NULL
 )
 """,
-    5: "",  # the schema change made beside this one
+    # 5 -> 6: per-campaign dedupe keys (the rows are re-keyed by `dedupe.rekey_v6`)
+    5: """
+ALTER TABLE seen RENAME TO seen_v5;
+CREATE TABLE seen (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, device {blob} NOT NULL,
+    nonce_tag BIGINT NOT NULL, PRIMARY KEY (campaign, phase, device)
+){without_rowid};
+ALTER TABLE seen_log RENAME COLUMN seqs TO nonce_tags;
+CREATE TABLE IF NOT EXISTS campaign_salts (
+    campaign TEXT PRIMARY KEY, salt {blob} NOT NULL, legacy_key {blob}
+);
+CREATE TABLE IF NOT EXISTS login_devices (
+    campaign TEXT NOT NULL, phase INTEGER NOT NULL, login TEXT NOT NULL, worker TEXT NOT NULL,
+    devices BIGINT NOT NULL, PRIMARY KEY (campaign, phase, login, worker)
+)
+""",
     # 6 -> 7: counters over time (history.py)
     6: "{counter_history}",
 }
-AFTER_MIGRATION = {3: dedupe.rekey_seen, 4: seen_log.from_seen}
-"""version -> callable(conn) run after that version's SQL (data that SQL alone cannot move)."""
+AFTER_MIGRATION = {3: dedupe.rekey_seen, 4: seen_log.from_seen, 5: dedupe.rekey_v6}
+"""version -> callable(conn, root) run after that version's SQL (data that SQL alone cannot
+move); `root()` gives the state's `dedupe.DedupeKeys` (it reads the key file)."""
 
 
 def _ddl(text: str, **types) -> str:
@@ -257,14 +285,15 @@ class PostgresConnection:
         """Nothing to switch: PostgreSQL keeps deleted rows until VACUUM (autovacuum) reclaims
         them, as for every other table."""
 
-    def claim_seen(self, name: str, phase: int, keys, seqs):
-        """Insert the distinct dedupe `keys` ((n, 16) uint8) with their nonces; returns a bool
+    def claim_seen(self, name: str, phase: int, keys, tags):
+        """Insert the distinct dedupe `keys` ((n, 16) uint8) with their nonce tags; returns a bool
         array, True where this transaction inserted the key. A key another worker inserted
         meanwhile (committed, or committing: PostgreSQL waits for it) is not claimed, and the
         caller counts that report as a duplicate or second report. Keys are inserted in sorted
         (memcmp) order so two workers never wait on each other in a cycle. The keys and the
         nonces travel as two bytea blobs split by the server (generate_series): psycopg's
-        dumping of per-key arrays cost 5 us of client CPU per key, twice the statement."""
+        dumping of per-key arrays cost 5 us of client CPU per key, twice the statement. The tags
+        are < 2^63 (`dedupe.CampaignKeys.nonce_tags`): a BIGINT holds them."""
         import numpy as np
         keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
         n = keys.shape[0]
@@ -272,7 +301,7 @@ class PostgresConnection:
             return np.zeros(0, bool)
         order = np.argsort(keys.view("S16").ravel(), kind="stable")
         blob = keys[order].tobytes()
-        nonces = np.asarray(seqs, np.int64)[order].astype(">i8").tobytes()
+        nonces = np.asarray(tags, np.int64)[order].astype(">i8").tobytes()
         cur = self.db.execute(
             "INSERT INTO seen SELECT %s, %s, substring(%s::bytea FROM 16 * i + 1 FOR 16),"
             " ('x' || encode(substring(%s::bytea FROM 8 * i + 1 FOR 8), 'hex'))::bit(64)::bigint"
@@ -281,14 +310,14 @@ class PostgresConnection:
         won = {bytes(r[0]) for r in cur.fetchall()}
         return np.fromiter((bytes(k) in won for k in keys), bool, n)
 
-    def seen_seqs(self, name: str, phase: int, keys: list) -> dict:
+    def seen_tags(self, name: str, phase: int, keys: list) -> dict:
         """One query joining a bytea[] parameter with the primary key. (An IN list of 500
         parameters took ~60 ms to plan; `device = ANY(array)` got a sequential-scan generic
         plan once psycopg prepared it: rows x array length comparisons.)"""
         if not keys:
             return {}
         return {bytes(k): seq for k, seq in self.db.execute(
-            "SELECT s.device, s.seq FROM unnest(%s::bytea[]) AS d(device) JOIN seen s"
+            "SELECT s.device, s.nonce_tag FROM unnest(%s::bytea[]) AS d(device) JOIN seen s"
             " ON s.campaign = %s AND s.phase = %s AND s.device = d.device",
             (keys, name, phase)).fetchall()}
 
@@ -310,16 +339,16 @@ def connect(url: str, timeout: float):
     return SQLiteConnection(sqlite_path(url), timeout)
 
 
-def create_or_migrate(conn, begin, schema_version, set_version):
+def create_or_migrate(conn, begin, schema_version, set_version, root):
     """Create the tables of a new state, or migrate an older schema, inside `begin()` (one
-    transaction). Refuses a schema newer than this code or older than 2."""
+    transaction). Refuses a schema newer than this code or older than 2. `root()`: the
+    state's `dedupe.DedupeKeys` (only a migration that re-keys calls it)."""
     with begin():
         version = schema_version()
         if version is None:
             for stmt in conn.ddl(_TABLES).split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
-            dedupe.ensure_key(conn)
             set_version(SCHEMA_VERSION)
             return
         if version < 2 or version > SCHEMA_VERSION:
@@ -332,6 +361,6 @@ def create_or_migrate(conn, begin, schema_version, set_version):
                 if stmt.strip():
                     conn.execute(stmt)
             if version in AFTER_MIGRATION:
-                AFTER_MIGRATION[version](conn)
+                AFTER_MIGRATION[version](conn, root)
             version += 1
             set_version(version)
