@@ -243,11 +243,8 @@ def _unauthorised():
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("ldpfleet")
-    except Exception:  # noqa: BLE001 (a source tree without metadata)
-        return "0"
+    from .. import __version__
+    return __version__
 
 
 def _mount_dashboard(app: FastAPI, directory: str):
