@@ -229,17 +229,18 @@ def _read_credentials(path: str) -> dict:
     return creds
 
 
-def read_device_logins(path: str) -> list:
-    """[(username, password)] of the `device` rows of a credentials.csv, in file order."""
+def read_device_logins(path: str, field: str = "device_logins") -> list:
+    """[(username, password)] of the `device` rows of a credentials.csv, in file order
+    (ConfigError naming `field`, the option that named the file)."""
     try:
         with open(path, newline="") as f:
             rows = [r for r in csv.DictReader(f) if r.get("role") == "device"]
     except OSError as exc:
-        raise ConfigError("device_logins", "cannot read %s: %s" % (path, exc.strerror)) from None
+        raise ConfigError(field, "cannot read %s: %s" % (path, exc.strerror)) from None
     except csv.Error as exc:
-        raise ConfigError("device_logins", "%s: %s" % (path, exc)) from None
+        raise ConfigError(field, "%s: %s" % (path, exc)) from None
     if not rows or not all(r.get("username") and r.get("password") for r in rows):
-        raise ConfigError("device_logins", "%s has no role,username,password rows of role device "
+        raise ConfigError(field, "%s has no role,username,password rows of role device "
                           "(broker-config's credentials.csv has)" % path)
     return [(r["username"], r["password"]) for r in rows]
 
