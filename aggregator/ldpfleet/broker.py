@@ -154,9 +154,9 @@ def password_hash(password: str, salt: bytes = None, iterations: int = PBKDF2_IT
                             base64.b64encode(key).decode("ascii"))
 
 
-def read_device_ids(path: str) -> list:
+def read_device_ids(path: str, field: str = "device_id") -> list:
     """Device ids, one per line (blank lines and `#` comments skipped); each must match the
-    topic-segment rule of spec §4, and no id may repeat."""
+    topic-segment rule of spec §4, and no id may repeat (ConfigError naming `field`)."""
     ids, seen = [], set()
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
@@ -164,14 +164,14 @@ def read_device_ids(path: str) -> list:
             if not name:
                 continue
             if not NAME_RE.match(name):
-                raise ConfigError("device_id", "%s:%d: %r does not match [A-Za-z0-9_-]{1,64}"
+                raise ConfigError(field, "%s:%d: %r does not match [A-Za-z0-9_-]{1,64}"
                                   % (path, lineno, name))
             if name in seen:
-                raise ConfigError("device_id", "%s:%d: %r listed twice" % (path, lineno, name))
+                raise ConfigError(field, "%s:%d: %r listed twice" % (path, lineno, name))
             seen.add(name)
             ids.append(name)
     if not ids:
-        raise ConfigError("device_id", "%s lists no device ids" % path)
+        raise ConfigError(field, "%s lists no device ids" % path)
     return ids
 
 

@@ -11,7 +11,8 @@ COMMAND_MODULES = [
     "ldpfleet.commands.plan",       # plan
     "ldpfleet.commands.service",    # serve, campaign, estimate
     "ldpfleet.commands.fleet",      # fleet, demo, broker-config
-    "ldpfleet.commands.flash",      # flash
+    "ldpfleet.commands.flash",      # flash, provision, device-cert
+    "ldpfleet.commands.devices",    # devices silent
     "ldpfleet.commands.configcmd",  # config check
 ]
 
