@@ -162,3 +162,31 @@ def test_progress_is_quiet_when_nothing_changes_and_can_be_switched_off(mosquitt
     assert "committed 50 messages since it started (cpu: 50 accepted" in full_log(serve)
     with Store(state) as store:
         assert json.loads(store.meta("ingest.ready"))["pid"] == serve.pid
+
+
+def test_token_files_name_their_tokens(tmp_path):
+    """`NAME:TOKEN` lines name each operator's token (what serve's log says); a bare token is
+    named after its file; comments, short tokens and repeats are handled or refused."""
+    import pytest
+    from ldpfleet.errors import ConfigError
+    from ldpfleet.service.http_api import ApiTokens
+
+    class Creds:
+        def __init__(self, token):
+            self.credentials = token
+
+    write = tmp_path / "http-write.token"
+    write.write_text("# who may advance and close\nalice:%s\nbob:%s\n\n" % ("a" * 32, "b" * 32))
+    read = tmp_path / "http-read.token"
+    read.write_text("r" * 40 + "\n")
+    tokens = ApiTokens.from_files(str(read), str(write))
+    assert tokens.write == {"alice": "a" * 32, "bob": "b" * 32}
+    assert tokens.read == {"http-read.token": "r" * 40}
+    assert ApiTokens.grants(Creds("b" * 32), tokens.write) == "bob"
+    assert ApiTokens.grants(Creds("b" * 31), tokens.write) is None
+    assert ApiTokens.grants(None, tokens.write) is None
+    for text, why in (("alice:short\n", "at least 16"), ("a:%s\na:%s\n" % ("x" * 20, "y" * 20),
+                                                         "given twice"), ("# none\n", "no token")):
+        write.write_text(text)
+        with pytest.raises(ConfigError, match=why):
+            ApiTokens.from_files(None, str(write))
