@@ -90,7 +90,8 @@ def test_every_series_the_rules_use_is_exported(mosquitto, tmp_path):
     devices.write_text("\n".join("dev%d" % i for i in range(40)) + "\n")
     port = free_port()
     serve = ServeProcess(mosquitto.url, state, metrics_port=port,
-                         extra_args=["--devices-file", str(devices), "--no-broker-check"]).start()
+                         extra_args=["--devices-file", str(devices), "--no-broker-check"])
+    serve.start(timeout=120)
     try:
         text = scrape_metrics_until(port, ['ldpfleet_campaign_coverage_ratio{campaign="cpu"} 0.75',
                                            "ldpfleet_ingest_subscribed 1.0"])

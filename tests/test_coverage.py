@@ -191,7 +191,7 @@ def test_the_dashboard_shows_accepted_of_n_provisioned(mosquitto, tmp_path, monk
     port = free_port()
     serve = ServeProcess(mosquitto.url, state, log_path=str(tmp_path / "serve.log"), extra_args=[
         "--http", "127.0.0.1:%d" % port, "--http-token-file", str(token), "--devices-file",
-        str(devices), "--no-broker-check"]).start()
+        str(devices), "--no-broker-check"]).start(timeout=120)
     monkeypatch.setenv("SE_OFFLINE", "true")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM

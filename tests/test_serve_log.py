@@ -84,7 +84,7 @@ def test_serve_logs_progress_changes_and_its_shutdown(mosquitto, tmp_path):
     serve = ServeProcess(mosquitto.url, state, batch_ms=20, log_path=str(tmp_path / "serve.log"),
                          extra_args=["--progress-interval", "3", "--http", "127.0.0.1:%d" % port,
                                      "--http-write-token-file", str(tokens),
-                                     "--no-broker-check"]).start()
+                                     "--no-broker-check"]).start(timeout=120)
     try:
         pub = publisher(mosquitto.url, "pub-log")
         # a burst: 1000 reports, 40 of them sent again, 3 truncated
@@ -137,7 +137,8 @@ def test_serve_logs_progress_changes_and_its_shutdown(mosquitto, tmp_path):
 def test_progress_is_quiet_when_nothing_changes_and_can_be_switched_off(mosquitto, tmp_path):
     state, camp = new_campaign(tmp_path, mosquitto.url, "cpu", "olh", 2.0, "0-63")
     serve = ServeProcess(mosquitto.url, state, log_path=str(tmp_path / "serve.log"),
-                         extra_args=["--progress-interval", "1", "--no-broker-check"]).start()
+                         extra_args=["--progress-interval", "1", "--no-broker-check"])
+    serve.start(timeout=120)
     time.sleep(3)
     assert serve.stop() == 0
     assert "progress:" not in full_log(serve)
@@ -148,7 +149,8 @@ def test_progress_is_quiet_when_nothing_changes_and_can_be_switched_off(mosquitt
     msgs = report_messages("cpu", camp.mechanism(1).perturb_batch(
         rng.integers(0, 64, 50).astype(np.uint32), rng))
     serve = ServeProcess(mosquitto.url, state, log_path=str(tmp_path / "serve2.log"),
-                         extra_args=["--progress-interval", "0", "--no-broker-check"]).start()
+                         extra_args=["--progress-interval", "0", "--no-broker-check"])
+    serve.start(timeout=120)
     try:
         pub = publisher(mosquitto.url, "pub-off")
         pub.publish_all(msgs)
