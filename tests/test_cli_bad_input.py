@@ -160,7 +160,7 @@ def cli_out(capsys, *args):
 
 def test_flash_dry_run_refusals(capsys, tmp_path, key_file):
     base = ["flash", "--port", "/dev/null", "--device-id", "b1", "--trusted-keys", key_file,
-            "--dry-run", "--march", "x64", "--stage-dir", tmp_path / "stage"]
+            "--dry-run", "--march", "x64", "--stage-dir", tmp_path / "stage", "--broker-host", "h"]
     for extra, says in [(["--value", "1e999"], "value"), (["--campaign", "a/b"], "campaign"),
                         (["--budget", "nan"], "budget"), (["--eps-cap", 0], "epsilon"),
                         (["--broker-port", 99999], "port")]:

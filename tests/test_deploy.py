@@ -411,3 +411,24 @@ def test_compose_config_is_valid(tmp_path):
     out = subprocess.run([docker, "compose", "-f", str(COMPOSE), "config", "-q"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_one_metrics_port_everywhere():
+    """README, the sample config, compose, the units, the Dockerfile and Prometheus' scrape
+    config use serve's one deployment metrics port (9100 was in some, 9108 in others)."""
+    from ldpfleet.commands.serve import DEFAULT_METRICS_PORT
+    port = str(DEFAULT_METRICS_PORT)
+    readme = (ROOT / "README.md").read_text() + (DEPLOY / "README.md").read_text()
+    given = re.findall(r"--metrics-port[ =](\d+)", readme)
+    assert given and set(given) == {port}, given
+    assert re.findall(r"^metrics_port = (\d+)", (DEPLOY / "ldpfleet.toml").read_text(), re.M) == [port]
+    args = re.findall(r"^      - (.+)$", compose_services()["serve"], re.M)
+    args = [a.strip('"') for a in args]
+    assert args[args.index("--metrics-port") + 1] == port
+    assert re.findall(r'"serve:(\d+)"', (DEPLOY / "prometheus" / "prometheus.yml").read_text()) == [port]
+    assert re.findall(r"^Environment=METRICS_PORT=(\d+)$",
+                      (UNITS / "ldpfleet-serve@.service").read_text(), re.M) == [port]
+    assert re.findall(r"^EXPOSE (\d+)$", (DEPLOY / "Dockerfile").read_text(), re.M) == [port]
+    everything = readme + "".join(p.read_text() for p in DEPLOY.rglob("*") if p.is_file()
+                                  and p.suffix in ("", ".yml", ".yaml", ".toml", ".service", ".md"))
+    assert "9100" not in everything

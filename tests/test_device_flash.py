@@ -88,7 +88,8 @@ def test_dry_run_without_a_stage_dir_keeps_what_its_commands_name(tmp_path):
     write_key_files(key_file)
     proc = subprocess.run([sys.executable, "-m", "ldpfleet.cli", "flash", "--port", "/dev/ttyACM0",
                            "--device-id", "board-2", "--trusted-keys", str(key_file), "--dry-run",
-                           "--march", "xtensawin"], capture_output=True, text=True, timeout=120)
+                           "--march", "xtensawin", "--broker-host", "10.0.0.2"],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     staged = proc.stdout.split("staged in ", 1)[1].split(",", 1)[0]
     try:

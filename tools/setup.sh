@@ -30,6 +30,11 @@ command -v make >/dev/null 2>&1 || need_apt+=(make)
 # headless Chromium and its WebDriver for the dashboard's browser test (tests/test_dashboard.py)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
+# promtool checks and unit-tests the alert rules of deploy/prometheus/ (tests/test_alert_rules.py);
+# Debian ships it in the prometheus package, whose server must not be left running (below)
+# (without its recommended node exporter, another server)
+need_apt_plain=()
+command -v promtool >/dev/null 2>&1 || need_apt_plain+=(prometheus)
 if [ "$need_py" = 0 ]; then
   # `python3 -m venv` needs ensurepip (Debian: python3-venv, or python3.X-venv for the
   # interpreter's own minor version); building the cffi extension needs Python.h (python3-dev).
@@ -41,12 +46,37 @@ if [ "$need_py" = 0 ]; then
     need_apt+=(python3-dev "python${pyver}-dev")
   fi
 fi
-if [ ${#need_apt[@]} -gt 0 ]; then
+if [ $(( ${#need_apt[@]} + ${#need_apt_plain[@]} )) -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
-  echo "setup: apt-get install ${need_apt[*]}"
+  echo "setup: apt-get install ${need_apt[*]} ${need_apt_plain[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+  if [ ${#need_apt[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+  fi
+  if [ ${#need_apt_plain[@]} -gt 0 ]; then
+    # Its server must not start: a policy-rc.d that denies every start, for this install only
+    # (kept if one was there), so the install also works where no systemd runs (containers);
+    # the unit it enabled is disabled again, so it does not start at the next boot either.
+    policy_rc=/usr/sbin/policy-rc.d
+    made_policy=0
+    if [ ! -e "$policy_rc" ]; then
+      printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy_rc" >/dev/null
+      $SUDO chmod 755 "$policy_rc"
+      made_policy=1
+    fi
+    status=0
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      "${need_apt_plain[@]}" || status=$?
+    if [ "$made_policy" = 1 ]; then $SUDO rm -f "$policy_rc"; fi
+    [ "$status" = 0 ] || exit "$status"
+    if command -v systemctl >/dev/null 2>&1; then  # works offline too (no systemd running)
+      $SUDO systemctl disable prometheus.service >/dev/null 2>&1 || true
+      if [ -d /run/systemd/system ]; then
+        $SUDO systemctl stop prometheus.service >/dev/null 2>&1 || true
+      fi
+    fi
+  fi
 fi
 
 # A venv whose interpreter is gone (the Python it was made from was removed or upgraded) is

@@ -155,9 +155,9 @@ def password_hash(password: str, salt: bytes = None, iterations: int = PBKDF2_IT
                             base64.b64encode(key).decode("ascii"))
 
 
-def read_device_ids(path: str) -> list:
+def read_device_ids(path: str, field: str = "device_id") -> list:
     """Device ids, one per line (blank lines and `#` comments skipped); each must match the
-    topic-segment rule of spec §4, and no id may repeat."""
+    topic-segment rule of spec §4, and no id may repeat (ConfigError naming `field`)."""
     ids, seen = [], set()
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
@@ -165,14 +165,14 @@ def read_device_ids(path: str) -> list:
             if not name:
                 continue
             if not NAME_RE.match(name):
-                raise ConfigError("device_id", "%s:%d: %r does not match [A-Za-z0-9_-]{1,64}"
+                raise ConfigError(field, "%s:%d: %r does not match [A-Za-z0-9_-]{1,64}"
                                   % (path, lineno, name))
             if name in seen:
-                raise ConfigError("device_id", "%s:%d: %r listed twice" % (path, lineno, name))
+                raise ConfigError(field, "%s:%d: %r listed twice" % (path, lineno, name))
             seen.add(name)
             ids.append(name)
     if not ids:
-        raise ConfigError("device_id", "%s lists no device ids" % path)
+        raise ConfigError(field, "%s lists no device ids" % path)
     return ids
 
 
@@ -239,17 +239,18 @@ def _read_credentials(path: str) -> dict:
     return creds
 
 
-def read_device_logins(path: str) -> list:
-    """[(username, password)] of the `device` rows of a credentials.csv, in file order."""
+def read_device_logins(path: str, field: str = "device_logins") -> list:
+    """[(username, password)] of the `device` rows of a credentials.csv, in file order
+    (ConfigError naming `field`, the option that named the file)."""
     try:
         with open(path, newline="") as f:
             rows = [r for r in csv.DictReader(f) if r.get("role") == "device"]
     except OSError as exc:
-        raise ConfigError("device_logins", "cannot read %s: %s" % (path, exc.strerror)) from None
+        raise ConfigError(field, "cannot read %s: %s" % (path, exc.strerror)) from None
     except csv.Error as exc:
-        raise ConfigError("device_logins", "%s: %s" % (path, exc)) from None
+        raise ConfigError(field, "%s: %s" % (path, exc)) from None
     if not rows or not all(r.get("username") and r.get("password") for r in rows):
-        raise ConfigError("device_logins", "%s has no role,username,password rows of role device "
+        raise ConfigError(field, "%s has no role,username,password rows of role device "
                           "(broker-config's credentials.csv has)" % path)
     return [(uncell(r["username"]), r["password"]) for r in rows]
 

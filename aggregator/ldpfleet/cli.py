@@ -11,7 +11,8 @@ COMMAND_MODULES = [
     "ldpfleet.commands.plan",       # plan
     "ldpfleet.commands.service",    # serve, campaign, estimate
     "ldpfleet.commands.fleet",      # fleet, demo, broker-config
-    "ldpfleet.commands.flash",      # flash
+    "ldpfleet.commands.flash",      # flash, provision, device-cert
+    "ldpfleet.commands.devices",    # devices silent
     "ldpfleet.commands.configcmd",  # config check
 ]
 
@@ -27,6 +28,9 @@ def build_parser():
                         help="options from this TOML file (else $LDPFLEET_CONFIG, else "
                              "./ldpfleet.toml if it exists); precedence: flag > LDPFLEET_<NAME> "
                              "environment variable > file > default. `ldpfleet config check`")
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="the installed version, the state schema and the wire protocol "
+                             "it speaks, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     broken = []
     for name in COMMAND_MODULES:
@@ -40,6 +44,16 @@ def build_parser():
         module.register(sub)
     configfile.install(parser)
     return parser, broken
+
+
+def version_line() -> str:
+    """`ldpfleet --version`: the package version (its metadata), the state schema version this
+    code writes (an older state is migrated at start, a newer one refused: docs/upgrade.md)
+    and the protocol version of its messages."""
+    from . import __version__, protocol
+    from .service.store_sql import SCHEMA_VERSION
+    return "ldpfleet %s (state schema %d, protocol v%d)" % (__version__, SCHEMA_VERSION,
+                                                           protocol.PROTOCOL_VERSION)
 
 
 def main(argv=None):

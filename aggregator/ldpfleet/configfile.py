@@ -113,10 +113,20 @@ def command_parsers(parser, prefix=()):
     return out
 
 
+def command_line_only(action):
+    """Mark an option that neither the config file nor the environment may set (e.g. a
+    board's own password file: a `password_file` of the file, or LDPFLEET_PASSWORD_FILE, is
+    the operator's login and must never end up on a board). Returns the action."""
+    action.command_line_only = True
+    return action
+
+
 def options(parser):
-    """{dest: action} of a parser's settable options (not positionals, help or --config)."""
+    """{dest: action} of a parser's settable options (not positionals, help, --config or
+    `command_line_only` ones)."""
     return {a.dest: a for a in parser._actions
             if a.option_strings and a.dest not in SKIP_DESTS and a.dest != argparse.SUPPRESS
+            and not getattr(a, "command_line_only", False)
             and not isinstance(a, (argparse._HelpAction, argparse._VersionAction,
                                    argparse._SubParsersAction))}
 

@@ -27,7 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DEVICE_DIR = ROOT / "device"
+PACKAGED_DEVICE_DIR = Path(__file__).resolve().parent / "device_client"
+"""The device client inside an installed package (setup.py copies device/ldp/*.py and
+device/main.py there when it builds a wheel)."""
+DEVICE_DIR = (PACKAGED_DEVICE_DIR if (PACKAGED_DEVICE_DIR / "main.py").is_file()
+              else ROOT / "device")
+"""The MicroPython client's sources: the installed package's copy, else the checkout's device/."""
 EXIT_DONE, EXIT_CORRUPT_LEDGER, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_CRASH_POINT = 0, 1, 2, 3, 75
 MARCHES = ("x64", "x86", "armv6m", "armv7m", "armv7emsp", "armv7emdp", "xtensa", "xtensawin",
            "rv32imc")

@@ -1,14 +1,11 @@
-"""`ldpfleet flash`: install the MicroPython device client on a board.
+"""`ldpfleet flash` (one board), `ldpfleet provision` (the bundles of a whole fleet) and
+`ldpfleet device-cert` (a C client's certificate). What a bundle holds: ldpfleet.boards.
 
-Precompiles device/ldp with `mpy-cross -march=<arch>` (viper code is architecture specific),
-writes identity.json (device id, the public keys it trusts — no secret that signs —, its own ε cap and lifetime budget, broker;
-with --broker-ca the CA certificate goes to the board as ca.der and the device speaks TLS)
-and optionally value.json, then copies everything with one `mpremote connect PORT fs cp ...`
-chain. `--dry-run` prints the files and the command without touching a board.
+flash: stages the board's bundle (device/ldp compiled with `mpy-cross -march=<arch>`,
+identity.json naming its broker, ledger.init, the broker's CA, value.json) and copies it with
+one `mpremote connect PORT fs cp ...` chain; `--bundle DIR` copies a bundle `provision` wrote;
+`--dry-run` prints the files and the commands without touching a board.
 """
-import json
-import math
-import os
 import shlex
 import shutil
 import subprocess
@@ -16,22 +13,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import device_runner, protocol
+from .. import boards
+from ..boards import BOARD_MARCHES, BoardOptions, Login
 from ..config import NAME_RE
+from ..configfile import command_line_only
 from ..errors import ConfigError
-from ..signing import read_public_keys
 from . import tcp_port
 
-BOARD_MARCHES = ("xtensawin", "xtensa", "armv6m", "armv7m", "armv7emsp", "armv7emdp", "rv32imc", "x64")
 
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "flash", help="install the MicroPython device client on a board (mpy-cross + mpremote)",
-        description=__doc__.split("\n\n")[1].replace("\n", " "))
-    p.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
-    p.add_argument("--device-id", required=True, help="device id ([A-Za-z0-9_-]{1,64})")
-    p.add_argument("--trusted-keys", required=True, metavar="FILE",
+def _board_args(p):
+    """The options every board of a fleet shares (boards.BoardOptions)."""
+    p.add_argument("--trusted-keys", default=None, metavar="FILE",
                    help="the public key(s) the board trusts: PATH.pub from `campaign keygen PATH` "
                         "(a JSON list of up to 8 keys is taken too)")
     p.add_argument("--march", default="xtensawin", choices=BOARD_MARCHES,
@@ -41,7 +33,8 @@ def register(subparsers):
                    help="the device's own per-report ε cap (nats, multiple of 0.001; default 4)")
     p.add_argument("--budget", type=float, default=40.0,
                    help="the device's lifetime ε budget (nats; default 40)")
-    p.add_argument("--broker-host", default=None, help="MQTT broker host written to identity.json")
+    p.add_argument("--broker-host", default=None,
+                   help="the broker the board connects to (required: identity.json names it)")
     p.add_argument("--broker-port", type=tcp_port, default=None, help="default 1883, 8883 with --broker-ca")
     p.add_argument("--broker-ca", default=None, metavar="PEM",
                    help="CA certificate of the broker's TLS certificate: copied to the board as "
@@ -52,21 +45,62 @@ def register(subparsers):
                         "and key, copied as client.der / client.key.der; the board logs in with "
                         "them instead of a password (needs --broker-ca and --client-ca-key)")
     p.add_argument("--client-ca-key", default=None, metavar="PEM", help="the fleet CA's key")
-    p.add_argument("--credentials", default=None, metavar="CSV",
-                   help="with --client-ca: broker-config's credentials.csv; the device id must be "
-                        "a device row there (aggregator-side logins never get a certificate)")
-    p.add_argument("--username", default=None, help="MQTT username (broker-config ACLs)")
-    p.add_argument("--password", default=None, help="MQTT password")
     p.add_argument("--wifi-ssid", default=None)
-    p.add_argument("--wifi-password", default=None)
+    p.add_argument("--wifi-password-file", default=None, metavar="FILE",
+                   help="the Wi-Fi password, first line of FILE")
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "flash", help="install the MicroPython device client on a board (mpy-cross + mpremote)",
+        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
+    p.add_argument("--bundle", default=None, metavar="DIR",
+                   help="copy this bundle of `ldpfleet provision` (every other board option "
+                        "comes from it)")
+    p.add_argument("--device-id", default=None, help="device id ([A-Za-z0-9_-]{1,64})")
+    _board_args(p)
+    p.add_argument("--credentials", default=None, metavar="CSV",
+                   help="broker-config's credentials.csv: the board logs in as its device id "
+                        "with the password of that row")
+    p.add_argument("--username", default=None,
+                   help="MQTT username (default with --password-file: the device id)")
+    command_line_only(p.add_argument(
+        "--password-file", dest="board_password_file", default=None, metavar="FILE",
+        help="the board's MQTT password, first line of FILE (the board's own login: never read "
+             "from the config file or the environment)"))
+    command_line_only(p.add_argument(
+        "--password", dest="board_password", default=None,
+        help="deprecated: the board's MQTT password on the command line, where every local "
+             "user sees it (`ps`); use --credentials or --password-file"))
+    command_line_only(p.add_argument(
+        "--wifi-password", default=None,
+        help="deprecated: the Wi-Fi password on the command line; use --wifi-password-file"))
     p.add_argument("--campaign", default=None, help="campaign this device reports to (value.json)")
     p.add_argument("--value", default=None,
                    help="the device's item as JSON (5, \"cpu\", [1, 2]) or a bare string")
     p.add_argument("--mpremote", default="mpremote", help="mpremote executable")
     p.add_argument("--stage-dir", default=None,
-                   help="stage the files here and keep them (default: a temp dir, removed)")
+                   help="stage the bundle here and keep it (default: a temp dir, removed)")
     p.add_argument("--dry-run", action="store_true", help="print files and commands only")
     p.set_defaults(func=run_flash_command)
+
+    pv = subparsers.add_parser(
+        "provision", help="write one complete bundle per board of a fleet (credentials.csv)",
+        description="For every device row of broker-config's credentials.csv, OUT/<device id>/ "
+                    "gets what `flash` puts on that board: the client compiled for --march "
+                    "(compiled once, hard-linked into every bundle), identity.json (0600: its "
+                    "login and password from credentials.csv, its broker, the trusted keys, "
+                    "Wi-Fi from --wifi-password-file), ledger.init and the broker's CA. Then "
+                    "`ldpfleet flash --bundle OUT/<id> --port /dev/ttyUSB0` puts one on a board. "
+                    "Secrets only come from files.")
+    pv.add_argument("--credentials", required=True, metavar="CSV",
+                    help="broker-config's credentials.csv (the rows of role device)")
+    pv.add_argument("--out", required=True, metavar="DIR",
+                    help="output directory (made 0700: the bundles hold passwords)")
+    _board_args(pv)
+    pv.add_argument("--json", action="store_true")
+    pv.set_defaults(func=run_provision_command)
 
     dc = subparsers.add_parser(
         "device-cert", help="issue a device's TLS client certificate from the fleet CA (C client)",
@@ -86,113 +120,158 @@ def register(subparsers):
     dc.set_defaults(func=run_device_cert_command)
 
 
-def client_certificate(out: Path, args) -> dict:
-    """Issue the board's certificate from the fleet CA into `out` (the key 0600); returns the
-    identity's tls entries."""
-    from .. import certs
-    ca_cert, ca_key = certs.load_ca(args.client_ca, args.client_ca_key)
-    cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id,
-                                               credentials=args.credentials)
-    cert_der, key_der = certs.encode(cert, key, der=True)
-    (out / "client.der").write_bytes(cert_der)
-    fd = os.open(out / "client.key.der", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key_der)
-    return {"cert_file": "client.der", "key_file": "client.key.der"}
+def _warn(text: str):
+    print("ldpfleet: warning: %s" % text, file=sys.stderr)
 
 
-def ca_der(path) -> bytes:
-    """The CA certificate at `path` (PEM or DER) as DER, the form MicroPython's mbedTLS loads."""
-    import ssl
-    data = Path(path).read_bytes()
-    if data.lstrip().startswith(b"-----BEGIN"):
-        try:
-            return ssl.PEM_cert_to_DER_cert(data.decode("ascii"))
-        except ValueError as exc:
-            raise ConfigError("broker_ca", "%s: %s" % (path, exc)) from None
-    return data
+def board_options(args) -> BoardOptions:
+    """The shared board options of `flash` / `provision` (trusted keys read, secrets from files)."""
+    from ..signing import read_public_keys
+    if not args.trusted_keys:
+        raise ConfigError("trusted_keys", "--trusted-keys PATH.pub is required (the keys the "
+                          "board trusts)")
+    wifi_password = None
+    if args.wifi_password_file:
+        wifi_password = boards.read_secret_file(args.wifi_password_file, "wifi_password_file")
+    elif getattr(args, "wifi_password", None) is not None:
+        _warn("--wifi-password is visible in the process list; use --wifi-password-file")
+        wifi_password = args.wifi_password
+    return BoardOptions(trusted_keys=read_public_keys(args.trusted_keys),
+                        broker_host=args.broker_host, march=args.march, eps_cap=args.eps_cap,
+                        budget=args.budget, broker_port=args.broker_port,
+                        broker_ca=args.broker_ca, client_ca=args.client_ca,
+                        client_ca_key=args.client_ca_key, wifi_ssid=args.wifi_ssid,
+                        wifi_password=wifi_password,
+                        credentials=getattr(args, "credentials", None)).check()
 
 
-def parse_value(text):
-    """The device's item from --value: JSON int, string or list of them, else the bare text."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    items = value if isinstance(value, list) else [value]
-    if not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in items):
-        raise ConfigError("value", "an int, a string or a list of them, got %r" % text)
-    return value
+def device_logins(path: str) -> dict:
+    """{device id: Login} of the device rows of a credentials.csv."""
+    from ..broker import read_device_logins
+    logins = {}
+    for user, password in read_device_logins(path, field="credentials"):
+        if not NAME_RE.match(user):
+            raise ConfigError("credentials", "%s: device %r is not a device id "
+                              "([A-Za-z0-9_-]{1,64})" % (path, user))
+        logins[user] = Login(user, password)
+    return logins
 
 
-def budget_milli(budget: float) -> int:
-    """The lifetime budget in milli-nats (not capped like a per-report ε)."""
-    if not (math.isfinite(budget) and budget > 0):
-        raise ConfigError("budget", "must be a positive number, got %r" % budget)
-    return int(round(budget * 1000))
+def _flash_login(args):
+    """The board's login for `flash`: from --credentials, --password-file or (deprecated)
+    --password; None without any."""
+    given = [f for f, v in (("credentials", args.credentials),
+                            ("password_file", args.board_password_file),
+                            ("password", args.board_password)) if v]
+    if len(given) > 1:
+        raise ConfigError(given[1], "give one of --credentials, --password-file, --password")
+    if args.credentials:
+        login = device_logins(args.credentials).get(args.device_id)
+        if login is None:
+            raise ConfigError("credentials", "%s has no device row for %s (broker-config "
+                              "--devices-file lists the fleet)" % (args.credentials, args.device_id))
+        if args.username and args.username != login.username:
+            raise ConfigError("username", "--credentials logs the board in as %s" % login.username)
+        return login
+    if args.board_password_file:
+        return Login(args.username or args.device_id,
+                     boards.read_secret_file(args.board_password_file, "password_file"))
+    if args.board_password is not None:
+        _warn("--password is visible in the process list; use --credentials or --password-file")
+        return Login(args.username or args.device_id, args.board_password)
+    return None
 
 
-def stage(out_dir, args, trusted_keys) -> list:
-    """Write every file the board needs into `out_dir`; returns their paths relative to it."""
-    if not NAME_RE.match(args.device_id):
-        raise ConfigError("device_id", "must match [A-Za-z0-9_-]{1,64}")
-    out = Path(out_dir)
-    device_runner.compile_mpy(out, march=args.march)
-    broker = None
-    extra_files = []
+def _stage_single(staged, args) -> list:
+    if not NAME_RE.match(args.device_id or ""):
+        raise ConfigError("device_id", "--device-id must match [A-Za-z0-9_-]{1,64}")
     if args.campaign is not None and not NAME_RE.match(args.campaign):
         raise ConfigError("campaign", "must match [A-Za-z0-9_-]{1,64}")
-    if args.broker_ca and not args.broker_host:
-        raise ConfigError("broker_ca", "--broker-ca needs --broker-host")
-    if (args.client_ca is None) != (args.client_ca_key is None) or (args.client_ca and not args.broker_ca):
-        raise ConfigError("client_ca", "--client-ca needs --client-ca-key and --broker-ca (TLS)")
-    if args.broker_host:
-        default_port = 8883 if args.broker_ca else 1883
-        broker = {"host": args.broker_host, "port": args.broker_port or default_port}
-        if args.username is not None:
-            broker.update(user=args.username, password=args.password)
-        if args.broker_ca:
-            (out / "ca.der").write_bytes(ca_der(args.broker_ca))
-            broker["tls"] = {"ca_file": "ca.der"}
-            extra_files.append("ca.der")
-        if args.client_ca:
-            broker["tls"].update(client_certificate(out, args))
-            extra_files += ["client.der", "client.key.der"]
-    wifi = {"ssid": args.wifi_ssid, "password": args.wifi_password or ""} if args.wifi_ssid else None
-    identity = device_runner.identity_doc(args.device_id, trusted_keys,
-                                          protocol.eps_to_milli(args.eps_cap),
-                                          budget_milli(args.budget), broker, wifi)
-    fd = os.open(out / "identity.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(identity, f)
-    # generation 0 of the ledger (spec §7.4) as ledger.init: the board adopts it only when it
-    # has no ledger yet, so flashing a board again never resets the budget it has spent
-    device_runner.write_ledger(out, device_runner.EMPTY_LEDGER, 0, name="ledger.init")
-    files = sorted(str(p.relative_to(out)) for p in (out / "ldp").glob("*.mpy"))
-    files += ["main.py", "identity.json", "ledger.init"] + extra_files
+    options = board_options(args)
+    value = None
     if args.campaign is not None or args.value is not None:
-        (out / "value.json").write_text(json.dumps({"campaign": args.campaign,
-                                                    "value": parse_value(args.value)}))
-        files.append("value.json")
-    return files
+        value = {"campaign": args.campaign, "value": boards.parse_value(args.value)}
+    return boards.stage_board(staged, args.device_id, options, _flash_login(args), value=value)
 
 
-def mpremote_commands(mpremote, port, staged_dir, files) -> list:
-    """[mkdir :ldp (may fail: the directory exists), copy every file + reset]."""
-    mkdir = [mpremote, "connect", port, "fs", "mkdir", ":ldp"]
-    copy = [mpremote, "connect", port]
+def run_flash_command(args):
+    if args.bundle:
+        used = [f for f in ("device_id", "credentials", "board_password_file", "board_password",
+                            "campaign", "value", "stage_dir")
+                if getattr(args, f)]
+        if used:
+            raise ConfigError(used[0], "--bundle takes everything from the bundle; --%s is not "
+                              "used with it" % used[0].replace("board_", "").replace("_", "-"))
+        staged, keep = args.bundle, True
+        files = boards.read_bundle(staged)["files"]
+    else:
+        staged = args.stage_dir or tempfile.mkdtemp(prefix="ldpfleet-flash-")
+        keep = bool(args.stage_dir) or args.dry_run  # a dry run's commands point into the stage
+        files = None
+    try:
+        if files is None:
+            files = _stage_single(staged, args)
+        mkdir, copy = boards.mpremote_commands(args.mpremote, args.port, staged, files)
+        if args.dry_run:
+            _print_plan(args, staged, files, (mkdir, copy))
+            return 0
+        if shutil.which(args.mpremote) is None:
+            print("ldpfleet flash: %s not found (pip install mpremote)" % args.mpremote, file=sys.stderr)
+            return 2
+        subprocess.run(mkdir, check=False)
+        return subprocess.run(copy).returncode
+    finally:
+        if not keep:
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+def _print_plan(args, staged, files, commands):
+    if args.bundle:
+        print("files (bundle %s):" % staged)
+    else:
+        print("files (staged in %s, kept so the commands below can run; it holds the "
+              "device's identity: delete it afterwards):" % staged)
     for rel in files:
-        copy += ["fs", "cp", str(Path(staged_dir) / rel), ":" + rel, "+"]
-    return [mkdir, copy + ["reset"]]
+        print("  %-22s %6d bytes" % (rel, (Path(staged) / rel).stat().st_size))
+    if not args.bundle:
+        print("compiled with:")
+        for cmd in boards.mpy_cross_commands(args.march, staged):
+            print("  " + " ".join(shlex.quote(c) for c in cmd))
+    print("copy to the board with:")
+    for cmd in commands:
+        print("  " + " ".join(shlex.quote(c) for c in cmd))
 
 
-def mpy_cross_commands(march: str, out_dir) -> list:
-    """The mpy-cross command lines `stage` runs (device_runner.compile_mpy), for --dry-run."""
-    cross = device_runner.mpy_cross_binary()
-    return [[cross, "-march=" + march, "-s", str(rel), "-o", str(Path(out_dir) / rel.with_suffix(".mpy")),
-             str(src)] for rel, src in device_runner.device_sources() if rel.name != "main.py"]
+def run_provision_command(args):
+    import json
+    import os
+    options = board_options(args)
+    logins = device_logins(args.credentials)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.chmod(out, 0o700)
+    lib_dir = out / (".lib-" + options.march)
+    library = (lib_dir, boards.compile_library(lib_dir, options.march))
+    for device_id, login in logins.items():
+        boards.stage_board(out / device_id, device_id, options,
+                           None if options.client_ca else login, library=library)
+    first = next(iter(logins))
+    summary = {"bundles": len(logins), "out": str(out), "march": options.march,
+               "broker": {"host": options.broker_host,
+                          "port": options.broker_port or (8883 if options.broker_ca else 1883),
+                          "tls": bool(options.broker_ca),
+                          "login": "certificate" if options.client_ca else "password"},
+               "flash": "ldpfleet flash --bundle %s --port /dev/ttyUSB0"
+                        % shlex.quote(str(out / first))}
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        print("wrote %d board bundles into %s (client compiled for %s; broker %s:%d%s, login by "
+              "%s); each holds its board's password: keep the directory private" % (
+                  len(logins), out, options.march, options.broker_host, summary["broker"]["port"],
+                  " over TLS" if options.broker_ca else "", summary["broker"]["login"]))
+        print("flash a board: %s" % summary["flash"])
+    return 0
 
 
 def run_device_cert_command(args):
@@ -204,38 +283,10 @@ def run_device_cert_command(args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "client.crt").write_bytes(cert_pem)
+    import os
     fd = os.open(out / "client.key", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(key_pem)
     print("wrote %s and %s (CN %s, signed by %s)" % (out / "client.crt", out / "client.key",
                                                      args.device_id, args.client_ca))
     return 0
-
-
-def run_flash_command(args):
-    trusted_keys = read_public_keys(args.trusted_keys)
-    staged = args.stage_dir or tempfile.mkdtemp(prefix="ldpfleet-flash-")
-    keep = bool(args.stage_dir) or args.dry_run  # a dry run's commands point into the stage
-    try:
-        files = stage(staged, args, trusted_keys)
-        mkdir, copy = mpremote_commands(args.mpremote, args.port, staged, files)
-        if args.dry_run:
-            print("files (staged in %s, kept so the commands below can run; it holds the "
-                  "device's identity: delete it afterwards):" % staged)
-            for rel in files:
-                print("  %-22s %6d bytes" % (rel, (Path(staged) / rel).stat().st_size))
-            print("compiled with:")
-            for cmd in mpy_cross_commands(args.march, staged):
-                print("  " + " ".join(shlex.quote(c) for c in cmd))
-            print("copy to the board with:")
-            for cmd in (mkdir, copy):
-                print("  " + " ".join(shlex.quote(c) for c in cmd))
-            return 0
-        if shutil.which(args.mpremote) is None:
-            print("ldpfleet flash: %s not found (pip install mpremote)" % args.mpremote, file=sys.stderr)
-            return 2
-        subprocess.run(mkdir, check=False)
-        return subprocess.run(copy).returncode
-    finally:
-        if not keep:
-            shutil.rmtree(staged, ignore_errors=True)

@@ -243,7 +243,8 @@ next steps:
    login while serve runs: it would take over serve's connection. Without a login serve logs
    "Not authorized" and retries forever.
 3. %(devices)s lists the devices (one id per line): each may publish only its own report topic,
-   logging in with its id and its password from %(creds)s (role device); `ldpfleet flash
-   --username ID --password ...` writes them into the board's identity.json, and the C client
-   reads them from its identity file (broker.user / broker.password).
+   logging in with its id and its password from %(creds)s (role device); `ldpfleet
+   provision --credentials %(creds)s --out bundles/ --broker-host HOST ...` writes every
+   board's bundle with them (`ldpfleet flash --bundle bundles/ID --port ...` flashes one), and
+   the C client reads them from its identity file (broker.user / broker.password).
    Re-running broker-config keeps every password already in %(creds)s."""

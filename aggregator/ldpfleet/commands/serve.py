@@ -9,6 +9,11 @@ from ..config import NAME_RE
 from ..errors import ConfigError
 from . import duration, host_address, non_negative, positive_int, tcp_port
 
+DEFAULT_METRICS_PORT = 9108
+"""The metrics port of every deployment file (README, deploy/ldpfleet.toml, compose, the
+systemd units, Prometheus' scrape config): one number everywhere (tests/test_deploy.py). Not
+9100, the node exporter's, which often runs on the same machine."""
+
 
 def register(subparsers, broker_args, state_arg):
     s = subparsers.add_parser(
@@ -48,7 +53,18 @@ def register(subparsers, broker_args, state_arg):
                         "MQTT 5, clean_start=False + --session-expiry")
     s.add_argument("--status-interval", type=duration, default=30.0,
                    help="seconds between retained status publications (0: never)")
-    s.add_argument("--metrics-port", type=tcp_port, default=None, help="serve Prometheus metrics here")
+    s.add_argument("--progress-interval", type=duration, default=30.0, metavar="SECONDS",
+                   help="log what was committed per campaign (accepted/s, duplicates, "
+                        "rejected, broker drops) at most this often, when something changed "
+                        "(default 30; 0: never). Campaign changes and the shutdown are always "
+                        "logged")
+    s.add_argument("--devices-file", default=None, metavar="FILE",
+                   help="the provisioned fleet, one device id per line (broker-config's "
+                        "--devices-file): coverage (devices that reported / provisioned) in the "
+                        "API, the dashboard and /metrics; re-read when it changes")
+    s.add_argument("--metrics-port", type=tcp_port, default=None,
+                   help="serve Prometheus metrics here (the deployment files use %d)"
+                   % DEFAULT_METRICS_PORT)
     s.add_argument("--metrics-bind", type=host_address, default="127.0.0.1", metavar="ADDR",
                    help="address the metrics listen on (default 127.0.0.1; 0.0.0.0 for every "
                         "interface, e.g. for a Prometheus on another machine)")
@@ -129,11 +145,13 @@ def run_serve(args):
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
                             purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key,
                             max_devices_per_login=args.max_devices_per_login)
+    from ..service.coverage import fleet_of
+    fleet = fleet_of(args.devices_file)
     metrics = None
     http = _http_address(args)
     if args.metrics_port is not None or http:
         from ..service.http_metrics import ServiceMetrics
-        metrics = ServiceMetrics(state_url=args.state)  # + the state's committed totals
+        metrics = ServiceMetrics(state_url=args.state, fleet=fleet)  # + the committed totals
     if args.metrics_port is not None and not (http and http[1] == args.metrics_port):
         try:
             metrics.serve(args.metrics_port, addr=args.metrics_bind)
@@ -156,12 +174,27 @@ def run_serve(args):
             "`ldpfleet broker-check` with the admin login instead", broker.username)
     elif not args.no_broker_check:
         _preflight(broker)
+    if metrics is not None:
+        metrics.ingest_subscribed(lambda: ingestor.connected)
     if http:
-        _start_http(args, http, metrics, broker, ingestor)
+        _start_http(args, http, metrics, broker, ingestor, fleet)
+    from ..service.progress import ProgressLog
+    ingestor.progress = ProgressLog(args.state, client_id, interval=args.progress_interval)
+    stop_reason = []
+
+    def stop(signum, _frame):
+        stop_reason.append(signal.Signals(signum).name)
+        ingestor.stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: ingestor.stop())
+        signal.signal(sig, stop)
     logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
-    ingestor.run()
+    try:
+        ingestor.run()
+    except BaseException as exc:
+        ingestor.progress.stopped("error: %s" % (str(exc).strip() or type(exc).__name__))
+        raise
+    ingestor.progress.stopped(stop_reason[0] if stop_reason else "stopped")
     lock.close()
     return 0
 
@@ -189,7 +222,7 @@ def _http_address(args):
     return host, port
 
 
-def _start_http(args, address, metrics, broker, ingestor):
+def _start_http(args, address, metrics, broker, ingestor, fleet=None):
     """The HTTP API (service/http_api.py) in a daemon thread, with its own store connections;
     /readyz follows the ingest's broker connection."""
     import argparse
@@ -201,7 +234,7 @@ def _start_http(args, address, metrics, broker, ingestor):
             password=None, password_file=args.http_admin_password_file))
         broker = dataclasses.replace(broker, username=args.http_admin_username, password=password)
     app = create_app(args.state, metrics=metrics, tokens=args.http_tokens, broker=broker,
-                     ready=lambda: ingestor.connected,
+                     ready=lambda: ingestor.connected, fleet=fleet,
                      allowed_hosts=[address[0]] + list(args.http_allowed_hosts))
     start_http(app, *address)
     logging.getLogger("ldpfleet.service").info("HTTP API on http://%s:%d/", *address)

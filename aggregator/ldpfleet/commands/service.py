@@ -126,6 +126,9 @@ def register(subparsers):
     st.add_argument("name")
     _state_arg(st)
     st.add_argument("--confidence", type=float, default=0.95)
+    st.add_argument("--devices-file", default=None, metavar="FILE",
+                    help="the provisioned fleet (one device id per line): coverage = its "
+                         "devices with an accepted report / all of them")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=run_status)
 
@@ -233,6 +236,12 @@ def register(subparsers):
     e.set_defaults(func=run_estimate)
 
 
+def _record(store, name: str, action: str, detail: str = None):
+    """This command's change of campaign `name`, for serve's log (service/lifecycle.py)."""
+    from ..service import lifecycle
+    lifecycle.record(store, name, action, lifecycle.cli_origin(), detail)
+
+
 def _split(text):
     return [t.strip() for t in str(text).split(",") if t.strip()]
 
@@ -243,9 +252,11 @@ def _create_protocol(args):
         raise ConfigError("param", "--param is for --mechanism campaigns; --protocol takes its "
                           "own options")
     with open_store(args) as store:
-        return create_protocol_campaign(
+        camp = create_protocol_campaign(
             store, _command_broker(args, store), args.signing_key_file, args.name, args.protocol, args.epsilon,
             args.domain, ProtocolOptions.from_args(args), _issuance(args))
+        _record(store, camp.name, "create")
+        return camp
 
 
 def _issuance(args):
@@ -284,6 +295,7 @@ def run_create(args):
     with open_store(args) as store:
         camp = create_campaign(store, _command_broker(args, store), args.signing_key_file, args.name, mechanisms,
                                epsilons, args.domain, params=params, issue=_issuance(args))
+        _record(store, camp.name, "create")
     return _print_created(args, camp)
 
 
@@ -306,8 +318,10 @@ def _print_created(args, camp):
 
 def run_status(args):
     from ..service.campaigns import campaign_status
+    from ..service.coverage import fleet_of
+    fleet = fleet_of(args.devices_file)
     with open_store(args, create=False) as store:
-        status = campaign_status(store, args.name, confidence=args.confidence)
+        status = campaign_status(store, args.name, confidence=args.confidence, fleet=fleet)
     if args.json:
         print(json.dumps(status, sort_keys=True))
         return 0
@@ -326,6 +340,8 @@ def run_status(args):
     for reason, count in status["rejected"].items():
         if reason != "duplicate":
             print("  rejected %-16s %d" % (reason, count))
+    from .devices import coverage_line
+    print(coverage_line(status["coverage"]))
     drops = status.get("broker_drops")
     if drops and drops["seen_by_serve"]:
         print("WARNING: the broker dropped %d messages while serve watched (its counter: %d)%s"
@@ -392,6 +408,7 @@ def run_close(args):
     with open_store(args, create=False) as store:
         broker = _command_broker(args, store)
         camp = close_campaign(store, args.name, broker=broker, signing_key_file=args.signing_key_file)
+        _record(store, camp.name, "close")
     if broker is None:
         print("campaign %s closed (devices were not told: give --broker to publish the signed "
               "close)" % camp.name)
@@ -435,8 +452,11 @@ def run_phase2(args):
             camp = store.require_campaign(args.name)
             candidates = [protocol.item_key(i)
                           for i in _items(args.candidates, camp.config["domain"]["type"])]
+        moving = store.require_campaign(args.name).phase < 2
         camp = publish_phase2(store, _command_broker(args, store), args.name, candidates=candidates, model=model,
                               signing_key_file=args.signing_key_file)
+        if moving:
+            _record(store, camp.name, "phase2")
     print("campaign %s is in phase %d; phase-2 message retained on ldp/%s/phase2"
           % (camp.name, camp.phase, camp.name))
     return 0
@@ -451,6 +471,8 @@ def run_advance(args):
     from ..service.protocol_campaigns import advance_campaign
     with open_store(args, create=False) as store:
         out = advance_campaign(store, _command_broker(args, store), args.name, signing_key_file=args.signing_key_file)
+        from ..service import lifecycle
+        _record(store, args.name, "advance", lifecycle.advance_detail(out))
     if args.json:
         print(json.dumps(out, sort_keys=True))
     elif out.get("branch") == "flat":

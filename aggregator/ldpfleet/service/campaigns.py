@@ -344,8 +344,10 @@ def campaign_rows(store: Store) -> list:
     return rows
 
 
-def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
-    """Everything `ldpfleet campaign status` prints."""
+def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=None) -> dict:
+    """Everything `ldpfleet campaign status` prints. `fleet`: the provisioned devices
+    (coverage.ProvisionedFleet) that `coverage` counts."""
+    from .coverage import coverage
     from .retention import purge_record
     camp = store.require_campaign(name)
     counters = store.counters(name)
@@ -377,4 +379,5 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95) -> dict:
             "rejected": rejected, "rejected_total": sum(rejected.values()), "phases": phases,
             "protocol": camp.protocol, "branch": (camp.protocol or {}).get("branch"),
             "delivery": camp.config.get("delivery"),
-            "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name)}
+            "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name),
+            "coverage": coverage(store, name, fleet)}

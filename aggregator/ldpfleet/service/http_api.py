@@ -20,6 +20,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -44,34 +45,69 @@ STORE_TIMEOUT = 10.0
 """Seconds a request waits for the state (a write waits for serve's batch to commit)."""
 
 
+TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
 @dataclass
 class ApiTokens:
-    """The bearer tokens: `read` (None: reads are open) and `write` (None: read-only API)."""
+    """The bearer tokens, each with a name (what serve's log says when a write endpoint is
+    used): `read` and `write` map name -> token (None: reads open / read-only API; a bare
+    string is one token named after its role)."""
 
-    read: str = None
-    write: str = None
+    read: dict = None
+    write: dict = None
+
+    def __post_init__(self):
+        if isinstance(self.read, str):
+            self.read = {"read": self.read}
+        if isinstance(self.write, str):
+            self.write = {"write": self.write}
 
     @classmethod
     def from_files(cls, read_file: str = None, write_file: str = None) -> "ApiTokens":
-        return cls(_token(read_file, "http_token_file"), _token(write_file, "http_write_token_file"))
+        return cls(_tokens(read_file, "http_token_file"), _tokens(write_file, "http_write_token_file"))
 
-    def grants(self, creds, token: str) -> bool:
-        return token is not None and creds is not None and hmac.compare_digest(
-            creds.credentials.encode("utf-8"), token.encode("utf-8"))
+    @staticmethod
+    def grants(creds, tokens: dict):
+        """The name of the token of `tokens` that `creds` presents, else None."""
+        if not tokens or creds is None:
+            return None
+        given = creds.credentials.encode("utf-8")
+        found = None
+        for name, token in tokens.items():  # compare with every one: no early exit
+            if hmac.compare_digest(given, token.encode("utf-8")):
+                found = name
+        return found
 
 
-def _token(path: str, field: str):
-    """The first line of a token file (None without a file)."""
+def _tokens(path: str, field: str):
+    """The tokens of a token file, {name: token} (None without a file): one per line, either
+    `NAME:TOKEN` (an operator's or a tool's name, [A-Za-z0-9_.@-]) or a bare TOKEN named after
+    the file; `#` lines are comments. Every token has at least 16 characters."""
     if path is None:
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            token = f.readline().strip()
+            lines = [line.strip() for line in f]
     except OSError as exc:
         raise ConfigError(field, "cannot read %s: %s" % (path, exc.strerror or exc)) from None
-    if len(token) < 16:
-        raise ConfigError(field, "%s: a token of at least 16 characters on its first line" % path)
-    return token
+    tokens = {}
+    for lineno, line in enumerate(lines, 1):
+        if not line or line.startswith("#"):
+            continue
+        name, sep, token = line.partition(":")
+        if not sep or not TOKEN_NAME.match(name):
+            name, token = os.path.basename(path), line
+        if len(token) < 16:
+            raise ConfigError(field, "%s:%d: a token of at least 16 characters (NAME:TOKEN or "
+                              "TOKEN per line)" % (path, lineno))
+        if name in tokens or token in tokens.values():
+            raise ConfigError(field, "%s:%d: token name %s or its token given twice"
+                              % (path, lineno, name))
+        tokens[name] = token
+    if not tokens:
+        raise ConfigError(field, "%s holds no token (NAME:TOKEN or TOKEN per line)" % path)
+    return tokens
 
 
 class CliJSON(JSONResponse):
@@ -124,11 +160,12 @@ def host_allowed(header, names=()) -> bool:
 
 def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=None,
                ready: Callable[[], bool] = None, dashboard: str = DASHBOARD_DIR,
-               allowed_hosts=()) -> FastAPI:
+               allowed_hosts=(), fleet=None) -> FastAPI:
     """The API over the state at `state_url`. `metrics`: serve's ServiceMetrics (its registry
     at /metrics); `broker`: the BrokerSettings the write endpoints publish with; `ready`:
     whether serve's ingest is subscribed (default: always); `allowed_hosts`: the names besides
-    IP addresses and localhost a request's Host header may give (`host_allowed`)."""
+    IP addresses and localhost a request's Host header may give (`host_allowed`); `fleet`: the
+    provisioned devices (coverage.ProvisionedFleet) of each campaign's coverage."""
     tokens = tokens or ApiTokens()
     allowed_hosts = tuple(allowed_hosts)
     ready = ready or (lambda: True)
@@ -142,11 +179,13 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
                                             or tokens.grants(creds, tokens.write)):
             raise _unauthorised(creds)
 
-    def can_write(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)):
+    def can_write(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> str:
+        """The write token's name (who advances or closes: serve's log says it)."""
         if tokens.write is None:
             raise HTTPException(403, "read-only API: serve runs without --http-write-token-file")
-        if tokens.grants(creds, tokens.write):
-            return
+        name = tokens.grants(creds, tokens.write)
+        if name is not None:
+            return name
         if creds is not None and (tokens.read is None or tokens.grants(creds, tokens.read)):
             raise HTTPException(403, "this token may only read")
         raise _unauthorised(creds)
@@ -223,7 +262,7 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
         `ldpfleet campaign status NAME --json`."""
         from .campaigns import campaign_status
         with state(name) as store:
-            return CliJSON(campaign_status(store, name, confidence=confidence))
+            return CliJSON(campaign_status(store, name, confidence=confidence, fleet=fleet))
 
     @app.get("/campaigns/{name}/estimate", response_model=m.Estimate, dependencies=read,
              responses={**ERRORS, **NOT_FOUND, 200: {"content": {"text/csv": {
@@ -249,24 +288,28 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
         with state(name) as store:
             return CliJSON(campaign_trend(store, name))
 
-    @app.post("/campaigns/{name}/advance", response_model=m.Advanced, dependencies=[
-              Depends(can_write)], responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])
-    def advance(name: str = NAME):
+    @app.post("/campaigns/{name}/advance", response_model=m.Advanced, responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])
+    def advance(name: str = NAME, token: str = Depends(can_write)):
         """Phase 1 -> phase 2 of a two-phase protocol campaign, as `ldpfleet campaign advance
         NAME --json` (the phase-2 message is signed and published on serve's broker)."""
+        from . import lifecycle
         from .protocol_campaigns import advance_campaign
         with state(name) as store:
-            return CliJSON(advance_campaign(store, write_broker(store), name))
+            out = advance_campaign(store, write_broker(store), name)
+            lifecycle.record(store, name, "advance", lifecycle.api_origin(token),
+                             lifecycle.advance_detail(out))
+            return CliJSON(out)
 
-    @app.post("/campaigns/{name}/close", response_model=m.CampaignStatus, dependencies=[
-              Depends(can_write)], responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])
-    def close(name: str = NAME):
+    @app.post("/campaigns/{name}/close", response_model=m.CampaignStatus, responses={**ERRORS, **NOT_FOUND, **FORBIDDEN}, tags=["write"])
+    def close(name: str = NAME, token: str = Depends(can_write)):
         """Close a campaign as `ldpfleet campaign close NAME` (the signed close is published
         on serve's broker); answers its status."""
+        from . import lifecycle
         from .campaigns import campaign_status, close_campaign
         with state(name) as store:
             close_campaign(store, name, broker=write_broker(store))
-            return CliJSON(campaign_status(store, name))
+            lifecycle.record(store, name, "close", lifecycle.api_origin(token))
+            return CliJSON(campaign_status(store, name, fleet=fleet))
 
     def write_broker(store):
         """serve's broker settings, refused when they log in as serve (a broker that binds
@@ -309,11 +352,8 @@ def _unauthorised(creds=None):
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("ldpfleet")
-    except Exception:  # noqa: BLE001 (a source tree without metadata)
-        return "0"
+    from .. import __version__
+    return __version__
 
 
 def _mount_dashboard(app: FastAPI, directory: str):

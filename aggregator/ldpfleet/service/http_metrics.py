@@ -27,12 +27,20 @@ several workers sharing one PostgreSQL state each serve the same cluster-wide nu
   there is. It scans the dedupe keys, so it is recounted after new reports at a rate bounded by
   its own cost, else once a minute
 - `ldpfleet_campaign_phase{campaign}` (current phase), `ldpfleet_campaign_open{campaign}` (1/0)
+- `ldpfleet_campaign_ends_timestamp_seconds{campaign}`: the end of the config's validity window
+  (`not_after`, Unix time): devices stop reporting then
+- with serve's `--devices-file` (service/coverage.py), per campaign whose dedupe keys are
+  still there: `ldpfleet_campaign_devices_provisioned`, `ldpfleet_campaign_devices_reported`
+  (provisioned devices with an accepted report in any phase) and
+  `ldpfleet_campaign_coverage_ratio` (reported / provisioned), recounted like the devices
 - `ldpfleet_store_up` (1 when the last scrape could read the state), `ldpfleet_store_scrape_seconds`
+- `ldpfleet_ingest_subscribed` (this serve: 1 while its ingest is subscribed to the broker)
 
 Labels are only campaign names, phases, rejection reasons and the build's versions: never a
 device id or an item value. Each `ServiceMetrics` has its own registry, so several can live in
 one process (tests).
 """
+import json
 import logging
 import platform
 import threading
@@ -55,12 +63,14 @@ class StoreCollector:
 
     DEVICES_SLOWDOWN = 50
 
-    def __init__(self, state_url: str, timeout: float = 5.0, devices_ttl: float = 60.0):
+    def __init__(self, state_url: str, timeout: float = 5.0, devices_ttl: float = 60.0,
+                 fleet=None):
         self.state_url = state_url
+        self.fleet = fleet
         self.timeout = timeout
         self.devices_ttl = devices_ttl
         # (monotonic time read, accepted total then, seconds the count took, {campaign: n})
-        self._devices = (float("-inf"), None, 0.0, {})
+        self._devices = (float("-inf"), None, 0.0, ({}, {}))
         self._lock = threading.Lock()
         self._failing = False
 
@@ -89,6 +99,20 @@ class StoreCollector:
             "open": GaugeMetricFamily("ldpfleet_campaign_open",
                                       "1 while the campaign accepts reports, 0 once closed",
                                       labels=["campaign"]),
+            "ends": GaugeMetricFamily("ldpfleet_campaign_ends_timestamp_seconds",
+                                      "End of the campaign config's validity window (not_after, "
+                                      "Unix time)", labels=["campaign"]),
+            "provisioned": GaugeMetricFamily(
+                "ldpfleet_campaign_devices_provisioned",
+                "Devices of serve's --devices-file", labels=["campaign"]),
+            "reported": GaugeMetricFamily(
+                "ldpfleet_campaign_devices_reported",
+                "Devices of serve's --devices-file with an accepted report in any phase",
+                labels=["campaign"]),
+            "coverage": GaugeMetricFamily(
+                "ldpfleet_campaign_coverage_ratio",
+                "Provisioned devices with an accepted report / provisioned devices",
+                labels=["campaign"]),
         }
 
     def describe(self):
@@ -130,11 +154,12 @@ class StoreCollector:
         from .store import Store
         with Store(self.state_url, timeout=self.timeout, create=False) as store:
             db = store.db
-            campaigns = db.execute("SELECT name, state, phase FROM campaigns"
+            campaigns = db.execute("SELECT name, state, phase, config_body FROM campaigns"
                                    " ORDER BY name").fetchall()
-            for name, state, phase in campaigns:
+            for name, state, phase, body in campaigns:
                 fams["phase"].add_metric([name], int(phase))
                 fams["open"].add_metric([name], 1 if state == "open" else 0)
+                fams["ends"].add_metric([name], float(json.loads(body)["not_after"]))
             accepted = 0
             for name, phase, n in db.execute(
                     "SELECT campaign, phase, sum(n) FROM sketches GROUP BY campaign, phase"
@@ -148,15 +173,22 @@ class StoreCollector:
                     fams["received"].add_metric([name], int(n))
                 elif reason != ACCEPTED:
                     fams["rejected"].add_metric([name, reason], int(n))
-            for name, n in sorted(self._device_counts(store, accepted).items()):
+            counts, coverage = self._device_counts(store, accepted)
+            for name, n in sorted(counts.items()):
                 fams["devices"].add_metric([name], n)
+            for name, cov in sorted(coverage.items()):
+                fams["provisioned"].add_metric([name], cov["provisioned"])
+                fams["reported"].add_metric([name], cov["reported"])
+                if cov["ratio"] is not None:
+                    fams["coverage"].add_metric([name], cov["ratio"])
 
-    def _device_counts(self, store, accepted: int) -> dict:
+    def _device_counts(self, store, accepted: int) -> tuple:
         """{campaign: distinct devices}: the one query whose cost grows with the fleet, so it
         is re-run when reports were accepted since its last run, no sooner than
         `DEVICES_SLOWDOWN` times its last duration after it (capped at `devices_ttl` seconds: a
         1 ms count is fresh at every scrape, a 2 s one at most a minute old), and otherwise
-        every `devices_ttl` seconds (keys dropped by `campaign purge`)."""
+        every `devices_ttl` seconds (keys dropped by `campaign purge`). With a fleet the
+        coverage of every campaign is counted with them ({campaign: coverage dict})."""
         with self._lock:
             read_at, key, seconds, counts = self._devices
             age = time.monotonic() - read_at
@@ -164,14 +196,26 @@ class StoreCollector:
                     or age < min(self.devices_ttl, self.DEVICES_SLOWDOWN * seconds)):
                 return counts
             started = time.perf_counter()
-            counts = store.devices_per_campaign()
+            counts = (store.devices_per_campaign(), self._coverage(store))
             self._devices = (time.monotonic(), accepted, time.perf_counter() - started, counts)
             return counts
 
+    def _coverage(self, store) -> dict:
+        if self.fleet is None:
+            return {}
+        from .coverage import coverage
+        out = {}
+        for camp in store.campaigns():
+            cov = coverage(store, camp.name, self.fleet)
+            if cov is not None:  # None: the campaign's dedupe keys were purged
+                out[camp.name] = cov
+        return out
+
 
 class ServiceMetrics:
-    def __init__(self, registry: CollectorRegistry = None, state_url: str = None):
-        """`state_url`: also serve the state's committed per-campaign totals (`StoreCollector`)."""
+    def __init__(self, registry: CollectorRegistry = None, state_url: str = None, fleet=None):
+        """`state_url`: also serve the state's committed per-campaign totals (`StoreCollector`);
+        `fleet`: the provisioned devices of the coverage series."""
         self.registry = registry or CollectorRegistry()
         self.received = Counter("ldpfleet_reports_received", "Report messages received",
                                 registry=self.registry)
@@ -205,8 +249,15 @@ class ServiceMetrics:
         build.labels(__version__, str(protocol.PROTOCOL_VERSION), platform.python_version()).set(1)
         self.store_collector = None
         if state_url is not None:
-            self.store_collector = StoreCollector(state_url)
+            self.store_collector = StoreCollector(state_url, fleet=fleet)
             self.registry.register(self.store_collector)
+        self.subscribed = Gauge("ldpfleet_ingest_subscribed",
+                                "1 while this serve's ingest is subscribed to the broker",
+                                registry=self.registry)
+
+    def ingest_subscribed(self, probe):
+        """`probe()`: whether the ingest is subscribed now (read at every scrape)."""
+        self.subscribed.set_function(lambda: 1.0 if probe() else 0.0)
 
     def broker_drops(self, value: int, seen: int):
         self.broker_dropped.set(value)

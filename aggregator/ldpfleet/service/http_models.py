@@ -82,6 +82,15 @@ class PurgeRecord(_Doc):
     keys: int
 
 
+class Coverage(_Doc):
+    """Devices with an accepted report (provisioned ones, with serve's --devices-file) over
+    the provisioned devices; `provisioned` and `ratio` null without a devices file."""
+
+    reported: int
+    provisioned: Optional[int] = None
+    ratio: Optional[float] = None
+
+
 class CampaignStatus(_Doc):
     """`ldpfleet campaign status NAME --json`."""
 
@@ -102,6 +111,7 @@ class CampaignStatus(_Doc):
     delivery: Optional[dict[str, Any]] = None
     broker_drops: Optional[dict[str, Any]] = None
     dedupe_purged: Optional[PurgeRecord] = None
+    coverage: Optional[Coverage] = None
 
 
 class EstimateRow(_Doc):

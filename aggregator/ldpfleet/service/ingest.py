@@ -165,6 +165,9 @@ class Ingestor:
     """Validate/dedupe/fold/commit batches (`process_batch`, no MQTT needed) and the MQTT
     loop around it (`run`). One Ingestor per state file; it owns the file's sketches."""
 
+    progress = None
+    """What serve logs while it runs (progress.ProgressLog): ticked once per loop turn."""
+
     def __init__(self, state_url: str, broker: mqtt.BrokerSettings = None,
                  options: IngestOptions = None, metrics=None):
         self.options = options or IngestOptions()
@@ -408,6 +411,8 @@ class Ingestor:
             self.retention.tick()
         except Exception as exc:  # retention must never stop ingest
             self.bounded_log("retention", "dedupe keys not purged: %r", exc)
+        if self.progress is not None:
+            self.progress.tick()
         if opts.status_interval and time.monotonic() >= self._status_due:
             self._status_due = time.monotonic() + opts.status_interval
             try:

@@ -203,17 +203,23 @@ def count(conn, name: str, phase: int = None) -> int:
 
 
 def stored_tags(conn, name: str, phase: int, keys: list) -> dict:
-    """{key: nonce tag} of the given keys (bytes) found in the log (a scan: for tools and
-    tests)."""
-    want = set(keys)
+    """{key: nonce tag} of the given keys (bytes) found in the log: the wanted keys go into a C
+    hash table (their position as its value) and the log's keys are probed against it, one C
+    call per log row (a scan: for coverage, tools and tests; the ingest uses `SeenIndex`)."""
+    if not keys:
+        return {}
+    hi, lo = key_words(np.frombuffer(b"".join(keys), np.uint8).reshape(-1, 16))
+    wanted = _Table()
+    wanted.add(hi, lo, np.arange(len(keys), dtype=np.uint64))
     out = {}
     for blob, tags in conn.execute("SELECT keys, nonce_tags FROM seen_log WHERE campaign=? AND"
                                    " phase=?", (name, phase)).fetchall():
-        blob, tags = bytes(blob), np.frombuffer(bytes(tags), "<u8")
-        for i in range(len(tags)):
-            k = blob[16 * i:16 * i + 16]
-            if k in want:
-                out[k] = int(tags[i])
+        stored = np.frombuffer(bytes(blob), np.uint8).reshape(-1, 16)
+        nonce_tags = np.frombuffer(bytes(tags), "<u8")
+        where = np.full(stored.shape[0], -1, np.int64)
+        wanted.find(*key_words(stored), where)
+        for j in np.flatnonzero(where >= 0).tolist():
+            out[keys[int(where[j])]] = int(nonce_tags[j])
     return out
 
 

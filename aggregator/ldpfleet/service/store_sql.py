@@ -33,6 +33,8 @@ from ..errors import ConfigError
 from . import dedupe, seen_log
 
 SCHEMA_VERSION = 7
+OLDEST_MIGRATED = 2
+"""The oldest schema `create_or_migrate` migrates from."""
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -339,10 +341,20 @@ def connect(url: str, timeout: float):
     return SQLiteConnection(sqlite_path(url), timeout)
 
 
+def newer_schema_message(where: str, version: int) -> str:
+    """Why a state written by a newer ldpfleet is refused (nothing in it was changed)."""
+    from .. import __version__
+    return ("state %s has schema %d, newer than this ldpfleet %s reads (schema %d): a newer "
+            "ldpfleet wrote it. Nothing was changed. Run that newer version, or restore the "
+            "backup taken before the upgrade to go back to this one (docs/upgrade.md)"
+            % (where, version, __version__, SCHEMA_VERSION))
+
+
 def create_or_migrate(conn, begin, schema_version, set_version, root):
     """Create the tables of a new state, or migrate an older schema, inside `begin()` (one
-    transaction). Refuses a schema newer than this code or older than 2. `root()`: the
-    state's `dedupe.DedupeKeys` (only a migration that re-keys calls it)."""
+    transaction). Refuses a schema newer than this code (an older ldpfleet never writes a
+    state it does not understand) or older than OLDEST_MIGRATED. `root()`: the state's
+    `dedupe.DedupeKeys` (only a migration that re-keys calls it)."""
     with begin():
         version = schema_version()
         if version is None:
@@ -351,9 +363,11 @@ def create_or_migrate(conn, begin, schema_version, set_version, root):
                     conn.execute(stmt)
             set_version(SCHEMA_VERSION)
             return
-        if version < 2 or version > SCHEMA_VERSION:
-            raise ConfigError("state", "state %s has schema %s, this ldpfleet reads %d (and "
-                              "migrates from 2)" % (conn.where, version, SCHEMA_VERSION))
+        if version > SCHEMA_VERSION:
+            raise ConfigError("state", newer_schema_message(conn.where, version))
+        if version < OLDEST_MIGRATED:
+            raise ConfigError("state", "state %s has schema %d, older than this ldpfleet "
+                              "migrates from (%d)" % (conn.where, version, OLDEST_MIGRATED))
         while version < SCHEMA_VERSION:
             if version == 2 and not conn.has_table("protocols"):
                 conn.execute("CREATE TABLE protocols (campaign TEXT PRIMARY KEY, body TEXT NOT NULL)")

@@ -299,6 +299,7 @@
          fmtTime(s.created_at) + (s.state === "closed" ? " · closed " + fmtTime(s.closed_at)
                                                        : " · valid until " + fmtTime(s.not_after)))));
     parts.push(totals(s));
+    parts.push(...coverageParts(s));
     if (s.protocol) parts.push(protocolLine(s));
     parts.push(phaseTrack(s));
 
@@ -350,6 +351,22 @@
       stat("ε per device", num("campaign." + n + ".epsilon.total", eps.value, fmtEps),
            s.phases.length > 1 ? (eps.split ? "each device reports in one phase"
                                             : "sum of the phases") : "one phase"));
+  }
+
+  /** Coverage (`serve --devices-file`): devices with an accepted report of the provisioned
+   *  ones; without the file, how many devices reported. [] when the keys were purged. */
+  function coverageParts(s) {
+    const c = s.coverage;
+    if (!c) return [];
+    const f = "campaign." + s.campaign + ".coverage.";
+    if (c.provisioned === null || c.provisioned === undefined) {
+      return [el("div", {class: "coverage meta"}, num(f + "reported", c.reported, fmtInt),
+                 " devices accepted (serve --devices-file gives the provisioned fleet)")];
+    }
+    return [el("div", {class: "coverage"}, num(f + "reported", c.reported, fmtInt),
+               " devices accepted of ", num(f + "provisioned", c.provisioned, fmtInt),
+               " provisioned (", num(f + "ratio", c.ratio, fmtPct,
+                                     c.ratio !== null && c.ratio < 0.9 ? "warn" : ""), ")")];
   }
 
   function stat(label, value, note) {
