@@ -43,9 +43,17 @@ def register(subparsers, broker_args, state_arg):
                    help="with --mqtt 5: Session Expiry Interval in seconds (how long the broker keeps "
                         "our queue while we are away; 3.1.1 sessions never expire in Mosquitto "
                         "unless persistent_client_expiration is set)")
-    s.add_argument("--mqtt", type=int, choices=(4, 5), default=4,
-                   help="4 = MQTT 3.1.1, clean_session=False (default, faster in paho) or 5 = "
-                        "MQTT 5, clean_start=False + --session-expiry")
+    s.add_argument("--mqtt", type=int, choices=(4, 5), default=5,
+                   help="5 = MQTT 5 (default): clean_start=False + --session-expiry, and "
+                        "--receive-maximum, so a broker with small in-flight limits (Mosquitto's "
+                        "packaged max_inflight_messages 20) still sends whole batches; 4 = MQTT "
+                        "3.1.1, clean_session=False: the broker's own window holds, serve learns "
+                        "it and commits each time it is full (README: what a broker's defaults cost)")
+    s.add_argument("--receive-maximum", type=positive_int, default=65535, metavar="N",
+                   help="with --mqtt 5: QoS 1 reports the broker may send before serve "
+                        "acknowledges them (1..65535, default 65535; serve acknowledges after each "
+                        "commit): what one commit can hold, and the most serve keeps in memory "
+                        "un-acknowledged")
     s.add_argument("--status-interval", type=duration, default=30.0,
                    help="seconds between retained status publications (0: never)")
     s.add_argument("--metrics-port", type=tcp_port, default=None, help="serve Prometheus metrics here")
@@ -110,11 +118,14 @@ def run_serve(args):
                           "a SQLite file has one writer")
     if args.group is not None and not NAME_RE.match(args.group):
         raise ConfigError("group", "group name %r: letters, digits, '-' and '_' only" % args.group)
+    if args.receive_maximum > 65535:
+        raise ConfigError("receive_maximum", "at most 65535 (MQTT 5's two-byte Receive Maximum)")
     client_id = args.client_id or default_client_id(
         args.state if postgres else state_path(args.state), args.group)
     options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
+                            receive_maximum=args.receive_maximum,
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
                             purge_after_days=args.purge_after_days)
     metrics = None
