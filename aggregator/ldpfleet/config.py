@@ -18,6 +18,8 @@ PPM = 1000000
 RETRY_S_MAX = 86400
 RETRY_MAX_S_MAX = 259200
 """3 days: MicroPython's ticks_ms differences are only valid below 2^29 ms (6.2 days)."""
+SPREAD_S_MAX = 86400
+"""`delivery.spread_s` (spec §5.4): a device's first publish waits U[0, spread_s) seconds."""
 DEFAULT_DELIVERY = {"ack": True, "retry_s": 30, "retry_max_s": 3600}
 """Spec §5.4 `delivery`, what `campaign create` writes unless told otherwise: devices re-send
 their memoised report (first after 30 s x U[0.5, 1.5), doubling up to an hour) until the
@@ -174,9 +176,11 @@ def check_config(doc: dict, now: int = None) -> dict:
 
 
 def check_delivery(delivery) -> dict:
-    """Spec §5.4: {"ack": bool, "retry_s": 1..86400, "retry_max_s": retry_s..604800}."""
-    if not isinstance(delivery, dict) or set(delivery) != {"ack", "retry_s", "retry_max_s"}:
-        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s}")
+    """Spec §5.4: {"ack": bool, "retry_s": 1..86400, "retry_max_s": retry_s..259200} and
+    optionally "spread_s": 0..86400 (absent: 0)."""
+    if not isinstance(delivery, dict) or not ({"ack", "retry_s", "retry_max_s"} <= set(delivery)
+                                               <= {"ack", "retry_s", "retry_max_s", "spread_s"}):
+        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s[, spread_s]}")
     if not isinstance(delivery["ack"], bool):
         raise ConfigError("delivery.ack", "must be true or false")
     retry = delivery["retry_s"]
@@ -186,12 +190,20 @@ def check_delivery(delivery) -> dict:
     if not isinstance(top, int) or isinstance(top, bool) or not retry <= top <= RETRY_MAX_S_MAX:
         raise ConfigError("delivery.retry_max_s", "must be an integer in [retry_s, %d]"
                           % RETRY_MAX_S_MAX)
+    spread = delivery.get("spread_s", 0)
+    if not isinstance(spread, int) or isinstance(spread, bool) or not 0 <= spread <= SPREAD_S_MAX:
+        raise ConfigError("delivery.spread_s", "must be an integer in [0, %d]" % SPREAD_S_MAX)
     return delivery
 
 
 def acknowledged(doc: dict) -> bool:
     """Whether devices of this config wait for acknowledgements (spec §6)."""
     return bool(doc.get("delivery", {}).get("ack", False))
+
+
+def spread_s(doc: dict) -> int:
+    """Seconds over which devices spread a phase's first publish (spec §5.4; 0 without it)."""
+    return int(doc.get("delivery", {}).get("spread_s", 0))
 
 
 def check_listless_domain(phase: dict, domain: dict):
