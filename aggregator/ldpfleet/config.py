@@ -20,6 +20,11 @@ RETRY_MAX_S_MAX = 259200
 """3 days: MicroPython's ticks_ms differences are only valid below 2^29 ms (6.2 days)."""
 SPREAD_S_MAX = 86400
 """`delivery.spread_s` (spec §5.4): a device's first publish waits U[0, spread_s) seconds."""
+DEFAULT_DRAIN_RATE = 1000
+"""Reports/s `campaign create` assumes the broker hands serve when not told (`--drain-rate`):
+conservative. Measured on 2 shared cores (tools/bench_ingest.py): serve behind Mosquitto's
+packaged limits took 17,000/s over MQTT 3.1.1 and the fleet generator's full 45,000/s over
+MQTT 5; 1,000 leaves room for TLS, PostgreSQL, a slow disk and a broker other clients share."""
 DEFAULT_DELIVERY = {"ack": True, "retry_s": 30, "retry_max_s": 3600}
 """Spec §5.4 `delivery`, what `campaign create` writes unless told otherwise: devices re-send
 their memoised report (first after 30 s x U[0.5, 1.5), doubling up to an hour) until the
@@ -199,6 +204,18 @@ def check_delivery(delivery) -> dict:
 def acknowledged(doc: dict) -> bool:
     """Whether devices of this config wait for acknowledgements (spec §6)."""
     return bool(doc.get("delivery", {}).get("ack", False))
+
+
+def default_spread_s(devices: int, drain_rate: float = DEFAULT_DRAIN_RATE) -> int:
+    """`delivery.spread_s` for a fleet of `devices` that starts a phase at once (one retained
+    config) behind a broker and serve that take `drain_rate` reports/s: devices / drain_rate
+    seconds (rounded down), so the first publishes arrive no faster than they are drained; at
+    most SPREAD_S_MAX."""
+    if not drain_rate > 0:
+        raise ConfigError("drain_rate", "must be > 0 reports/s, got %r" % (drain_rate,))
+    if devices < 0:
+        raise ConfigError("fleet_size", "must be >= 0, got %r" % (devices,))
+    return int(min(SPREAD_S_MAX, devices // drain_rate))
 
 
 def spread_s(doc: dict) -> int:
