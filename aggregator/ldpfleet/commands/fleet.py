@@ -27,19 +27,29 @@ def register(subparsers):
                    help="C client binary (default: device/c_client/build/ldp_client, or ldp_client on PATH)")
     p.add_argument("--rate", type=float, default=None, help="publishes per second (default: unlimited)")
     p.add_argument("--ack-wait", type=float, default=120.0, metavar="S",
-                   help="campaigns with acknowledgements (spec §6): re-send unacknowledged "
-                        "reports for up to S seconds after the burst, as devices do (default 120)")
+                   help="campaigns with acknowledgements (spec §6): each simulated device re-sends "
+                        "its unacknowledged report on its own timer (retry_s x U[0.5, 1.5), "
+                        "doubling), for up to S seconds after the last first publish (default 120); "
+                        "progress goes to stderr every few seconds")
     p.add_argument("--dist", default="zipf:1.1",
                    help="zipf:S over the domain, or FILE with one `item [weight]` per line")
     p.add_argument("--seed", type=int, default=None,
-                   help="seed of the simulator's item draws and perturbation words (and of the "
-                        "device ids: a re-run with the same seed re-sends the same reports)")
+                   help="seed of the simulator's item draws and perturbation words and of the "
+                        "device ids (default: the campaign's id, so a re-run against the same "
+                        "campaign re-sends the same devices' reports, counted as duplicates; "
+                        "another seed simulates other devices)")
     p.add_argument("--trusted-keys", required=True, metavar="FILE",
                    help="the public key(s) that sign the campaign (PATH.pub of `campaign keygen "
                         "PATH`); the load generator verifies the config as devices do")
     p.add_argument("--phase", type=int, default=None, help="phase to report in (default: the "
                    "campaign's current phase from its status topic, else 1)")
-    p.add_argument("--id-prefix", default=None, help="prefix of simulated device ids")
+    p.add_argument("--id-prefix", default=None,
+                   help="prefix of simulated device ids (default sim<seed>)")
+    p.add_argument("--workdir", default=None, metavar="DIR",
+                   help="where the real devices (--micropython, --c-clients) keep their state: "
+                        "identity, value, ledger (default: $XDG_CACHE_HOME or ~/.cache, "
+                        "ldpfleet/fleet/<broker>/<campaign>, mode 0700, so a re-run re-sends their "
+                        "memoised reports)")
     p.add_argument("--device-logins", default=None, metavar="CSV",
                    help="broker logins of the real devices (--micropython, --c-clients): the "
                         "device rows of broker-config's credentials.csv; needed with --username "
@@ -150,11 +160,18 @@ def run_fleet_command(args):
     trusted_keys = read_public_keys(args.trusted_keys)
     broker = BrokerSettings.from_url(args.broker, username=args.username,
                                      password=resolve_password(args), cafile=args.cafile)
+    workdir = args.workdir
+    if workdir is None and (args.micropython or args.c_clients):
+        workdir = _device_cache(broker, args.campaign)
+
+    def status(line):
+        print("fleet %s: %s" % (args.campaign, line), file=sys.stderr, flush=True)
     result = run_fleet(broker, args.campaign, trusted_keys, FleetOptions(
         devices=args.devices, micropython=args.micropython, c_clients=args.c_clients,
         dist=args.dist, seed=args.seed, phase=args.phase, id_prefix=args.id_prefix,
         max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,
         progress=_progress_wanted(args), c_client=args.c_client, ack_wait=args.ack_wait,
+        workdir=workdir, status=status,
         device_logins=read_device_logins(args.device_logins) if args.device_logins else None))
     if args.true_counts:
         with open(args.true_counts, "w") as f:
@@ -165,6 +182,16 @@ def run_fleet_command(args):
     else:
         print(result.summary())
     return 4 if result.acks and result.acks["unacknowledged"] else 0
+
+
+def _device_cache(broker, campaign: str) -> str:
+    """The real devices' state of `fleet` runs against this broker and campaign: kept, so a
+    re-run is the same devices (their ledgers re-send the memoised reports)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(root, "ldpfleet", "fleet", "%s_%d" % (broker.host, broker.port), campaign)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)  # the devices' identities hold their broker logins
+    return path
 
 
 def run_demo_command(args):
