@@ -212,20 +212,30 @@ def test_burst_behind_a_stock_broker_is_accepted_exactly_once(tmp_path):
 
 
 def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
-    with PrivateMosquitto(stock=True) as stock:
+    with PrivateMosquitto(stock=True, extra_conf="sys_interval 1\n") as stock:
         result = check_broker(stock.url, messages=2000)
         assert not result.passed and 900 <= result.kept < 2000, result.to_json()
         assert "max_queued_messages" in result.summary()
         assert cli.main(["broker-check", "--broker", stock.url]) == 4
-        serve = ServeProcess(stock.url, "sqlite:///" + str(tmp_path / "s.db")).start()
+        state = "sqlite:///" + str(tmp_path / "s.db")
+        serve = ServeProcess(stock.url, state).start()
         try:  # serve's own preflight: a warning, and it keeps serving
             deadline = time.monotonic() + 30
             while "broker-check: " not in serve.log() and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert "WARNING broker-check: " in serve.log() and "DROPS" in serve.log()
             assert serve.alive()
+            # the check's own dropped messages are not reported as reports the broker dropped
+            dropped_by_check = broker_dropped(stock.port)
+            assert dropped_by_check >= 2000 - result.kept
+            time.sleep(2.5)  # serve reads the counter every sys_interval (1 s here)
+            assert "the broker dropped" not in serve.log(), serve.log()
         finally:
             serve.stop()
+        with Store(state) as store:
+            assert store.counters(None).get("received", 0) == 0
+            from ldpfleet.service.broker_watch import drops_in_state
+            assert drops_in_state(store)["seen_by_serve"] == 0
 
     devices = tmp_path / "devices.txt"
     devices.write_text("dev-a\n")

@@ -151,7 +151,7 @@ def run_serve(args):
             "broker-check not run at start: it would log in as %s, serve's own login; run "
             "`ldpfleet broker-check` with the admin login instead", broker.username)
     elif not args.no_broker_check:
-        _preflight(broker)
+        _preflight(broker, ingestor.broker_drops)
     if http:
         _start_http(args, http, metrics, broker, ingestor)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -201,18 +201,24 @@ def _start_http(args, address, metrics, broker, ingestor):
     logging.getLogger("ldpfleet.service").info("HTTP API on http://%s:%d/", *address)
 
 
-def _preflight(broker):
-    """`broker-check` in a daemon thread: a warning naming the settings, never a stop."""
+def _preflight(broker, drops):
+    """`broker-check` in a daemon thread: a warning naming the settings, never a stop. The
+    messages it makes the broker drop are its own, not reports: `drops` (BrokerDrops) leaves
+    them out of what serve reports."""
     import threading
     log = logging.getLogger("ldpfleet.service")
 
     def check():
         from ..broker_check import check_broker
+        drops.hold()
+        result = None
         try:
             result = check_broker(broker)
         except Exception as exc:  # the check is advice; ingest matters more
             log.warning("broker-check could not run: %s", exc)
             return
+        finally:
+            drops.release(result.messages - result.kept if result is not None else 0)
         (log.info if result.passed else log.warning)("broker-check: %s", result.summary())
 
     threading.Thread(target=check, name="broker-check", daemon=True).start()
