@@ -108,7 +108,13 @@ def register(subparsers):
                     "are stored as PBKDF2-SHA512 hashes; plain ones go to credentials.csv (0600) for "
                     "provisioning and are kept on re-runs.")
     b.add_argument("--out", required=True, help="output directory")
-    b.add_argument("--aggregator-user", required=True, help="the login of `ldpfleet serve`")
+    b.add_argument("--aggregator-user", required=True, action="append",
+                   help="the login of `ldpfleet serve`; repeat it for several `serve --group` "
+                        "workers, one login each (the broker binds a client id to its login, so two "
+                        "workers with one login take each other's connection over)")
+    b.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="make N aggregator logins for N `serve --group` workers: the "
+                        "--aggregator-user U, then U-2 ... U-N, each with the aggregator's ACL")
     b.add_argument("--admin-user", default=None,
                    help="the login of every other aggregator command: campaign create/advance/"
                         "close/rotate-keys, broker-check (default: <aggregator-user>-admin; client "
@@ -214,8 +220,9 @@ def run_demo_command(args):
 def run_broker_config_command(args):
     from .. import broker
     device_ids = broker.read_device_ids(args.devices_file)
+    aggregators = broker.aggregator_logins(args.aggregator_user, args.workers)
     paths = broker.write_secured_config(args.out, broker.SecuredBroker(
-        args.aggregator_user, device_ids, campaigns=args.campaigns,
+        aggregators[0], device_ids, worker_users=aggregators[1:], campaigns=args.campaigns,
         loadgen_user=args.loadgen_user, admin_user=args.admin_user, client_ca=args.client_ca,
         device_port=args.device_port, port=args.port, bind=args.bind, certfile=args.certfile,
         keyfile=args.keyfile, cafile=args.cafile, max_queued_messages=args.max_queued_messages,
@@ -229,12 +236,29 @@ def run_broker_config_command(args):
     print(BROKER_NEXT_STEPS % {
         "conf": paths["mosquitto.conf"], "creds": paths["credentials.csv"],
         "url": "%s://HOST:%d" % ("mqtts" if paths["tls"] else "mqtt", paths["port"]),
-        "ca": " --cafile ca.pem" if paths["tls"] else "", "agg": args.aggregator_user,
-        "admin": args.admin_user or args.aggregator_user + "-admin",
+        "ca": " --cafile ca.pem" if paths["tls"] else "", "agg": aggregators[0],
+        "admin": args.admin_user or aggregators[0] + "-admin",
+        "workers": _worker_steps(aggregators, paths["credentials.csv"],
+                                 "%s://HOST:%d" % ("mqtts" if paths["tls"] else "mqtt", paths["port"]),
+                                 " --cafile ca.pem" if paths["tls"] else ""),
         "devices": args.devices_file,
         "loadgen": ("\n     ldpfleet fleet --broker URL --username %s --password-file loadgen.pw ..."
                     % args.loadgen_user) if args.loadgen_user else ""})
     return 0
+
+
+def _worker_steps(aggregators, creds, url, ca) -> str:
+    """The next steps' lines for further `serve --group` workers, one login each."""
+    if len(aggregators) == 1:
+        return ""
+    lines = ["", "   %d aggregator logins for %d `serve --group` workers (PostgreSQL state), one each:"
+             % (len(aggregators), len(aggregators))]
+    for i, user in enumerate(aggregators):
+        lines += ["     grep '^aggregator,%s,' %s | cut -d, -f3 > %s.pw && chmod 600 %s.pw"
+                  % (user, creds, user, user),
+                  "     ldpfleet serve --broker %s%s --username %s --password-file %s.pw --state "
+                  "postgresql://... --group pool --client-id pool-%d &" % (url, ca, user, user, i + 1)]
+    return "\n".join(lines)
 
 
 BROKER_NEXT_STEPS = """
@@ -245,14 +269,14 @@ next steps:
    another's session), so each login runs one connection at a time: `serve` logs in as
    %(agg)s, every other aggregator command (campaign ..., broker-check) as %(admin)s, with the
    passwords from %(creds)s (roles aggregator and admin) in files only you can read:
-     grep '^aggregator,' %(creds)s | cut -d, -f3 > agg.pw && chmod 600 agg.pw
+     grep '^aggregator,%(agg)s,' %(creds)s | cut -d, -f3 > %(agg)s.pw && chmod 600 %(agg)s.pw
      grep '^admin,' %(creds)s | cut -d, -f3 > admin.pw && chmod 600 admin.pw
-     ldpfleet serve --broker %(url)s%(ca)s --username %(agg)s --password-file agg.pw --state ...
+     ldpfleet serve --broker %(url)s%(ca)s --username %(agg)s --password-file %(agg)s.pw --state ...
      ldpfleet broker-check --broker %(url)s%(ca)s --username %(admin)s --password-file admin.pw
      ldpfleet campaign create --broker %(url)s%(ca)s --username %(admin)s --password-file admin.pw ...%(loadgen)s
    (or set LDPFLEET_PASSWORD instead of --password-file). Never run a command with serve's
-   login while serve runs: it would take over serve's connection. Without a login serve logs
-   "Not authorized" and retries forever.
+   login while serve runs: it would take over serve's connection (serve then says so and
+   stops). Without a login serve logs "Not authorized" and retries forever.%(workers)s
 3. %(devices)s lists the devices (one id per line): each may publish only its own report topic,
    logging in with its id and its password from %(creds)s (role device); `ldpfleet flash
    --username ID --password ...` writes them into the board's identity.json, and the C client
