@@ -153,7 +153,7 @@ def test_two_workers_with_their_own_logins_kill9_restart(postgres_url, tmp_path)
 @pytest.mark.parametrize("version", ["5", "4"])
 def test_a_serve_whose_login_is_taken_over_says_so_and_stops(tmp_path, version):
     """Two serves, one login (their client ids differ, the broker forces the login as id): one
-    of them stops with exit 3 and the one-line reason; the other keeps serving. Neither log
+    of them stops with exit 5 and the one-line reason; the other keeps serving. Neither log
     claims a client id the broker did not use."""
     proc, url, creds, _ca = hardened_broker(tmp_path, ["--aggregator-user", "agg"])
     serves = []
@@ -170,7 +170,7 @@ def test_a_serve_whose_login_is_taken_over_says_so_and_stops(tmp_path, version):
             time.sleep(0.2)
         stopped = [s for s in serves if not s.alive()]
         assert len(stopped) == 1, [s.log() for s in serves]
-        assert stopped[0].proc.returncode == 3
+        assert stopped[0].proc.returncode == 5
         log = stopped[0].log()
         assert TAKEN_OVER in log, log
         time.sleep(3.0)  # the other one is left alone
