@@ -4,6 +4,7 @@ broker sends it whole batches and a connected serve takes a burst far above the 
 broker would otherwise hold for it. A broker that holds a strict window (MQTT 3.1.1, or fewer
 than announced) has it learned (service/inflight.py; Mosquitto 2.0.11 lets a whole window more
 through with every PUBACK, so there it never settles)."""
+import threading
 
 import numpy as np
 
@@ -74,3 +75,32 @@ def test_connected_serve_takes_a_burst_far_above_packaged_limits(tmp_path):
             assert broker_dropped(mosq.port) == 0
         finally:
             serve.stop()
+
+
+def test_a_broker_without_mqtt5_gets_a_hint(tmp_path, caplog):
+    """MQTT 5 is serve's default: a broker that only speaks 3.1.1 answers its CONNECT with
+    return code 1 (unacceptable protocol version), and serve says to use --mqtt 4. (No broker
+    here lacks MQTT 5: a socket plays one, answering every connection with that CONNACK.)"""
+    import logging
+    import socket
+    from ldpfleet.service.ingest import IngestOptions, Ingestor
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer():
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1024)
+            conn.sendall(b"\x20\x02\x00\x01")
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    ingestor = Ingestor("sqlite:///%s" % (tmp_path / "s.db"),
+                        BrokerSettings.from_url("mqtt://127.0.0.1:%d" % port),
+                        IngestOptions(client_id="old-broker"))
+    try:
+        with caplog.at_level(logging.ERROR, logger="ldpfleet.service"):
+            assert ingestor._connect() is None
+    finally:
+        ingestor.store.close()
+        server.close()
+    assert "a broker without MQTT 5 needs serve --mqtt 4" in caplog.text, caplog.text

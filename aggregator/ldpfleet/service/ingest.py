@@ -240,7 +240,8 @@ class Ingestor:
                           "expired): reports it held for us are gone")
             granted = client.subscribe([(self.report_subscription, 1), (SYS_DROPPED, 0)])
         except ConnectionRefusedError as exc:
-            log.error("%s", exc)
+            older = opts.protocol == 5 and getattr(exc, "code", None) in (1, 0x84)
+            log.error("%s%s", exc, "; a broker without MQTT 5 needs serve --mqtt 4" if older else "")
             client.close()
             return None
         except (OSError, ConnectionError) as exc:
