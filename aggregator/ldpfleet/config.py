@@ -22,9 +22,10 @@ SPREAD_S_MAX = 86400
 """`delivery.spread_s` (spec §5.4): a device's first publish waits U[0, spread_s) seconds."""
 DEFAULT_DRAIN_RATE = 1000
 """Reports/s `campaign create` assumes the broker hands serve when not told (`--drain-rate`):
-conservative. Measured on 2 shared cores (tools/bench_ingest.py): serve behind Mosquitto's
-packaged limits took 17,000/s over MQTT 3.1.1 and the fleet generator's full 45,000/s over
-MQTT 5; 1,000 leaves room for TLS, PostgreSQL, a slow disk and a broker other clients share."""
+conservative. Measured on 2 shared cores (tools/bench_ingest.py --only-live): serve behind
+Mosquitto's packaged limits committed 13,000-17,000/s over MQTT 3.1.1 and 18,000-45,000/s over
+MQTT 5 (as fast as the fleet generator published); 1,000 leaves room for TLS, PostgreSQL, a
+slow disk, a busy machine and a broker other clients share."""
 DEFAULT_DELIVERY = {"ack": True, "retry_s": 30, "retry_max_s": 3600}
 """Spec §5.4 `delivery`, what `campaign create` writes unless told otherwise: devices re-send
 their memoised report (first after 30 s x U[0.5, 1.5), doubling up to an hour) until the
