@@ -91,10 +91,10 @@ def test_unacknowledged_devices_re_send_on_their_own_timers(mosquitto, tmp_path)
     assert result.acks["unacknowledged"] == n and result.acks["resent"] >= n
     firsts = np.array([t[0] for t in arrivals.values()])
     assert len(arrivals) == n and all(len(t) > 1 for t in arrivals.values())
-    assert firsts.max() - firsts.min() < 1.0  # the first publishes were one burst (spread 0)
-    # first re-sends, from the burst: U[1, 3) s (plus the subscriber's own lag, under a second)
+    assert firsts.max() - firsts.min() < 1.5  # the first publishes were one burst (spread 0)
+    # first re-sends, from the burst: U[1, 3) s (plus the burst's length and the subscriber's lag)
     resends = np.array([t[1] for t in arrivals.values()]) - firsts.min()
-    assert resends.min() > 0.8 and resends.max() < 4.0, (resends.min(), resends.max())
+    assert resends.min() > 0.8 and resends.max() < 5.0, (resends.min(), resends.max())
     counts, _ = np.histogram(resends, bins=np.arange(1.0, 3.01, 0.25))
     assert counts.max() < 0.25 * n, counts  # uniform over [1, 3): ~1/8 in each quarter second
 
