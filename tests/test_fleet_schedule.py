@@ -67,11 +67,12 @@ def _campaign(tmp_path, url, name, delivery):
 
 def test_unacknowledged_devices_re_send_on_their_own_timers(mosquitto, tmp_path):
     """No aggregator: nobody acknowledges. 2,000 devices publish at once (no spread); their
-    first re-sends arrive spread over retry_s x [0.5, 1.5) = [1, 3) s after, not in one burst
-    (the old load generator re-sent every unacknowledged report at the same moment)."""
+    first re-sends arrive spread over retry_s x [0.5, 1.5) = [4, 12) s after, not in one burst
+    (the old load generator re-sent every unacknowledged report at the same moment). The window
+    is wide so that a loaded machine's stalls stay small beside it."""
     n = 2000
     key_file, _state = _campaign(tmp_path, mosquitto.url, "timers",
-                                 {"ack": True, "retry_s": 2, "retry_max_s": 4})
+                                 {"ack": True, "retry_s": 8, "retry_max_s": 8})
     arrivals = {}
     ready = threading.Event()
     sub = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
@@ -83,7 +84,7 @@ def test_unacknowledged_devices_re_send_on_their_own_timers(mosquitto, tmp_path)
     try:
         assert ready.wait(10)
         result = run_fleet(mosquitto.url, "timers", read_signing_key(key_file),
-                           FleetOptions(devices=n, seed=4, ack_wait=3.5))
+                           FleetOptions(devices=n, seed=4, ack_wait=13))
         time.sleep(1.0)
     finally:
         sub.disconnect()
@@ -91,12 +92,12 @@ def test_unacknowledged_devices_re_send_on_their_own_timers(mosquitto, tmp_path)
     assert result.acks["unacknowledged"] == n and result.acks["resent"] >= n
     firsts = np.array([t[0] for t in arrivals.values()])
     assert len(arrivals) == n and all(len(t) > 1 for t in arrivals.values())
-    assert firsts.max() - firsts.min() < 1.5  # the first publishes were one burst (spread 0)
-    # first re-sends, from the burst: U[1, 3) s (plus the burst's length and the subscriber's lag)
+    assert firsts.max() - firsts.min() < 2.0  # the first publishes were one burst (spread 0)
+    # first re-sends, from the burst: U[4, 12) s (plus the burst's length and the subscriber's lag)
     resends = np.array([t[1] for t in arrivals.values()]) - firsts.min()
-    assert resends.min() > 0.8 and resends.max() < 5.0, (resends.min(), resends.max())
-    counts, _ = np.histogram(resends, bins=np.arange(1.0, 3.01, 0.25))
-    assert counts.max() < 0.25 * n, counts  # uniform over [1, 3): ~1/8 in each quarter second
+    assert resends.min() > 3.5 and resends.max() < 15.0, (resends.min(), resends.max())
+    counts, _ = np.histogram(resends, bins=np.arange(4.0, 12.01, 1.0))
+    assert counts.max() < 0.25 * n, counts  # uniform over [4, 12): ~1/8 in each second
 
 
 def test_running_fleet_again_re_sends_the_same_devices(mosquitto, tmp_path, capsys, monkeypatch):

@@ -32,6 +32,7 @@ class DeviceSchedule:
         self.due = np.full(size, np.inf)
         self.due[active] = start + rng.random(len(active)) * self.spread
         self.last_first = float(self.due[active].max()) if len(active) else start
+        """When the last first publish is due, then was made (ack_wait counts from it)."""
         self.wait = np.full(size, self.retry_s)
         self.sent = np.zeros(size, bool)
         self.active = self.unsent = len(active)
@@ -52,6 +53,8 @@ class DeviceSchedule:
         """`devices` were just published: with acknowledgements their next re-send is due after
         their own wait (which then doubles), else never."""
         first = ~self.sent[devices]
+        if first.any():
+            self.last_first = max(self.last_first, now)
         self.unsent -= int(first.sum())
         self.resent += int((~first).sum())
         self.sent[devices] = True
