@@ -6,6 +6,7 @@ their own report, stop at the campaign's deadline, and `broker-check` tells a st
 broker-config's."""
 import csv
 import getpass
+import json
 import os
 import threading
 import time
@@ -211,20 +212,30 @@ def test_burst_behind_a_stock_broker_is_accepted_exactly_once(tmp_path):
 
 
 def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
-    with PrivateMosquitto(stock=True) as stock:
+    with PrivateMosquitto(stock=True, extra_conf="sys_interval 1\n") as stock:
         result = check_broker(stock.url, messages=2000)
         assert not result.passed and 900 <= result.kept < 2000, result.to_json()
         assert "max_queued_messages" in result.summary()
         assert cli.main(["broker-check", "--broker", stock.url]) == 4
-        serve = ServeProcess(stock.url, "sqlite:///" + str(tmp_path / "s.db")).start()
+        state = "sqlite:///" + str(tmp_path / "s.db")
+        serve = ServeProcess(stock.url, state).start()
         try:  # serve's own preflight: a warning, and it keeps serving
             deadline = time.monotonic() + 30
             while "broker-check: " not in serve.log() and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert "WARNING broker-check: " in serve.log() and "DROPS" in serve.log()
             assert serve.alive()
+            # the check's own dropped messages are not reported as reports the broker dropped
+            dropped_by_check = broker_dropped(stock.port)
+            assert dropped_by_check >= 2000 - result.kept
+            time.sleep(2.5)  # serve reads the counter every sys_interval (1 s here)
+            assert "the broker dropped" not in serve.log(), serve.log()
         finally:
             serve.stop()
+        with Store(state) as store:
+            assert store.counters(None).get("received", 0) == 0
+            from ldpfleet.service.broker_watch import drops_in_state
+            assert drops_in_state(store)["seen_by_serve"] == 0
 
     devices = tmp_path / "devices.txt"
     devices.write_text("dev-a\n")
@@ -263,9 +274,40 @@ def test_campaign_create_writes_the_delivery_it_is_given(mosquitto, tmp_path):
     assert cli.main(base + ["--name", "d2", "--retry-s", "5", "--retry-max-s", "60"]) == 0
     assert cli.main(base + ["--name", "d3", "--no-ack"]) == 0
     assert cli.main(base + ["--name", "d4", "--retry-s", "9", "--retry-max-s", "3"]) == 2
+    # the first-publish spread (spec §6): fleet size over drain rate, or given
+    assert cli.main(base + ["--name", "s1", "--fleet-size", "10000"]) == 0
+    assert cli.main(base + ["--name", "s2", "--fleet-size", "10000", "--drain-rate", "250"]) == 0
+    assert cli.main(base + ["--name", "s3", "--spread-s", "7"]) == 0
+    assert cli.main(base + ["--name", "s4", "--spread-s", "86401"]) == 2
+    assert cli.main(base + ["--name", "s5", "--spread-s", "7", "--fleet-size", "10"]) == 2
     with Store(state) as store:
-        got = {n: store.require_campaign(n).config["delivery"] for n in ("d1", "d2", "d3")}
-        assert "d4" not in [c.name for c in store.campaigns()]
-    assert got["d1"] == campaign_config.DEFAULT_DELIVERY
+        names = ("d1", "d2", "d3", "s1", "s2", "s3")
+        got = {n: store.require_campaign(n).config["delivery"] for n in names}
+        assert {"d4", "s4", "s5"}.isdisjoint(c.name for c in store.campaigns())
+    assert got["d1"] == campaign_config.DEFAULT_DELIVERY  # fleet size unknown: no spread
     assert got["d2"] == {"ack": True, "retry_s": 5, "retry_max_s": 60}
     assert got["d3"]["ack"] is False
+    assert [got[n]["spread_s"] for n in ("s1", "s2", "s3")] == [10, 40, 7]
+
+
+def test_campaign_create_says_what_spread_it_chose(mosquitto, tmp_path, capsys):
+    """Without --fleet-size the spread comes from the most devices one campaign of this state
+    has had; the choice and its reason are printed (and in --json)."""
+    from support.service import fold_batch, report_messages
+    key = tmp_path / "k"
+    write_signing_key(str(key))
+    state = "sqlite:///" + str(tmp_path / "s.db")
+    base = ["campaign", "create", "--broker", mosquitto.url, "--state", state, "--signing-key",
+            str(key), "--mechanism", "grr", "--epsilon", "1", "--domain", "8"]
+    assert cli.main(base + ["--name", "first"]) == 0
+    assert "delivery.spread_s 0: no spread: fleet size unknown" in capsys.readouterr().out
+    with Store(state) as store:
+        mech = store.require_campaign("first").mechanism(1)
+    import numpy as np
+    rng = np.random.default_rng(3)
+    fold_batch(state, report_messages("first", mech.perturb_batch(rng.integers(0, 8, 2500), rng)))
+    assert cli.main(base + ["--name", "second", "--drain-rate", "1000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["delivery"]["spread_s"] == 2
+    assert out["spread"] == ("delivery.spread_s 2: 2500 devices (the most devices one campaign "
+                             "of this state has had) at 1000 reports/s (--drain-rate)")

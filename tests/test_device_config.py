@@ -113,7 +113,23 @@ def mutated_configs():
         m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 1, "params": {}}])(d),
                      set_(["domain", "size"], 2 ** 16)(d))),
     ]
-    return cases + fallback_configs(m, set_)
+    return cases + fallback_configs(m, set_) + delivery_configs(m, set_)
+
+
+def delivery_configs(m, set_):
+    """Spec §5.4 `delivery`: ack, retry_s, retry_max_s and the optional first-publish spread
+    `spread_s` (0..86400); anything else refuses the config with its `delivery.*` field."""
+    base = {"ack": True, "retry_s": 30, "retry_max_s": 3600}
+
+    def d(**kw):
+        return m(set_(["delivery"], dict(base, **kw)))
+    no_spread = dict(base)
+    return [m(set_(["delivery"], no_spread)), d(spread_s=0), d(spread_s=10), d(spread_s=86400),
+            d(spread_s=86401), d(spread_s=-1), d(spread_s="10"), d(spread_s=True),
+            d(spread_s=1.5), d(spread_s=None), d(spread_s=[10]), d(spread=10),
+            d(spread_s=10, extra=1), m(set_(["delivery"], {"ack": True, "retry_s": 30,
+                                                          "spread_s": 10})),
+            d(ack="yes", spread_s=10), d(retry_s=0, spread_s=10)]
 
 
 def svim_phases(fallback, eps2=2000, mech2="psgrr"):

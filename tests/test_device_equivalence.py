@@ -125,6 +125,12 @@ def campaigns():
     doc = config_doc("eq-lcm", phases=phases, domain=int4)
     p2 = campaign_config.make_phase2(doc, model=ldplcm.model_to_doc(LCM_MODEL))
     out.append(("ldplcm", doc, p2, INT_VALUES))
+    # the first-publish spread (spec §6): its wait is drawn from the OS RNG after the report is
+    # made, logged with its length, and must be the same for every value
+    spread = {"ack": False, "retry_s": 30, "retry_max_s": 3600, "spread_s": 2}
+    out.append(("olh-spread", config_doc("eq-spread", mechanism="olh", eps_milli=2000,
+                                         params={"g": 4}, domain=int4, delivery=spread),
+                None, INT_VALUES))
     return out
 
 
@@ -237,6 +243,9 @@ def test_device_behaviour_does_not_depend_on_the_value(broker, tmp_path, client,
     assert reference["code"] == 0, reference["log"]
     assert reference["reports"] and reference["spent"] > 0, reference
     assert any(p.startswith("Received PUBLISH") for p in reference["packets"]), reference["packets"]
+    if campaign_config.spread_s(doc):  # the wait was drawn (and logged with its length)
+        assert any(re.search(r" wait phase=1 ms=\d+$", line) for line in reference["log"]), \
+            reference["log"]
     for value, got in results.items():
         assert got == reference, "value %s behaves differently from %r" % (value, values[0])
 
@@ -293,7 +302,7 @@ dev = Device(sys.argv[2], identity, job["campaign"], [1, 2], "127.0.0.1")
 dev.value = Poison()
 dev.on_config(job["config"].encode())
 dev.on_phase2(job["phase2"].encode())
-print(json.dumps([[p, "".join("%02x" % b for b in r)] for p, r in dev.outbox]))
+print(json.dumps([[p, "".join("%02x" % b for b in r)] for p, r, _due in dev.outbox]))
 '''
 
 

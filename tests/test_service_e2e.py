@@ -195,7 +195,8 @@ def test_bench_ingest_smoke():
     import sys
     tool = os.path.join(os.path.dirname(__file__), "..", "tools", "bench_ingest.py")
     proc = subprocess.run([sys.executable, tool, "--reports", "5000", "--batch-size", "500",
-                           "--domain", "16"], capture_output=True, text=True, timeout=170)
+                           "--domain", "16", "--live-reports", "5000", "--held-reports", "5000"],
+                          capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     for run in ("serve_sqlite", "serve_postgresql", "workers2_postgresql"):
@@ -203,3 +204,8 @@ def test_bench_ingest_smoke():
         assert out[run + "_rate"] > 0 and out[run + "_ratio_raw"] > 0
     for key in ("raw_socket_rate", "bare_subscriber_rate", "loadgen_rate"):
         assert out[key] > 0
+    # behind packaged limits and broker-config's, serve connected (live) or stopped (held)
+    for run in ("live_sized", "held_sized", "held_packaged"):
+        assert out[run + "_accepted"] == 5000 and out[run + "_dropped"] == 0, run
+    assert out["live_packaged_accepted"] + out["live_packaged_dropped"] == 5000
+    assert out["held_packaged_ratio_sized"] > 0

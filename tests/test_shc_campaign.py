@@ -101,12 +101,13 @@ def test_ldpminer_sh_opt_campaign_in_process(mosquitto, tmp_path, capsys):
         assert abs(row["frequency"] - f_true[row["key"]]) <= z * s, (row, s)
     status = run_cli(capsys, "campaign", "status", "opt", "--state", state)
     assert status["phase"] == 2 and [p["reports"] for p in status["phases"]] == [DEVICES] * 2
-    # the load generator's simulated devices need phase 1's seed to re-report (loadgen.fleet)
+    # without --seed the load generator's simulated fleet is the campaign's own (seed = its
+    # id, loadgen.fleet): phase 2 replays the phase 1 the same command made
     from ldpfleet.loadgen import FleetOptions, run_fleet
-    with pytest.raises(ConfigError) as err:
-        run_fleet(mosquitto.url, "opt", read_signing_key(key_file).public,
-                  FleetOptions(devices=5, phase=2))
-    assert err.value.field == "seed"
+    again = run_fleet(mosquitto.url, "opt", read_signing_key(key_file).public,
+                      FleetOptions(devices=5, phase=2, ack_wait=0))
+    assert again.seed == status["campaign_id"] and again.sent == 5
+    assert again.device_ids["simulated"][0] == "sim%d-0" % status["campaign_id"]
 
 
 def test_hand_made_shc_configs_follow_the_rules():
@@ -136,11 +137,9 @@ def test_load_generator_runs_shc_phase_two_from_a_replayed_phase_one(mosquitto, 
     replay phase 1 from the same seed and re-report from those memos (loadgen.simulated
     `_shc_memos`): every device's phase-2 body repeats its phase-1 row t, and y2 agrees with y1
     as often as the chain x -> y1, x -> y2 says (T_rr, T_shc_a, T_shc_b; 5 sd)."""
-    from ldpfleet.loadgen.bulk import BulkPublisher
     from ldpfleet.loadgen.campaign import CampaignView
     from ldpfleet.loadgen.items import item_distribution
-    from ldpfleet.loadgen.simulated import run_simulated, simulated_device_ids
-    from ldpfleet.mqtt import BrokerSettings
+    from ldpfleet.loadgen.simulated import simulated_device_ids, simulated_reports
     _state, _key_file, made = create_sh_opt(capsys, mosquitto.url, tmp_path, "lg", 2, 6)
     doc, n = made["config"], 3000
     ids = simulated_device_ids(n, "lg")
@@ -149,20 +148,12 @@ def test_load_generator_runs_shc_phase_two_from_a_replayed_phase_one(mosquitto, 
     from ldpfleet import config
     mechs = {1: config.mechanism_for_phase(doc, 1),
              2: config.mechanism_for_phase(doc, 2, candidates=[0, 1, 2, 3])}
-    broker = BrokerSettings.from_url(mosquitto.url)
     for phase, phase2 in ((1, None), (2, {"candidates": [0, 1, 2, 3], "phase": 2})):
         view = CampaignView(doc, phase, phase2)
-        rows = []
-        publisher = BulkPublisher(broker, "lg-%d" % phase, 1000, None)
-        try:
-            sent, _counts = run_simulated(publisher, view, mechs[phase], dist, ids,
-                                          np.random.default_rng(SEED), 3,
-                                          keep=lambda _idx, reports: rows.append(reports.copy()))
-            publisher.wait_acked(30)
-        finally:
-            publisher.close()
+        sent, _counts, reports = simulated_reports(view, mechs[phase], dist, ids,
+                                                   np.random.default_rng(SEED), 3)
         assert len(sent) == n
-        seen[phase] = np.concatenate(rows)
+        seen[phase] = reports
     body1, body2 = seen[1][:, 12:], seen[2][:, 12:]
     assert np.array_equal(body1[:, :4], body2[:, :4])  # the same row t, device by device
     mech2 = mechs[2]
@@ -172,13 +163,7 @@ def test_load_generator_runs_shc_phase_two_from_a_replayed_phase_one(mosquitto, 
     got = np.mean(body1[:, 4] == body2[:, 4])
     assert abs(got - agree) < 5 * np.sqrt(agree * (1 - agree) / n), (got, agree)
     # a phase-2 run with another seed replays other memos: rows no longer match
-    other = []
-    publisher = BulkPublisher(broker, "lg-other", 1000, None)
-    try:
-        run_simulated(publisher, CampaignView(doc, 2, {"candidates": [0, 1, 2, 3], "phase": 2}),
-                      mechs[2], dist, ids, np.random.default_rng(SEED + 1), 3,
-                      keep=lambda _idx, reports: other.append(reports.copy()))
-    finally:
-        publisher.close()
-    same_t = np.all(np.concatenate(other)[:, 12:16] == body1[:, :4], axis=1)
+    other = simulated_reports(CampaignView(doc, 2, {"candidates": [0, 1, 2, 3], "phase": 2}),
+                              mechs[2], dist, ids, np.random.default_rng(SEED + 1), 3)[2]
+    same_t = np.all(other[:, 12:16] == body1[:, :4], axis=1)
     assert same_t.mean() < 0.01  # t is uniform over m = 65536 rows

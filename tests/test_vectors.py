@@ -141,8 +141,11 @@ def test_signature_vectors():
         doc = config.verify(case["payload"].encode(), key)
         assert config.canonical(doc) == case["body"] and doc["type"] == case["kind"]
         assert config.sign(doc, key).decode() == case["payload"]  # Ed25519 is deterministic
+        if doc["type"] == "config":  # every config vector passes the rules (spec §5.4)
+            config.check_config(doc, doc["not_before"])
         kinds.add(case["kind"])
     assert kinds == {"config", "phase2", "close", "keys", "status"}
+    assert any(json.loads(c["body"]).get("delivery", {}).get("spread_s") for c in vec["signed"])
     assert {c["error"] for c in vec["verify"]} == {None, "envelope", "kid", "sig", "body"}
     for case in vec["verify"]:
         trusted = [signing.PublicKey.from_doc(d) for d in case["trusted"]]

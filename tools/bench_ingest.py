@@ -27,6 +27,27 @@ on PostgreSQL (a throw-away database on the machine's server; `--no-postgres` sk
 also given as a ratio to the raw-socket rate of the same run; `loadgen_rate` is the fleet
 generator's publishing rate over all the runs.
 
+Behind a broker's packaged limits (`live_*`): a pre-queued backlog cannot measure a broker that
+keeps only 1,000 messages for an absent session (Mosquitto's `max_queued_messages`), so `serve`
+(SQLite, its default MQTT version and options) stays connected while the fleet generator
+publishes `--live-reports` reports as fast as it can, on two fresh brokers in turn:
+`live_packaged` runs a Mosquitto whose config holds only `listener` and `allow_anonymous`
+(packaged defaults: `max_inflight_messages 20`, `max_queued_messages 1000`), `live_sized` runs
+`broker-config`'s (sized queues, `max_inflight_messages 10000`, logins, ACL; serve, the admin and
+the fleet each log in). Each rate is serve's committed reports per second between the polls
+that first and last saw its accepted counter grow; `live_packaged_ratio_sized` is the packaged
+rate over the sized one (1 = the packaged limits cost nothing), `*_dropped` what the broker
+dropped (reports never accepted; nothing re-sends here). `live_packaged_mqtt4_*` is the same on
+the packaged broker with `serve --mqtt 4` (MQTT 3.1.1: the broker's 20-message window holds).
+A live rate cannot exceed the fleet generator's (`*_loadgen_rate`), so `held_*` also measures
+serve's own drain without a publisher beside it: serve is stopped (SIGSTOP, still connected)
+while the fleet publishes `--held-reports` reports, which the broker holds for the connected
+session, then continued (SIGCONT). Behind packaged limits Mosquitto 2.0.11 did not keep
+65,535 in flight for a session that stopped reading: it held about 55,000 messages of 18 bytes,
+17,000 of 200 and 5,000 of 1,000 bytes (checked by hand) and dropped the rest, so
+--held-reports stays below that. The clock runs from SIGCONT to the poll that shows all
+accepted; `held_packaged_ratio_sized` is the figure to read.
+
 Prints one JSON object. Not a test: no assertion on timing.
 """
 import argparse
@@ -44,7 +65,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "aggregator"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from ldpfleet.loadgen import FleetOptions, run_fleet  # noqa: E402
-from ldpfleet.broker import EmbeddedBroker  # noqa: E402
+from ldpfleet.broker import (EmbeddedBroker, MosquittoProcess, SecuredBroker,  # noqa: E402
+                             free_port, write_secured_config)
 from ldpfleet.loadgen.serve_process import ServeProcess  # noqa: E402
 from ldpfleet.service import BrokerSettings, Store, create_campaign  # noqa: E402
 from ldpfleet import mqtt as brokermod  # noqa: E402
@@ -362,6 +384,107 @@ def serve_run(broker, state, key_file, key, campaign, args, tmp, workers=0):
     return rate, counters, first, pub, sustained
 
 
+def live_broker(kind: str, tmp: str):
+    """A fresh Mosquitto for a live run: (process, serve's, the admin's and the fleet's
+    BrokerSettings, serve's extra arguments). `packaged`: a config of `listener` and
+    `allow_anonymous` only; `sized`: broker-config's, logins and ACL included."""
+    import csv
+    import getpass
+    port = free_port()
+    where = os.path.join(tmp, "live-" + kind)
+    os.makedirs(where, exist_ok=True)
+    url = "mqtt://127.0.0.1:%d" % port
+    log_path = os.path.join(where, "mosquitto.log")
+    if kind == "packaged":
+        conf = os.path.join(where, "mosquitto.conf")
+        with open(conf, "w") as f:
+            f.write("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
+        plain = BrokerSettings.from_url(url)
+        return MosquittoProcess(conf, port).start(), plain, plain, plain, []
+    devices = os.path.join(where, "devices.txt")
+    with open(devices, "w") as f:
+        f.write("dev-0\n")
+    paths = write_secured_config(where, SecuredBroker(
+        "agg", ["dev-0"], loadgen_user="loadgen", port=port, bind="127.0.0.1",
+        insecure_plaintext=True, log_file=log_path, run_as=getpass.getuser()))
+    with open(paths["credentials.csv"]) as f:
+        creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
+    pw = os.path.join(where, "agg.pw")
+    with open(pw, "w") as f:
+        f.write(creds["agg"] + "\n")
+    proc = MosquittoProcess(paths["mosquitto.conf"], port, log_path=log_path).start()
+    login = lambda user: BrokerSettings.from_url(url, username=user, password=creds[user])  # noqa: E731
+    return (proc, login("agg"), login("agg-admin"), login("loadgen"),
+            ["--username", "agg", "--password-file", pw])
+
+
+def live_run(kind: str, args, tmp: str, key_file: str, key, mqtt_version: int = None,
+             held: bool = False):
+    """serve on a fresh `kind` broker, connected while the fleet publishes --live-reports
+    reports, or, `held`, stopped while the fleet publishes --held-reports and then continued
+    (module docstring): {rate, accepted, dropped, loadgen_rate}."""
+    import signal
+    proc, _serve_login, admin, fleet_login, login_args = live_broker(kind, tmp)
+    name = "%s-%s%s" % ("held" if held else "live", kind, mqtt_version or "")
+    state = "sqlite:///%s" % os.path.join(tmp, name + ".db")
+    n = args.held_reports if held else args.live_reports
+    try:
+        with Store(state) as store:
+            create_campaign(store, admin, key_file, "live", args.mechanism, args.epsilon,
+                            str(args.domain), issue=Issuance(
+                                delivery=dict(DEFAULT_DELIVERY, ack=not args.no_ack)))
+        extra = ["--status-interval", "0", "--no-broker-check"] + login_args
+        if mqtt_version:
+            extra += ["--mqtt", str(mqtt_version)]
+        serve = ServeProcess(proc.url, state, client_id=name,
+                             log_path=os.path.join(tmp, name + ".log"), extra_args=extra).start()
+        published = {}
+
+        def fleet():
+            try:
+                published["result"] = run_fleet(fleet_login, "live", key, FleetOptions(
+                    devices=n, seed=77, id_prefix="l", ack_wait=0))
+            except Exception as exc:  # noqa: BLE001 (reported below)
+                published["error"] = exc
+        thread = threading.Thread(target=fleet)
+        polls = []
+        try:
+            with Store(state) as store:
+                if held:
+                    os.kill(serve.pid, signal.SIGSTOP)
+                thread.start()
+                if held:
+                    thread.join()
+                    time.sleep(0.5)  # the broker routes the last ones to serve's session
+                    os.kill(serve.pid, signal.SIGCONT)
+                    polls.append((time.perf_counter(), 0))  # the drain's clock starts here
+                deadline = time.perf_counter() + args.timeout
+                while True:
+                    accepted = store.counters("live").get("accepted", 0)
+                    now = time.perf_counter()
+                    if not polls or accepted > polls[-1][1]:
+                        polls.append((now, accepted))
+                    if accepted >= n or now > deadline:
+                        break
+                    if not thread.is_alive() and now - polls[-1][0] > 3.0:
+                        break  # the fleet is done and nothing more comes: the rest was dropped
+                    time.sleep(0.02)
+        finally:
+            if held:
+                os.kill(serve.pid, signal.SIGCONT)
+            thread.join()
+            serve.stop()
+    finally:
+        proc.stop()
+    if "error" in published:
+        raise published["error"]
+    grown = polls if held else [p for p in polls if p[1] > 0]
+    (t0, a0), (t1, a1) = grown[0], grown[-1]
+    pub = published["result"]
+    return {"rate": round((a1 - a0) / (t1 - t0), 1) if t1 > t0 else None, "accepted": a1,
+            "dropped": n - a1, "loadgen_rate": round(pub.sent / pub.seconds, 1)}
+
+
 def forget_session(settings, client_id):
     """End a persistent session: a clean connect with the same client id discards it."""
     client = settings.make_client(client_id, persistent=False, protocol=brokermod.PROTOCOLS[4])
@@ -384,10 +507,42 @@ def main(argv=None):
                     help="skip the PostgreSQL runs (serve on PostgreSQL, 2 workers of a group); "
                          "they use a throw-away database on the machine's PostgreSQL "
                          "(LDPFLEET_TEST_POSTGRES_ADMIN, default postgres@127.0.0.1)")
+    ap.add_argument("--live-reports", type=int, default=200_000,
+                    help="reports of each live run (serve connected while the fleet publishes, "
+                         "behind packaged and broker-config's limits; 0 skips them)")
+    ap.add_argument("--held-reports", type=int, default=40_000,
+                    help="reports of each held run (published while serve is stopped but "
+                         "connected, then drained; about 50,000 OLH reports fit behind packaged "
+                         "limits, see the docstring)")
+    ap.add_argument("--only-live", action="store_true",
+                    help="only the live runs (packaged limits against broker-config's)")
     ap.add_argument("--no-ack", action="store_true",
                     help="a campaign without end-to-end acknowledgements (spec §6): serve then "
                          "publishes no ack per report; compare the two runs for the acks' cost")
     args = ap.parse_args(argv)
+    live = {}
+    if args.live_reports:
+        with tempfile.TemporaryDirectory(prefix="ldpfleet-bench-live-") as tmp:
+            key_file = os.path.join(tmp, "fleet.key")
+            key = write_signing_key(key_file)
+            live["live_sized"] = live_run("sized", args, tmp, key_file, key)
+            live["live_packaged"] = live_run("packaged", args, tmp, key_file, key)
+            live["live_packaged_mqtt4"] = live_run("packaged", args, tmp, key_file, key, 4)
+            if args.held_reports:
+                live["held_sized"] = live_run("sized", args, tmp, key_file, key, held=True)
+                live["held_packaged"] = live_run("packaged", args, tmp, key_file, key, held=True)
+        out = {"live_reports": args.live_reports, "mechanism": args.mechanism,
+               "live_method": "serve connected while the fleet publishes (see docstring)"}
+        for name, figures in live.items():
+            out.update({"%s_%s" % (name, k): v for k, v in figures.items()})
+        for name, sized in (("live_packaged", "live_sized"), ("live_packaged_mqtt4", "live_sized"),
+                            ("held_packaged", "held_sized")):
+            if live.get(name, {}).get("rate") and live[sized]["rate"]:
+                out[name + "_ratio_sized"] = round(live[name]["rate"] / live[sized]["rate"], 3)
+        if args.only_live:
+            print(json.dumps(out, sort_keys=True))
+            return 0
+        live = out
 
     with tempfile.TemporaryDirectory(prefix="ldpfleet-bench-") as tmp, \
             EmbeddedBroker(max_queued_messages=max(1_000_000, 2 * args.reports)) as broker:
@@ -463,6 +618,7 @@ def main(argv=None):
         out.update(raw_socket_acks_rate=round(raw_acks_rate, 1),
                    raw_socket_acks_cpu_share=round(raw_acks_cpu, 3),
                    raw_socket_acks_broker_cpu_share=raw_acks_broker)
+    out.update(live)
     for name, (rate, counters, first, _pub, sustained) in runs.items():
         out[name + "_rate"] = round(rate, 1)
         out[name + "_ratio_raw"] = round(rate / raw_rate, 3)

@@ -180,7 +180,7 @@ CHECK_TOPIC_ROOT = "ldpfleet/check"
 """Topics `ldpfleet broker-check` publishes and reads (the aggregator's login only)."""
 
 
-def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None,
+def acl_text(aggregator_user, campaigns=None, loadgen_user: str = None,
              admin_user: str = None, device_ids=()) -> str:
     """Mosquitto ACL: each device (username = device id) may publish only to its own report
     topic and read its campaigns' config/phase2/status, the key rotations and its own
@@ -193,6 +193,13 @@ def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None,
     configs nor read reports. The admin user (campaign commands, broker-check, key rotation)
     has the aggregator's rights: with client ids bound to logins, `serve` and the commands need
     one login each.
+
+    `aggregator_user`: one login, or a list of them (one per `serve` worker of a group: on a
+    broker that binds client ids to logins each connection needs its own). A worker subscribes
+    through `$share/<group>/ldp/+/r/#`; Mosquitto 2.0 grants that subscription and checks the
+    read right on each report's own topic when it delivers (checked with 2.0.11: a device's
+    `$share/...` subscription is granted and gets nothing), so the aggregator's `ldp/#` is the
+    line a shared subscription needs.
 
     `pattern` lines apply to every authenticated user, with %u replaced by the username
     (Mosquitto refuses the substitution for usernames holding `+`, `#` or `/`): a device's own
@@ -220,13 +227,33 @@ def acl_text(aggregator_user: str, campaigns=None, loadgen_user: str = None,
             lines.append("topic write ldp/%s/r/%s/+" % (scope, loadgen_user))
             for leaf in ("config", "phase2", "status", "a/%s/+" % loadgen_user):
                 lines.append("topic read ldp/%s/%s" % (scope, leaf))
-    for title, user in (("the aggregator (serve)", aggregator_user),
-                        ("the aggregator's commands (campaign, broker-check)", admin_user)):
+    workers = [aggregator_user] if isinstance(aggregator_user, str) else list(aggregator_user)
+    for title, user in ([("the aggregator (serve)" if len(workers) == 1 else
+                          "aggregator worker %d of %d (serve --group: $share/<group>/ldp/+/r/# "
+                          "reads the reports under ldp/#)" % (i + 1, len(workers)), w)
+                         for i, w in enumerate(workers)]
+                        + [("the aggregator's commands (campaign, broker-check)", admin_user)]):
         if user:
             lines += ["", "# " + title, "user %s" % user, "topic readwrite ldp/#",
                       "topic readwrite ldpfleet/keys", "topic readwrite %s/#" % CHECK_TOPIC_ROOT,
                       "topic read $SYS/broker/publish/messages/dropped"]
     return "\n".join(lines + [""])
+
+
+def aggregator_logins(users: list, workers: int = None) -> list:
+    """The aggregator logins of `broker-config`: the `--aggregator-user`s as given (one per
+    `serve` worker), or, with `--workers N` and one user U, U, U-2, ..., U-N (U stays the first,
+    so a single serve's login is kept when workers are added)."""
+    users = list(users)
+    if workers is None or workers == len(users):
+        return users
+    if workers < 1:
+        raise ConfigError("workers", "must be >= 1, got %d" % workers)
+    if len(users) != 1:
+        raise ConfigError("workers", "--workers %d with %d --aggregator-user logins: give one "
+                          "login (the others are named after it) or one per worker"
+                          % (workers, len(users)))
+    return users + ["%s-%d" % (users[0], i) for i in range(2, workers + 1)]
 
 
 def _read_credentials(path: str) -> dict:
@@ -324,6 +351,7 @@ class SecuredBroker:
     least 100,000), the log file and the user mosquitto drops to."""
 
     aggregator_user: str
+    """The login of `serve` (and the default admin login's stem, `<aggregator_user>-admin`)."""
     device_ids: list
     campaigns: list = None
     loadgen_user: str = None
@@ -351,21 +379,33 @@ class SecuredBroker:
     (serve acknowledges only after the commit)."""
     log_file: str = None
     run_as: str = "mosquitto"
+    worker_users: list = None
+    """More aggregator logins, one per further `serve --group` worker (same rights as
+    `aggregator_user`): the broker binds a client id to its login, so two workers with one
+    login would take each other's connection over."""
+
+    @property
+    def aggregator_users(self) -> list:
+        return [self.aggregator_user] + list(self.worker_users or [])
 
     def check(self):
         """ConfigError naming the first bad field."""
-        if not NAME_RE.match(self.aggregator_user):
-            raise ConfigError("aggregator_user", "must match [A-Za-z0-9_-]{1,64}")
-        if self.aggregator_user in self.device_ids:
-            raise ConfigError("aggregator_user", "%r is also listed as a device"
-                              % self.aggregator_user)
+        aggregators = self.aggregator_users
+        for agg in aggregators:
+            if not NAME_RE.match(agg):
+                raise ConfigError("aggregator_user", "%r must match [A-Za-z0-9_-]{1,64}" % agg)
+            if agg in self.device_ids:
+                raise ConfigError("aggregator_user", "%r is also listed as a device" % agg)
+        if len(set(aggregators)) != len(aggregators):
+            raise ConfigError("aggregator_user", "each worker needs its own login: %s"
+                              % ", ".join(aggregators))
         user = self.loadgen_user
-        if user is not None and (not NAME_RE.match(user) or user == self.aggregator_user
+        if user is not None and (not NAME_RE.match(user) or user in aggregators
                                  or user in self.device_ids):
             raise ConfigError("loadgen_user", "must match [A-Za-z0-9_-]{1,64} and differ from "
                               "the aggregator and every device")
         admin = self.admin
-        if (not NAME_RE.match(admin) or admin in (self.aggregator_user, self.loadgen_user)
+        if (not NAME_RE.match(admin) or admin in aggregators or admin == self.loadgen_user
                 or admin in self.device_ids):
             raise ConfigError("admin_user", "%r must match [A-Za-z0-9_-]{1,64} and differ from "
                               "every other login" % admin)
@@ -388,7 +428,7 @@ class SecuredBroker:
 
     def logins(self) -> list:
         """(role, username) of every login."""
-        rows = [("aggregator", self.aggregator_user), ("admin", self.admin)]
+        rows = [("aggregator", user) for user in self.aggregator_users] + [("admin", self.admin)]
         rows += [("device", d) for d in self.device_ids]
         if self.loadgen_user:
             rows.append(("loadgen", self.loadgen_user))
@@ -482,7 +522,7 @@ def _write_logins(paths: dict, plan: SecuredBroker):
     _write_private(paths["passwd"], "".join("%s:%s\n" % (user, password_hash(pw))
                                             for _, user, pw in creds))
     with open(paths["acl"], "w") as f:
-        f.write(acl_text(plan.aggregator_user, plan.campaigns, plan.loadgen_user, plan.admin,
+        f.write(acl_text(plan.aggregator_users, plan.campaigns, plan.loadgen_user, plan.admin,
                          plan.device_ids))
 
 

@@ -117,13 +117,16 @@ def _failed(exc):
 
 def exit_codes():
     """THE table of expected failures -> (exit code, label of the one line printed): first
-    match wins. 3: the broker is unreachable, refuses us, or cannot be started; 2: bad input of
-    any kind (typed LdpErrors naming the field, numbers, files, the state file, certificates,
-    too little memory for the run). Anything else is a bug and keeps its traceback."""
+    match wins. 5: another connection took `serve`'s broker login over (a service manager
+    should not restart it: the two would take it from each other again); 3: the broker is
+    unreachable, refuses us, or cannot be started; 2: bad input of any kind (typed LdpErrors
+    naming the field, numbers, files, the state file, certificates, too little memory for the
+    run). Anything else is a bug and keeps its traceback."""
     from .broker import BrokerUnavailable
-    from .errors import DataFileError, LdpError
+    from .errors import DataFileError, LdpError, LoginTakenOver
     from .service.store_sql import database_errors
     return [
+        ((LoginTakenOver,), 5, "broker login"),
         ((ConnectionError, BrokerUnavailable), 3, "broker"),
         ((DataFileError,), 2, "data file"),
         ((LdpError, ValueError, OverflowError, OSError) + database_errors(), 2, "error"),

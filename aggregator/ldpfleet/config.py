@@ -18,6 +18,14 @@ PPM = 1000000
 RETRY_S_MAX = 86400
 RETRY_MAX_S_MAX = 259200
 """3 days: MicroPython's ticks_ms differences are only valid below 2^29 ms (6.2 days)."""
+SPREAD_S_MAX = 86400
+"""`delivery.spread_s` (spec §5.4): a device's first publish waits U[0, spread_s) seconds."""
+DEFAULT_DRAIN_RATE = 1000
+"""Reports/s `campaign create` assumes the broker hands serve when not told (`--drain-rate`):
+conservative. Measured on 2 shared cores (tools/bench_ingest.py --only-live): serve behind
+Mosquitto's packaged limits committed 13,000-17,000/s over MQTT 3.1.1 and 18,000-45,000/s over
+MQTT 5 (as fast as the fleet generator published); 1,000 leaves room for TLS, PostgreSQL, a
+slow disk, a busy machine and a broker other clients share."""
 DEFAULT_DELIVERY = {"ack": True, "retry_s": 30, "retry_max_s": 3600}
 """Spec §5.4 `delivery`, what `campaign create` writes unless told otherwise: devices re-send
 their memoised report (first after 30 s x U[0.5, 1.5), doubling up to an hour) until the
@@ -174,9 +182,11 @@ def check_config(doc: dict, now: int = None) -> dict:
 
 
 def check_delivery(delivery) -> dict:
-    """Spec §5.4: {"ack": bool, "retry_s": 1..86400, "retry_max_s": retry_s..604800}."""
-    if not isinstance(delivery, dict) or set(delivery) != {"ack", "retry_s", "retry_max_s"}:
-        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s}")
+    """Spec §5.4: {"ack": bool, "retry_s": 1..86400, "retry_max_s": retry_s..259200} and
+    optionally "spread_s": 0..86400 (absent: 0)."""
+    if not isinstance(delivery, dict) or not ({"ack", "retry_s", "retry_max_s"} <= set(delivery)
+                                               <= {"ack", "retry_s", "retry_max_s", "spread_s"}):
+        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s[, spread_s]}")
     if not isinstance(delivery["ack"], bool):
         raise ConfigError("delivery.ack", "must be true or false")
     retry = delivery["retry_s"]
@@ -186,12 +196,32 @@ def check_delivery(delivery) -> dict:
     if not isinstance(top, int) or isinstance(top, bool) or not retry <= top <= RETRY_MAX_S_MAX:
         raise ConfigError("delivery.retry_max_s", "must be an integer in [retry_s, %d]"
                           % RETRY_MAX_S_MAX)
+    spread = delivery.get("spread_s", 0)
+    if not isinstance(spread, int) or isinstance(spread, bool) or not 0 <= spread <= SPREAD_S_MAX:
+        raise ConfigError("delivery.spread_s", "must be an integer in [0, %d]" % SPREAD_S_MAX)
     return delivery
 
 
 def acknowledged(doc: dict) -> bool:
     """Whether devices of this config wait for acknowledgements (spec §6)."""
     return bool(doc.get("delivery", {}).get("ack", False))
+
+
+def default_spread_s(devices: int, drain_rate: float = DEFAULT_DRAIN_RATE) -> int:
+    """`delivery.spread_s` for a fleet of `devices` that starts a phase at once (one retained
+    config) behind a broker and serve that take `drain_rate` reports/s: devices / drain_rate
+    seconds (rounded down), so the first publishes arrive no faster than they are drained; at
+    most SPREAD_S_MAX."""
+    if not drain_rate > 0:
+        raise ConfigError("drain_rate", "must be > 0 reports/s, got %r" % (drain_rate,))
+    if devices < 0:
+        raise ConfigError("fleet_size", "must be >= 0, got %r" % (devices,))
+    return int(min(SPREAD_S_MAX, devices // drain_rate))
+
+
+def spread_s(doc: dict) -> int:
+    """Seconds over which devices spread a phase's first publish (spec §5.4; 0 without it)."""
+    return int(doc.get("delivery", {}).get("spread_s", 0))
 
 
 def check_listless_domain(phase: dict, domain: dict):

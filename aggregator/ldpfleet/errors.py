@@ -26,6 +26,11 @@ class BudgetExceeded(LdpError):
     """A report would exceed the per-report epsilon cap or the lifetime budget."""
 
 
+class LoginTakenOver(LdpError, ConnectionError):
+    """The broker closed our connection for another one with the same login (or client id):
+    two processes share one login where the broker allows one connection per login."""
+
+
 class DataFileError(LdpError, ValueError):
     """A user-supplied data file (`simulate --data`) is malformed: `field` is what is wrong
     ("header", "row", "device", "item", "duplicate"), the message names the file and line."""

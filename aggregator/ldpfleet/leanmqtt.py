@@ -236,11 +236,15 @@ class LeanClient:
     (subscriptions, un-acknowledged and queued messages) across our reconnects; in MQTT 5 that
     needs a non-zero `session_expiry` (seconds; 0xFFFFFFFF = never), so persistent + protocol 5
     + session_expiry 0 is refused. `max_packet` (MQTT 5): the broker sends us nothing larger.
-    `read_budget`: bytes read per `poll` at most (while the socket has data ready)."""
+    `receive_maximum` (MQTT 5): how many QoS 1 messages the broker may send us before our
+    PUBACKs (its in-flight window for us; None: not announced, the broker's own limit holds,
+    Mosquitto's packaged default 20). `read_budget`: bytes read per `poll` at most (while the
+    socket has data ready)."""
 
     def __init__(self, settings, client_id: str, protocol: int = 4, persistent: bool = True,
                  session_expiry: int = 0, keepalive: int = 30, max_packet: int = None,
-                 read_budget: int = 4 << 20, recv_size: int = 1 << 20, max_receive: int = None):
+                 read_budget: int = 4 << 20, recv_size: int = 1 << 20, max_receive: int = None,
+                 receive_maximum: int = None):
         protocol = 4 if protocol == 311 else protocol
         if protocol not in (4, 5):
             raise ValueError("protocol must be 4 (MQTT 3.1.1) or 5, got %r" % protocol)
@@ -251,6 +255,8 @@ class LeanClient:
                              "broker discards it, and everything queued for us, at disconnect)")
         if not 0 <= keepalive <= 65535:
             raise ValueError("keepalive must be in [0, 65535] seconds")
+        if receive_maximum is not None and not 1 <= receive_maximum <= 65535:
+            raise ValueError("receive_maximum must be in [1, 65535]")
         self.settings = settings
         self.client_id = client_id
         self.protocol = protocol
@@ -258,6 +264,7 @@ class LeanClient:
         self.session_expiry = session_expiry
         self.keepalive = keepalive
         self.max_packet = max_packet
+        self.receive_maximum = receive_maximum
         self.read_budget = read_budget
         self.recv_size = recv_size
         self.max_receive = max_receive or max_packet
@@ -307,6 +314,8 @@ class LeanClient:
                 props += b"\x11" + struct.pack("!I", self.session_expiry)
             if self.max_packet:
                 props += b"\x27" + struct.pack("!I", self.max_packet)
+            if self.receive_maximum:
+                props += b"\x21" + struct.pack("!H", self.receive_maximum)
             head += varint(len(props)) + props
         body = head + payload
         return b"\x10" + varint(len(body)) + body

@@ -409,19 +409,44 @@ static int build_input(const cJSON *value, int high, const cJSON *doc, const str
     return 0;
 }
 
-void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, size_t len)
+/* Queue `report` to be published from `not_before` on, unless `phase` is already queued;
+ * 1 if queued. */
+static int enqueue_at(struct ldpc_device *dev, int phase, uint8_t *report, size_t len, double not_before)
 {
     size_t i;
     for (i = 0; i < dev->n_out; i++) {
         if (dev->outbox[i].phase == phase) { /* already queued: the same (memoised) bytes */
             free(report);
-            return;
+            return 0;
         }
     }
     dev->outbox[dev->n_out].phase = phase;
     dev->outbox[dev->n_out].data = report;
     dev->outbox[dev->n_out].len = len;
+    dev->outbox[dev->n_out].not_before = not_before;
     dev->n_out++;
+    return 1;
+}
+
+/* The accepted config's delivery.spread_s (spec §5.4), 0 without it. */
+static int64_t spread_s(const struct ldpc_device *dev)
+{
+    const cJSON *d = dev->config ? cJSON_GetObjectItemCaseSensitive(dev->config, "delivery") : NULL;
+    return d != NULL && cJSON_GetObjectItemCaseSensitive(d, "spread_s") != NULL ? int_of(d, "spread_s") : 0;
+}
+
+void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, size_t len)
+{
+    int64_t spread = spread_s(dev);
+    uint32_t w = 0;
+    uint64_t ms;
+    if (!enqueue_at(dev, phase, report, len, 0.0) || spread <= 0)
+        return; /* already queued (nothing drawn), or no spread */
+    /* U[0, spread_s) in ms from one OS random word, drawn after the report was made (spec §6) */
+    ldpc_os_random_words(&w, 1);
+    ms = ((uint64_t)spread * 1000u * (uint64_t)w) >> 32;
+    ldpc_log(dev->id.device_id, "wait", "phase=%d ms=%llu", phase, (unsigned long long)ms);
+    dev->outbox[dev->n_out - 1].not_before = ldpc_monotonic() + (double)ms / 1000.0;
 }
 
 /* Queue the memoised report of `phase` if there is one (1), else 0: checked BEFORE anything
@@ -599,7 +624,7 @@ void ldpc_device_resend_due(struct ldpc_device *dev)
         a->wait = a->wait * 2 > top ? top : a->wait * 2;
         a->due = due_after(a->wait);
         ldpc_log(dev->id.device_id, "resent", "phase=%d next_s=%d", p, (int)a->wait);
-        ldpc_device_enqueue(dev, p, copy, a->len);
+        enqueue_at(dev, p, copy, a->len, 0.0); /* an ack re-send keeps its own timer */
     }
 }
 
@@ -882,9 +907,15 @@ void ldpc_device_delivered(struct ldpc_device *dev, int phase, uint8_t *data, si
     a->due = due_after(a->wait);
 }
 
-const struct ldpc_report *ldpc_device_peek(const struct ldpc_device *dev)
+const struct ldpc_report *ldpc_device_peek(struct ldpc_device *dev)
 {
-    return dev->n_out ? &dev->outbox[0] : NULL;
+    double now = ldpc_monotonic();
+    if (dev->n_out == 2 && dev->outbox[0].not_before > now && dev->outbox[1].not_before <= now) {
+        struct ldpc_report due = dev->outbox[1]; /* the due one first: pop takes index 0 */
+        dev->outbox[1] = dev->outbox[0];
+        dev->outbox[0] = due;
+    }
+    return dev->n_out && dev->outbox[0].not_before <= now ? &dev->outbox[0] : NULL;
 }
 
 uint8_t *ldpc_device_pop(struct ldpc_device *dev)

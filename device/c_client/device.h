@@ -5,7 +5,9 @@
  * sends after every reconnect) (re)queues the campaign phase's report: fresh and ledgered the
  * first time, the memoised bytes ever after. The aggregator dedupes by (device id, nonce).
  * With the config's delivery.ack the device re-sends a report until its acknowledgement
- * (spec §6) arrives on its ack topic, the campaign closes, or not_after passes. */
+ * (spec §6) arrives on its ack topic, the campaign closes, or not_after passes. With its
+ * delivery.spread_s every publish a trigger queues waits its own U[0, spread_s) from the OS
+ * RNG (spec §6), drawn when it is queued; acknowledgement re-sends keep their own timers. */
 #ifndef LDPC_DEVICE_H
 #define LDPC_DEVICE_H
 #include <stddef.h>
@@ -50,6 +52,7 @@ struct ldpc_report {
     int phase;
     uint8_t *data;
     size_t len;
+    double not_before; /* ldpc_monotonic() seconds: published from then on (spec §6 spread) */
 };
 
 #define LDPC_ACK_SIZE 12
@@ -109,12 +112,16 @@ void ldpc_device_delivered(struct ldpc_device *dev, int phase, uint8_t *data, si
  * stop awaiting (logged `undelivered`). */
 void ldpc_device_resend_due(struct ldpc_device *dev);
 
-/* Queue `report` (heap, ownership taken) for publishing, unless `phase` is already queued. */
+/* Queue `report` (heap, ownership taken) for publishing after its own spread wait (spec §6: a
+ * trigger's publish, or one that a lost connection interrupted), unless `phase` is already
+ * queued (then nothing is drawn). */
 void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, size_t len);
 
-/* The first queued report (NULL if none); pop it once the publish call accepted it. */
-const struct ldpc_report *ldpc_device_peek(const struct ldpc_device *dev);
-/* Removes the first queued report and hands its bytes to the caller (who frees them). */
+/* The first queued report whose spread wait is over (NULL if none); pop it once the publish
+ * call accepted it. */
+const struct ldpc_report *ldpc_device_peek(struct ldpc_device *dev);
+/* Removes the report peek returned (else the first queued one) and hands its bytes to the
+ * caller (who frees them). */
 uint8_t *ldpc_device_pop(struct ldpc_device *dev);
 
 int ldpc_device_done(const struct ldpc_device *dev);

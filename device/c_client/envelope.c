@@ -465,16 +465,19 @@ int ldpc_phase2_is_fallback(const cJSON *p2)
 }
 
 /* Spec §5.4 `delivery` (absent: no acknowledgements): {ack, retry_s 1..86400,
- * retry_max_s retry_s..259200}. */
+ * retry_max_s retry_s..259200[, spread_s 0..86400]}. */
 static int check_delivery(const cJSON *d, struct ldpc_reason *why)
 {
-    int64_t retry, top;
+    int64_t retry, top, spread;
+    const cJSON *spread_item;
     if (d == NULL)
         return 0;
-    if (!cJSON_IsObject(d) || cJSON_GetArraySize(d) != 3 || cJSON_GetObjectItemCaseSensitive(d, "ack") == NULL
+    spread_item = cJSON_GetObjectItemCaseSensitive(d, "spread_s");
+    if (!cJSON_IsObject(d) || cJSON_GetArraySize(d) != 3 + (spread_item != NULL)
+        || cJSON_GetObjectItemCaseSensitive(d, "ack") == NULL
         || cJSON_GetObjectItemCaseSensitive(d, "retry_s") == NULL
         || cJSON_GetObjectItemCaseSensitive(d, "retry_max_s") == NULL) {
-        ldpc_reason_set(why, "delivery", "must be {ack, retry_s, retry_max_s}");
+        ldpc_reason_set(why, "delivery", "must be {ack, retry_s, retry_max_s[, spread_s]}");
         return -1;
     }
     if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(d, "ack"))) {
@@ -490,6 +493,11 @@ static int check_delivery(const cJSON *d, struct ldpc_reason *why)
         || top > LDPC_RETRY_MAX_S_MAX) {
         ldpc_reason_set(why, "delivery.retry_max_s", "must be an integer in [retry_s, %d]",
                         LDPC_RETRY_MAX_S_MAX);
+        return -1;
+    }
+    if (spread_item != NULL && (!ldpc_json_int(spread_item, &spread) || spread < 0
+                                || spread > LDPC_SPREAD_S_MAX)) {
+        ldpc_reason_set(why, "delivery.spread_s", "must be an integer in [0, %d]", LDPC_SPREAD_S_MAX);
         return -1;
     }
     return 0;

@@ -48,6 +48,7 @@ int ldpc_keys_check(const cJSON *doc, struct ldpc_keyset *set, int64_t *serial, 
  * `sample_rate_ppm` must be an integer in (0, 10^6), the same on every phase carrying it. */
 #define LDPC_RETRY_S_MAX 86400
 #define LDPC_RETRY_MAX_S_MAX 259200
+#define LDPC_SPREAD_S_MAX 86400 /* delivery.spread_s (spec §5.4) */
 int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why);
 
 /* 0 if `p2` is a phase-2 body belonging to the accepted `config`, else -1 and `why`. */

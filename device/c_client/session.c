@@ -33,7 +33,8 @@ struct session {
 
 /* The connection is gone: reports still waiting for their PUBACK go back to the queue and
  * are published again after the reconnect (as the MicroPython client re-sends an unacknowledged
- * publish); the aggregator dedupes by (device id, seq). */
+ * publish), each after its own spread wait when the config has one (spec §6: a broker restart
+ * reconnects every device at once); the aggregator dedupes by (device id, nonce). */
 static void requeue_inflight(struct session *s)
 {
     int i;
@@ -169,7 +170,7 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
     struct session s;
     struct mosquitto *mosq;
     double stop_at = opts->run_for >= 0 ? ldpc_monotonic() + opts->run_for : -1;
-    int first = 1, socket_up = 0, code;
+    int first = 1, socket_up = 0, code, i;
     memset(&s, 0, sizeof s);
     s.dev = dev;
     s.opts = opts;
@@ -239,7 +240,8 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
     }
     mosquitto_destroy(mosq);
     mosquitto_lib_cleanup();
-    requeue_inflight(&s); /* hands unacknowledged bytes back to the device, which frees them */
+    for (i = 0; i < MAX_INFLIGHT; i++) /* unacknowledged bytes: nothing re-sends them now */
+        free(s.inflight[i].data);
     if (dev->exit_code != LDPC_RUNNING)
         code = dev->exit_code;
     else if (ldpc_device_done(dev) || !dev->once)

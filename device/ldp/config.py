@@ -114,13 +114,15 @@ def check_config(doc, now=None):
 
 RETRY_S_MAX = 86400
 RETRY_MAX_S_MAX = 259200
+SPREAD_S_MAX = 86400
 
 
 def check_delivery(d):
-    """Spec §5.4 `delivery` (the aggregator's config.check_delivery)."""
-    if not isinstance(d, dict) or len(d) != 3 or "ack" not in d or "retry_s" not in d \
-            or "retry_max_s" not in d:
-        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s}")
+    """Spec §5.4 `delivery` (the aggregator's config.check_delivery): ack, retry_s,
+    retry_max_s and optionally spread_s, nothing else."""
+    if not isinstance(d, dict) or "ack" not in d or "retry_s" not in d \
+            or "retry_max_s" not in d or len(d) != 3 + ("spread_s" in d):
+        raise ConfigError("delivery", "must be {ack, retry_s, retry_max_s[, spread_s]}")
     if not isinstance(d["ack"], bool):
         raise ConfigError("delivery.ack", "must be true or false")
     if not _is_int(d["retry_s"]) or not 1 <= d["retry_s"] <= RETRY_S_MAX:
@@ -128,7 +130,16 @@ def check_delivery(d):
     if not _is_int(d["retry_max_s"]) or not d["retry_s"] <= d["retry_max_s"] <= RETRY_MAX_S_MAX:
         raise ConfigError("delivery.retry_max_s", "must be an integer in [retry_s, %d]"
                           % RETRY_MAX_S_MAX)
+    spread = d.get("spread_s", 0)
+    if not _is_int(spread) or not 0 <= spread <= SPREAD_S_MAX:
+        raise ConfigError("delivery.spread_s", "must be an integer in [0, %d]" % SPREAD_S_MAX)
     return d
+
+
+def spread_ms(config):
+    """The accepted config's first-publish spread in ms (spec §5.4, §6); 0 without it."""
+    d = config.get("delivery") if config else None
+    return d.get("spread_s", 0) * 1000 if d else 0
 
 
 def check_grr_bound(ph, d):

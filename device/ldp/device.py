@@ -14,6 +14,11 @@ to retry_max_s, until an acknowledgement for exactly that (campaign_id, phase, n
 on its own ack topic, the campaign is closed, or its not_after passes (logged `undelivered`).
 Re-sends cost no ε; the waits depend only on the config and the OS RNG.
 
+Spreading (spec §6, the config's `delivery.spread_s`): every publish a trigger queues (a fresh
+report, or a memo re-published after a reconnect or a re-delivered config) waits its own
+U[0, spread_s) from the OS RNG, drawn at the trigger, after the report is made and ledgered;
+acknowledgement re-sends keep their own timers.
+
 Privacy of behaviour (spec §7.1): nothing the device does depends on its value. The value is
 prepared once at start (`domain.DeviceValue`); an out-of-domain value reports ⊥ (never a
 refusal); the ledger memo is checked before the value is touched; lookups and the LDPLCM model
@@ -373,18 +378,38 @@ class Device:
         if self.crash_point == "after-commit":
             self.log("crash-point", "after-commit")
             raise SystemExit(EXIT_CRASH_POINT)
-        self.outbox.append((phase, report))
+        self._queue(phase, report)
 
     def _resend(self, phase, memo):
         """Queue the memoised report of `phase` (no spend, nothing computed from the value)."""
         self.log("memo", "phase=%d" % phase)
-        self.outbox.append((phase, memo[1]))
+        self._queue(phase, memo[1])
+
+    def _queue(self, phase, report):
+        """Queue a trigger's publish of `phase`, after its own spread wait (spec §6): U[0,
+        spread_s) from the OS RNG; nothing more while one of that phase is queued."""
+        for entry in self.outbox:
+            if entry[0] == phase:
+                return
+        due = None
+        spread = cfg.spread_ms(self.config)
+        if spread:
+            ms = (spread * int.from_bytes(self.rand(4), "little")) >> 32
+            self.log("wait", "phase=%d ms=%d" % (phase, ms))
+            due = time.ticks_add(time.ticks_ms(), ms)
+        self.outbox.append((phase, report, due))
 
     def flush(self):
-        while self.outbox:
-            phase, report = self.outbox[0]
+        """Publish every queued report whose spread wait is over."""
+        now = time.ticks_ms()
+        i = 0
+        while i < len(self.outbox):
+            phase, report, due = self.outbox[i]
+            if due is not None and time.ticks_diff(due, now) > 0:
+                i += 1
+                continue
             self.client.publish(self.topic_report, report, qos=1)
-            self.outbox.pop(0)
+            self.outbox.pop(i)
             self.delivered.add(phase)
             self.log("published", "phase=%d bytes=%d" % (phase, len(report)))
             delivery = self.config.get("delivery") if self.config else None

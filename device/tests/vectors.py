@@ -18,7 +18,7 @@ import ldp.hash
 from ldp import thresholds
 from ldp.hash import bucket, item_key, keyed_hash, murmur3
 from ldp.mechanisms import make
-from ldp.config import check_keys
+from ldp.config import check_config, check_keys
 from ldp.ed25519 import verify as ed25519_verify
 from ldp.envelope import Verifier, trusted_keys
 from ldp.errors import ConfigError
@@ -102,6 +102,8 @@ def signature_results(vec):
         doc = Verifier(trusted_keys(mine)).open(c["payload"].encode())
         if doc["type"] == "keys":
             check_keys(doc)
+        elif doc["type"] == "config":
+            check_config(doc, doc["not_before"])
         signed.append(doc["type"])
     return {"rfc8032": [ed25519_verify(unhexlify(c["public_hex"]), unhexlify(c["message_hex"]),
                                        unhexlify(c["signature_hex"])) for c in vec["rfc8032"]],

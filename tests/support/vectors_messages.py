@@ -75,6 +75,10 @@ def signature_cases() -> dict:
     flat = config.make_config("flat", svim.campaign_phases(2000, 1000, 8, 10),
                               {"type": "int", "size": 1000}, 9, campaign_id=100,
                               not_before=1790000000, not_after=1800000000)
+    spread = config.make_config("fleet-wide", [{"phase": 1, "mechanism": "grr", "eps_milli": 1000,
+                                                "params": {}}], {"type": "int", "size": 16},
+                                11, campaign_id=101, not_before=1790000000, not_after=1800000000,
+                                delivery=dict(config.DEFAULT_DELIVERY, spread_s=600))
     elsewhere = dict(cfg, campaign="elsewhere", campaign_id=5)
     messages = [("config", cfg), ("phase2", config.make_phase2(miner, candidates=[3, 5, 700])),
                 ("config", flat),  # svim: phase 2 with its signed fallback (spec §3, §5.4)
@@ -85,7 +89,8 @@ def signature_cases() -> dict:
                 ("status", {"type": "status", "protocol": protocol.PROTOCOL_VERSION,
                             "campaign": "cpu-load", "campaign_id": 0x12345678, "state": "open",
                             "phase": 1, "phases": 1, "time": 1790000100,
-                            "counters": {"received": 10, "accepted": 9, "rejected": 1}})]
+                            "counters": {"received": 10, "accepted": 9, "rejected": 1}}),
+                ("config", spread)]  # delivery.spread_s: the first-publish spread (spec §5.4, §6)
     signed = []
     for kind, doc in messages:
         payload = config.sign(doc, key)

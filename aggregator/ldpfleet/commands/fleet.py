@@ -27,19 +27,29 @@ def register(subparsers):
                    help="C client binary (default: device/c_client/build/ldp_client, or ldp_client on PATH)")
     p.add_argument("--rate", type=float, default=None, help="publishes per second (default: unlimited)")
     p.add_argument("--ack-wait", type=float, default=120.0, metavar="S",
-                   help="campaigns with acknowledgements (spec §6): re-send unacknowledged "
-                        "reports for up to S seconds after the burst, as devices do (default 120)")
+                   help="campaigns with acknowledgements (spec §6): each simulated device re-sends "
+                        "its unacknowledged report on its own timer (retry_s x U[0.5, 1.5), "
+                        "doubling), for up to S seconds after the last first publish (default 120); "
+                        "progress goes to stderr every few seconds")
     p.add_argument("--dist", default="zipf:1.1",
                    help="zipf:S over the domain, or FILE with one `item [weight]` per line")
     p.add_argument("--seed", type=int, default=None,
-                   help="seed of the simulator's item draws and perturbation words (and of the "
-                        "device ids: a re-run with the same seed re-sends the same reports)")
+                   help="seed of the simulator's item draws and perturbation words and of the "
+                        "device ids (default: the campaign's id, so a re-run against the same "
+                        "campaign re-sends the same devices' reports, counted as duplicates; "
+                        "another seed simulates other devices)")
     p.add_argument("--trusted-keys", required=True, metavar="FILE",
                    help="the public key(s) that sign the campaign (PATH.pub of `campaign keygen "
                         "PATH`); the load generator verifies the config as devices do")
     p.add_argument("--phase", type=int, default=None, help="phase to report in (default: the "
                    "campaign's current phase from its status topic, else 1)")
-    p.add_argument("--id-prefix", default=None, help="prefix of simulated device ids")
+    p.add_argument("--id-prefix", default=None,
+                   help="prefix of simulated device ids (default sim<seed>)")
+    p.add_argument("--workdir", default=None, metavar="DIR",
+                   help="where the real devices (--micropython, --c-clients) keep their state: "
+                        "identity, value, ledger (default: $XDG_CACHE_HOME or ~/.cache, "
+                        "ldpfleet/fleet/<broker>/<campaign>, mode 0700, so a re-run re-sends their "
+                        "memoised reports)")
     p.add_argument("--device-logins", default=None, metavar="CSV",
                    help="broker logins of the real devices (--micropython, --c-clients): the "
                         "device rows of broker-config's credentials.csv; needed with --username "
@@ -105,7 +115,13 @@ def register(subparsers):
                     "are stored as PBKDF2-SHA512 hashes; plain ones go to credentials.csv (0600) for "
                     "provisioning and are kept on re-runs.")
     b.add_argument("--out", required=True, help="output directory")
-    b.add_argument("--aggregator-user", required=True, help="the login of `ldpfleet serve`")
+    b.add_argument("--aggregator-user", required=True, action="append",
+                   help="the login of `ldpfleet serve`; repeat it for several `serve --group` "
+                        "workers, one login each (the broker binds a client id to its login, so two "
+                        "workers with one login take each other's connection over)")
+    b.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="make N aggregator logins for N `serve --group` workers: the "
+                        "--aggregator-user U, then U-2 ... U-N, each with the aggregator's ACL")
     b.add_argument("--admin-user", default=None,
                    help="the login of every other aggregator command: campaign create/advance/"
                         "close/rotate-keys, broker-check (default: <aggregator-user>-admin; client "
@@ -157,11 +173,18 @@ def run_fleet_command(args):
     trusted_keys = read_public_keys(args.trusted_keys)
     broker = BrokerSettings.from_url(args.broker, username=args.username,
                                      password=resolve_password(args), cafile=args.cafile)
+    workdir = args.workdir
+    if workdir is None and (args.micropython or args.c_clients):
+        workdir = _device_cache(broker, args.campaign)
+
+    def status(line):
+        print("fleet %s: %s" % (args.campaign, line), file=sys.stderr, flush=True)
     result = run_fleet(broker, args.campaign, trusted_keys, FleetOptions(
         devices=args.devices, micropython=args.micropython, c_clients=args.c_clients,
         dist=args.dist, seed=args.seed, phase=args.phase, id_prefix=args.id_prefix,
         max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,
         progress=_progress_wanted(args), c_client=args.c_client, ack_wait=args.ack_wait,
+        workdir=workdir, status=status,
         device_logins=read_device_logins(args.device_logins) if args.device_logins else None))
     if args.true_counts:
         with open(args.true_counts, "w") as f:
@@ -172,6 +195,16 @@ def run_fleet_command(args):
     else:
         print(result.summary())
     return 4 if result.acks and result.acks["unacknowledged"] else 0
+
+
+def _device_cache(broker, campaign: str) -> str:
+    """The real devices' state of `fleet` runs against this broker and campaign: kept, so a
+    re-run is the same devices (their ledgers re-send the memoised reports)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(root, "ldpfleet", "fleet", "%s_%d" % (broker.host, broker.port), campaign)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)  # the devices' identities hold their broker logins
+    return path
 
 
 def run_demo_command(args):
@@ -203,8 +236,9 @@ def _run_demo(args, print_json):
 def run_broker_config_command(args):
     from .. import broker
     device_ids = broker.read_device_ids(args.devices_file)
+    aggregators = broker.aggregator_logins(args.aggregator_user, args.workers)
     paths = broker.write_secured_config(args.out, broker.SecuredBroker(
-        args.aggregator_user, device_ids, campaigns=args.campaigns,
+        aggregators[0], device_ids, worker_users=aggregators[1:], campaigns=args.campaigns,
         loadgen_user=args.loadgen_user, admin_user=args.admin_user, client_ca=args.client_ca,
         device_port=args.device_port, port=args.port, bind=args.bind, certfile=args.certfile,
         keyfile=args.keyfile, cafile=args.cafile, max_queued_messages=args.max_queued_messages,
@@ -218,12 +252,29 @@ def run_broker_config_command(args):
     print(BROKER_NEXT_STEPS % {
         "conf": paths["mosquitto.conf"], "creds": paths["credentials.csv"],
         "url": "%s://HOST:%d" % ("mqtts" if paths["tls"] else "mqtt", paths["port"]),
-        "ca": " --cafile ca.pem" if paths["tls"] else "", "agg": args.aggregator_user,
-        "admin": args.admin_user or args.aggregator_user + "-admin",
+        "ca": " --cafile ca.pem" if paths["tls"] else "", "agg": aggregators[0],
+        "admin": args.admin_user or aggregators[0] + "-admin",
+        "workers": _worker_steps(aggregators, paths["credentials.csv"],
+                                 "%s://HOST:%d" % ("mqtts" if paths["tls"] else "mqtt", paths["port"]),
+                                 " --cafile ca.pem" if paths["tls"] else ""),
         "devices": args.devices_file,
         "loadgen": ("\n     ldpfleet fleet --broker URL --username %s --password-file loadgen.pw ..."
                     % args.loadgen_user) if args.loadgen_user else ""})
     return 0
+
+
+def _worker_steps(aggregators, creds, url, ca) -> str:
+    """The next steps' lines for further `serve --group` workers, one login each."""
+    if len(aggregators) == 1:
+        return ""
+    lines = ["", "   %d aggregator logins for %d `serve --group` workers (PostgreSQL state), one each:"
+             % (len(aggregators), len(aggregators))]
+    for i, user in enumerate(aggregators):
+        lines += ["     grep '^aggregator,%s,' %s | cut -d, -f3 > %s.pw && chmod 600 %s.pw"
+                  % (user, creds, user, user),
+                  "     ldpfleet serve --broker %s%s --username %s --password-file %s.pw --state "
+                  "postgresql://... --group pool --client-id pool-%d &" % (url, ca, user, user, i + 1)]
+    return "\n".join(lines)
 
 
 BROKER_NEXT_STEPS = """
@@ -234,14 +285,14 @@ next steps:
    another's session), so each login runs one connection at a time: `serve` logs in as
    %(agg)s, every other aggregator command (campaign ..., broker-check) as %(admin)s, with the
    passwords from %(creds)s (roles aggregator and admin) in files only you can read:
-     grep '^aggregator,' %(creds)s | cut -d, -f3 > agg.pw && chmod 600 agg.pw
+     grep '^aggregator,%(agg)s,' %(creds)s | cut -d, -f3 > %(agg)s.pw && chmod 600 %(agg)s.pw
      grep '^admin,' %(creds)s | cut -d, -f3 > admin.pw && chmod 600 admin.pw
-     ldpfleet serve --broker %(url)s%(ca)s --username %(agg)s --password-file agg.pw --state ...
+     ldpfleet serve --broker %(url)s%(ca)s --username %(agg)s --password-file %(agg)s.pw --state ...
      ldpfleet broker-check --broker %(url)s%(ca)s --username %(admin)s --password-file admin.pw
      ldpfleet campaign create --broker %(url)s%(ca)s --username %(admin)s --password-file admin.pw ...%(loadgen)s
    (or set LDPFLEET_PASSWORD instead of --password-file). Never run a command with serve's
-   login while serve runs: it would take over serve's connection. Without a login serve logs
-   "Not authorized" and retries forever.
+   login while serve runs: it would take over serve's connection (serve then says so and
+   stops). Without a login serve logs "Not authorized" and retries forever.%(workers)s
 3. %(devices)s lists the devices (one id per line): each may publish only its own report topic,
    logging in with its id and its password from %(creds)s (role device); `ldpfleet
    provision --credentials %(creds)s --out bundles/ --broker-host HOST ...` writes every

@@ -48,9 +48,17 @@ def register(subparsers, broker_args, state_arg):
                    help="with --mqtt 5: Session Expiry Interval in seconds (how long the broker keeps "
                         "our queue while we are away; 3.1.1 sessions never expire in Mosquitto "
                         "unless persistent_client_expiration is set)")
-    s.add_argument("--mqtt", type=int, choices=(4, 5), default=4,
-                   help="4 = MQTT 3.1.1, clean_session=False (default, faster in paho) or 5 = "
-                        "MQTT 5, clean_start=False + --session-expiry")
+    s.add_argument("--mqtt", type=int, choices=(4, 5), default=5,
+                   help="5 = MQTT 5 (default): clean_start=False + --session-expiry, and "
+                        "--receive-maximum, so a broker with small in-flight limits (Mosquitto's "
+                        "packaged max_inflight_messages 20) still sends whole batches; 4 = MQTT "
+                        "3.1.1, clean_session=False: the broker's own window holds, serve learns "
+                        "it and commits each time it is full (README: what a broker's defaults cost)")
+    s.add_argument("--receive-maximum", type=positive_int, default=65535, metavar="N",
+                   help="with --mqtt 5: QoS 1 reports the broker may send before serve "
+                        "acknowledges them (1..65535, default 65535; serve acknowledges after each "
+                        "commit): what one commit can hold, and the most serve keeps in memory "
+                        "un-acknowledged")
     s.add_argument("--status-interval", type=duration, default=30.0,
                    help="seconds between retained status publications (0: never)")
     s.add_argument("--progress-interval", type=duration, default=30.0, metavar="SECONDS",
@@ -137,11 +145,14 @@ def run_serve(args):
                           "a SQLite file has one writer")
     if args.group is not None and not NAME_RE.match(args.group):
         raise ConfigError("group", "group name %r: letters, digits, '-' and '_' only" % args.group)
+    if args.receive_maximum > 65535:
+        raise ConfigError("receive_maximum", "at most 65535 (MQTT 5's two-byte Receive Maximum)")
     client_id = args.client_id or default_client_id(
         args.state if postgres else state_path(args.state), args.group)
     options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
+                            receive_maximum=args.receive_maximum,
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
                             purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key,
                             max_devices_per_login=args.max_devices_per_login)
@@ -173,7 +184,7 @@ def run_serve(args):
             "broker-check not run at start: it would log in as %s, serve's own login; run "
             "`ldpfleet broker-check` with the admin login instead", broker.username)
     elif not args.no_broker_check:
-        _preflight(broker)
+        _preflight(broker, ingestor.broker_drops)
     if metrics is not None:
         metrics.ingest_subscribed(lambda: ingestor.connected)
     if http:
@@ -240,18 +251,24 @@ def _start_http(args, address, metrics, broker, ingestor, fleet=None):
     logging.getLogger("ldpfleet.service").info("HTTP API on http://%s:%d/", *address)
 
 
-def _preflight(broker):
-    """`broker-check` in a daemon thread: a warning naming the settings, never a stop."""
+def _preflight(broker, drops):
+    """`broker-check` in a daemon thread: a warning naming the settings, never a stop. The
+    messages it makes the broker drop are its own, not reports: `drops` (BrokerDrops) leaves
+    them out of what serve reports."""
     import threading
     log = logging.getLogger("ldpfleet.service")
 
     def check():
         from ..broker_check import check_broker
+        drops.hold()
+        result = None
         try:
             result = check_broker(broker)
         except Exception as exc:  # the check is advice; ingest matters more
             log.warning("broker-check could not run: %s", exc)
             return
+        finally:
+            drops.release(result.messages - result.kept if result is not None else 0)
         (log.info if result.passed else log.warning)("broker-check: %s", result.summary())
 
     threading.Thread(target=check, name="broker-check", daemon=True).start()

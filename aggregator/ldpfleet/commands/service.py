@@ -13,6 +13,7 @@ import json
 import sys
 import time
 
+from ..config import DEFAULT_DRAIN_RATE
 from ..errors import ConfigError
 from ..protocols.options import ProtocolOptions, add_protocol_arguments
 from . import keys, serve
@@ -103,8 +104,10 @@ def register(subparsers):
                          "ldpminer-sh-opt: l in both)")
     add_protocol_arguments(cr)
     cr.add_argument("--fleet-size", type=int, default=None, metavar="N",
-                    help="--protocol auto: devices expected to report (the predicted errors "
-                         "depend on it; ldpfleet plan --top shows them)")
+                    help="devices expected to report: the first-publish spread (delivery.spread_s "
+                         "= N / --drain-rate seconds; default N: the most devices one campaign of "
+                         "this state has had, else none and no spread) and, with --protocol auto, "
+                         "the plan (the predicted errors depend on it; ldpfleet plan --top shows them)")
     cr.add_argument("--domain", required=True,
                     help="N or 0-M (integer items) or a file with one string item per line")
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",
@@ -119,6 +122,13 @@ def register(subparsers):
                          "seconds (default 30)")
     cr.add_argument("--retry-max-s", type=int, default=None, metavar="S",
                     help="re-sends back off, doubling, up to S seconds apart (default 3600)")
+    cr.add_argument("--drain-rate", type=float, default=None, metavar="R",
+                    help="reports/s the broker hands serve, for the spread (default %d: "
+                         "conservative; tools/bench_ingest.py measures serve behind a broker)"
+                    % DEFAULT_DRAIN_RATE)
+    cr.add_argument("--spread-s", type=int, default=None, metavar="S",
+                    help="devices spread a phase's first publish over U[0, S) seconds "
+                         "(delivery.spread_s, spec §6; default --fleet-size / --drain-rate)")
     cr.add_argument("--json", action="store_true")
     cr.set_defaults(func=run_create)
 
@@ -251,15 +261,18 @@ def _create_protocol(args):
     if args.param:
         raise ConfigError("param", "--param is for --mechanism campaigns; --protocol takes its "
                           "own options")
+    options = ProtocolOptions.from_args(args)
+    if args.protocol != "auto":  # --fleet-size is then only the spread's
+        options.fleet_size = None
     with open_store(args) as store:
         camp = create_protocol_campaign(
             store, _command_broker(args, store), args.signing_key_file, args.name, args.protocol, args.epsilon,
-            args.domain, ProtocolOptions.from_args(args), _issuance(args))
+            args.domain, options, _issuance(args, store))
         _record(store, camp.name, "create")
         return camp
 
 
-def _issuance(args):
+def _issuance(args, store):
     from ..service.campaigns import Issuance
     from ..config import DEFAULT_DELIVERY, check_delivery
     delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
@@ -268,8 +281,36 @@ def _issuance(args):
         delivery["retry_max_s"] = max(delivery["retry_max_s"], args.retry_s)
     if args.retry_max_s is not None:
         delivery["retry_max_s"] = args.retry_max_s
+    spread, args.spread_note = _spread(args, store)
+    if spread:  # absent means 0 (spec §5.4): devices older than the field accept such configs
+        delivery["spread_s"] = spread
     return Issuance(valid_days=args.valid_days, salt=args.salt,
                     delivery=check_delivery(delivery))
+
+
+def _spread(args, store):
+    """(delivery.spread_s, why): --spread-s, else --fleet-size (or the most devices one campaign
+    of this state has had) over --drain-rate (config.default_spread_s)."""
+    from ..config import default_spread_s
+    if args.spread_s is not None:
+        if args.fleet_size is not None or args.drain_rate is not None:
+            raise ConfigError("spread_s", "give --spread-s, or --fleet-size/--drain-rate to derive "
+                              "it, not both")
+        return args.spread_s, "--spread-s"
+    rate = DEFAULT_DRAIN_RATE if args.drain_rate is None else args.drain_rate
+    rate_why = ("--drain-rate" if args.drain_rate is not None else
+                "the conservative default; --drain-rate R sets yours")
+    devices, devices_why = args.fleet_size, "--fleet-size"
+    if devices is None:
+        devices = max(store.devices_per_campaign().values(), default=0)
+        devices_why = "the most devices one campaign of this state has had"
+        if not devices:
+            return 0, ("no spread: fleet size unknown (no campaign of this state has reports); "
+                       "--fleet-size N spreads first publishes over N / %g s" % rate)
+    spread = default_spread_s(devices, rate)
+    return spread, ("%d devices (%s) at %g reports/s (%s)%s"
+                    % (devices, devices_why, rate, rate_why,
+                       "" if spread else ": they fit in one second"))
 
 
 def run_create(args):
@@ -277,7 +318,7 @@ def run_create(args):
     if args.protocol:
         camp = _create_protocol(args)
         return _print_created(args, camp)
-    given = ProtocolOptions.from_args(args).given()
+    given = [name for name in ProtocolOptions.from_args(args).given() if name != "fleet_size"]
     if given:
         raise ConfigError(given[0], "--%s needs --protocol" % given[0].replace("_", "-"))
     mechanisms = _split(args.mechanism)
@@ -294,14 +335,17 @@ def run_create(args):
     params = [parse_params(p) for p in per_phase]
     with open_store(args) as store:
         camp = create_campaign(store, _command_broker(args, store), args.signing_key_file, args.name, mechanisms,
-                               epsilons, args.domain, params=params, issue=_issuance(args))
+                               epsilons, args.domain, params=params, issue=_issuance(args, store))
         _record(store, camp.name, "create")
     return _print_created(args, camp)
 
 
 def _print_created(args, camp):
+    spread = "delivery.spread_s %d: %s" % (camp.config["delivery"].get("spread_s", 0),
+                                           args.spread_note)
     if args.json:
-        out = {"campaign": camp.name, "campaign_id": camp.campaign_id, "config": camp.config}
+        out = {"campaign": camp.name, "campaign_id": camp.campaign_id, "config": camp.config,
+               "spread": spread}
         if camp.protocol:
             out["protocol"] = camp.protocol
         print(json.dumps(out, sort_keys=True))
@@ -313,6 +357,7 @@ def _print_created(args, camp):
               % (camp.name, camp.campaign_id, phases, camp.name))
         if camp.protocol:
             print("protocol %s" % json.dumps(camp.protocol, sort_keys=True))
+        print(spread)
     return 0
 
 

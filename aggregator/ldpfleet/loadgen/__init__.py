@@ -13,9 +13,12 @@ the campaign's public key (spec §5), then publishes one report per device and p
 * C client processes (`device/c_client/`), when built.
 
 Simulated devices follow the device ledger's rule of one report per phase: device `i` sends
-exactly one report in a phase, with `seq = phase - 1`. A run with a fixed `--seed` reuses the
-device ids and draws the same words, so re-running it re-sends byte-identical reports, the way a
-device re-sends its memoised report: the aggregator must count them as duplicates.
+exactly one report in a phase, with `seq = phase - 1`. The seed (`--seed`, by default the
+campaign's id) fixes the device ids and the words, so re-running the same fleet re-sends
+byte-identical reports, the way a device re-sends its memoised report: the aggregator counts
+them as duplicates, and a fleet never grows by being run again. Each simulated device publishes
+on its own schedule, as a device does (schedule.py): after its own share of the campaign's
+first-publish spread, and re-sends on its own timer until acknowledged.
 
 Two-phase campaigns: every true item (set) is drawn before any perturbation word, so the same
 `--seed` (and device counts) gives every device the same item or set in phase 2 as in phase 1.
@@ -26,7 +29,8 @@ phases). In LDPMiner's phase 2 a simulated device trims its set to the candidate
 report in which phase.
 
 Modules, in the order a run uses them: `campaign` (the verified campaign view), `items` (true
-items), `simulated` (C-kernel devices), `devices` (real device processes), `fleet`
+items), `simulated` (C-kernel devices), `schedule` (when each publishes), `acks` (their
+acknowledgements), `devices` (real device processes), `fleet`
 (`run_fleet`, `FleetOptions`, `FleetResult`), `serve_process` and `demo` (`run_demo`,
 `DemoOptions`). MQTT goes through `ldpfleet.mqtt` (`QosPublisher`).
 """

@@ -1,13 +1,11 @@
 """End-to-end acknowledgements for the simulated devices (spec §6): the load generator does what
 a device does, so a pilot sees loss instead of assuming none.
 
-It subscribes to the campaign's ack topics before publishing, keeps every simulated report, and
-re-sends the unacknowledged ones after retry_s x U[0.5, 1.5), doubling up to retry_max_s (the
-campaign's `delivery`), until all are acknowledged or its own deadline passes. A broker that
-acknowledged a publish and then dropped it shows up here as a re-send, and, if it keeps
-dropping, as `unacknowledged` in the result."""
+It subscribes to the campaign's ack topics before publishing and matches every acknowledgement
+against the report it published for that device; its re-sends follow each device's own timer
+(schedule.py). A broker that acknowledged a publish and then dropped it shows up as a re-send,
+and, if it keeps dropping, as `unacknowledged` in the result."""
 import threading
-import time
 
 import numpy as np
 
@@ -15,21 +13,21 @@ from .. import protocol
 
 
 class AckTracker:
-    """Acknowledgements of the reports of simulated devices `<prefix>-<i>`, i < devices (the
-    prefix is `<login>/<name>` for a load generator that logs in, spec §4)."""
+    """Acknowledgements of the reports of simulated devices `<prefix>-<i>`, i a fleet index
+    (the prefix is `<login>/<name>` for a load generator that logs in, spec §4). `reports`:
+    every device's report (fleet index -> row); `active`: the fleet indices that report in
+    this phase."""
 
-    def __init__(self, campaign: str, prefix: str, devices: int, report_size: int,
-                 delivery: dict, rng):
+    def __init__(self, campaign: str, prefix: str, reports: np.ndarray, active: np.ndarray):
         self.campaign = campaign
         self.prefix = prefix + "-"
-        self.delivery = delivery
-        self.rng = rng
-        self.reports = np.zeros((devices, report_size), np.uint8)
-        self.sent = np.zeros(devices, bool)
-        self.acked = np.zeros(devices, bool)
+        self.reports = reports
+        self.active = np.zeros(len(reports), bool)
+        self.active[active] = True
+        self.expected = int(self.active.sum())
+        self.acked = np.zeros(len(reports), bool)
         self.statuses = {"accepted": 0, "duplicate": 0, "rejected": 0}
         self.ignored = 0
-        self.resent = 0
         self._lock = threading.Lock()
 
     @property
@@ -37,14 +35,8 @@ class AckTracker:
         login, _, _ = self.prefix.rpartition("/")
         return "ldp/%s/a/%s+" % (self.campaign, login + "/" if login else "")
 
-    def keep(self, device_indices, reports: np.ndarray):
-        """Remember the reports about to be published for these devices (fleet indices)."""
-        with self._lock:
-            self.reports[device_indices] = reports
-            self.sent[device_indices] = True
-
     def on_message(self, topic: str, payload: bytes):
-        """An ack on ldp/<campaign>/a/<prefix><i> for the report kept for i (the publisher's
+        """An ack on ldp/<campaign>/a/<prefix><i> for the report of device i (the publisher's
         callback)."""
         device = topic[len("ldp/%s/a/" % self.campaign):]
         ack = protocol.parse_ack(payload)
@@ -55,7 +47,7 @@ class AckTracker:
             except ValueError:
                 i = -1
         with self._lock:
-            if not 0 <= i < self.sent.size or not self.sent[i] or \
+            if not 0 <= i < self.active.size or not self.active[i] or \
                     not protocol.ack_matches(payload, self.reports[i].tobytes()):
                 self.ignored += 1
                 return
@@ -63,33 +55,13 @@ class AckTracker:
                 self.acked[i] = True
                 self.statuses[("accepted", "duplicate", "rejected")[ack[1]]] += 1
 
-    def pending(self) -> np.ndarray:
-        with self._lock:
-            return np.flatnonzero(self.sent & ~self.acked)
+    def acked_count(self) -> int:
+        return int(self.acked.sum())
 
-    def _wait(self, seconds: float) -> float:
-        return seconds * (0.5 + self.rng.random())
+    def pending_count(self) -> int:
+        return self.expected - self.acked_count()
 
-    def resend_until_acked(self, publisher, deadline: float) -> int:
-        """Re-send what is unacknowledged with the campaign's backoff until every report is
-        acknowledged or `deadline` (time.monotonic()); returns the unacknowledged count."""
-        wait = float(self.delivery["retry_s"])
-        due = time.monotonic() + self._wait(wait)
-        topic = "ldp/%s/r/%s" % (self.campaign, self.prefix)
-        while True:
-            left = self.pending()
-            now = time.monotonic()
-            if left.size == 0 or now >= deadline:
-                return int(left.size)
-            if now < due:
-                publisher.pump(min(0.05, due - now))  # the acks arrive while it reads
-                continue
-            publisher.publish_rows([topic + str(i) for i in left.tolist()], self.reports[left])
-            self.resent += int(left.size)
-            wait = min(wait * 2, float(self.delivery["retry_max_s"]))
-            due = time.monotonic() + self._wait(wait)
-
-    def to_json(self, unacknowledged: int) -> dict:
-        return {"acknowledged": int(self.acked.sum()), "unacknowledged": unacknowledged,
-                "resent": self.resent, "ack_status": dict(self.statuses),
+    def to_json(self, resent: int) -> dict:
+        return {"acknowledged": self.acked_count(), "unacknowledged": self.pending_count(),
+                "resent": resent, "ack_status": dict(self.statuses),
                 "acks_ignored": self.ignored}

@@ -1,5 +1,10 @@
 """`ldpfleet fleet`: one report per device and phase from simulated devices and, optionally,
-real MicroPython and C client processes (package docstring)."""
+real MicroPython and C client processes (package docstring).
+
+The simulated fleet of a campaign is fixed: without `--seed` the seed is the campaign's id
+(public, in its signed config), so a second run against the same campaign has the same device
+ids and makes byte-identical reports -- the aggregator counts them as duplicates, never as new
+devices -- and an shc phase 2 replays its phase 1. `--seed N` simulates another fleet."""
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -15,19 +20,24 @@ from .bulk import BulkPublisher
 from .campaign import fetch_campaign, phase_mechanism
 from .devices import RealDevices, c_client_binary
 from .items import campaign_set_size, draw_indices, item_distribution
-from .simulated import run_simulated, simulated_device_ids
+from .schedule import DeviceSchedule, publish_on_schedule
+from .simulated import simulated_device_ids, simulated_reports
 
 ACK_TIMEOUT = 60.0
+REAL_DEVICE_WAIT = 60.0
+"""Seconds a real device gets to deliver, beyond the campaign's spread (and --ack-wait)."""
 
 
 @dataclass
 class FleetOptions:
     """What `ldpfleet fleet` runs: device counts per kind, the true-item distribution (a
-    `datasets` spec or a weights file), the aggregator-side `seed` (a fixed seed re-sends
-    byte-identical reports, which the aggregator must count as duplicates), the `phase` (default:
-    the campaign's current one), device-id prefix, publishing window and rate, set length of
-    set-valued phases (default the campaign's: `items.campaign_set_size`), progress bar, a kept work directory for the real
-    devices and the C client binary."""
+    `datasets` spec or a weights file), the aggregator-side `seed` (default: the campaign's id,
+    module docstring; a fixed seed re-sends byte-identical reports, which the aggregator must
+    count as duplicates), the `phase` (default: the campaign's current one), device-id prefix,
+    publishing window and rate, set length of set-valued phases (default the campaign's:
+    `items.campaign_set_size`),
+    progress bar and status lines, a kept work directory for the real devices and the C client
+    binary."""
 
     devices: int = 1000
     micropython: int = 0
@@ -43,8 +53,11 @@ class FleetOptions:
     workdir: str = None
     c_client: str = None
     ack_wait: float = 120.0
-    """Seconds after the burst during which unacknowledged reports are re-sent (spec §6;
-    campaigns with delivery.ack only)."""
+    """Seconds after the last first publish during which unacknowledged reports are re-sent,
+    each on its own device's timer (spec §6; campaigns with delivery.ack only)."""
+    status: object = None
+    """`status(line)`: a progress line every few seconds while the fleet waits (the CLI prints
+    them on stderr)."""
     device_logins: list = None
     """[(username, password)] of provisioned devices for the real devices (MicroPython first,
     then C): needed when the load generator logs in (a broker-config broker binds a client id
@@ -69,10 +82,9 @@ class FleetOptions:
         if self.set_size is not None and self.set_size < 1:
             raise ValueError("set_size must be >= 1, got %r" % self.set_size)
 
-    def device_prefix(self) -> str:
-        prefix = self.id_prefix
-        if prefix is None:
-            prefix = "sim%d" % self.seed if self.seed is not None else "sim%s" % uuid.uuid4().hex[:6]
+    def device_prefix(self, seed: int) -> str:
+        """`--id-prefix`, else `sim<seed>`: the same seed, the same devices."""
+        prefix = self.id_prefix if self.id_prefix is not None else "sim%d" % seed
         if not campaign_config.NAME_RE.match("%s-%d" % (prefix, max(self.devices - 1, 0))):
             raise ConfigError("id_prefix", "device ids %s-N must match [A-Za-z0-9_-]{1,64}" % prefix)
         return prefix
@@ -83,6 +95,8 @@ class FleetResult:
     campaign: str
     phase: int
     mechanism: str
+    seed: int = None
+    """The simulator's seed (the campaign id unless --seed): the same seed, the same devices."""
     sent: int = 0
     sent_by_kind: dict = field(default_factory=dict)
     skipped_by_sampling: int = 0
@@ -102,7 +116,7 @@ class FleetResult:
         true count and every device id as well (`fleet --true-counts FILE`): for a large fleet
         that is megabytes, which a terminal should not get by default."""
         out = {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
-               "sent": self.sent, "sent_by_kind": self.sent_by_kind, "failed": self.failed,
+               "seed": self.seed, "sent": self.sent, "sent_by_kind": self.sent_by_kind, "failed": self.failed,
                "reconnects": self.reconnects,
                "skipped_by_sampling": self.skipped_by_sampling,
                "distinct_true_items": len(self.true_counts),
@@ -120,9 +134,10 @@ class FleetResult:
     def summary(self) -> str:
         kinds = ", ".join("%d %s" % (v, k) for k, v in self.sent_by_kind.items() if v)
         top = sorted(self.true_counts.items(), key=lambda kv: -kv[1])[:5]
-        line = ("campaign %s phase %d (%s): sent %d reports (%s) in %.1f s; most common true "
-                "items: %s" % (self.campaign, self.phase, self.mechanism, self.sent, kinds or "none",
-                               self.seconds, ", ".join("%s=%d" % kv for kv in top)))
+        line = ("campaign %s phase %d (%s): sent %d reports (%s) in %.1f s (seed %s: a re-run "
+                "re-sends the same devices' reports); most common true items: %s"
+                % (self.campaign, self.phase, self.mechanism, self.sent, kinds or "none",
+                   self.seconds, self.seed, ", ".join("%s=%d" % kv for kv in top)))
         if self.acks is not None:
             line += "\nacknowledged end to end: %d, unacknowledged: %d (%d re-sends)" % (
                 self.acks["acknowledged"], self.acks["unacknowledged"], self.acks["resent"])
@@ -152,9 +167,10 @@ def progress_bar(total: int, enabled: bool, desc: str):
 
 
 def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None) -> FleetResult:
-    """Verify the campaign's config, then publish one report per device (package docstring).
-    `broker`: an mqtt:// or mqtts:// URL or BrokerSettings (its credentials and CA file are
-    handed to the real devices too)."""
+    """Verify the campaign's config, then publish one report per device, each simulated device
+    on its own schedule (schedule.py: the campaign's spread, its own re-send timer), while the
+    real devices run as processes. `broker`: an mqtt:// or mqtts:// URL or BrokerSettings (its
+    credentials and CA file are handed to the real devices too)."""
     opts = options or FleetOptions()
     broker = mqtt.as_settings(broker)
     opts.check(broker)
@@ -165,14 +181,13 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
     set_size = 0
     if mech.set_valued:
         set_size = opts.set_size or campaign_set_size(view.config)
-    if mech.name == "shc" and view.phase == 2 and opts.seed is None and opts.devices:
-        raise ConfigError("seed", "shc phase 2: the simulated devices replay phase 1 to recover "
-                          "what they kept (spec §3.1); give the phase-1 run's --seed")
-    rng = np.random.default_rng(opts.seed)
-    id_prefix = opts.device_prefix()
+    seed = opts.seed if opts.seed is not None else int(view.config["campaign_id"])
+    rng = np.random.default_rng(seed)
+    id_prefix = opts.device_prefix(seed)
     # a load generator's login L publishes only under ldp/<c>/r/L/<id> (spec §4)
     path_prefix = "%s/%s" % (broker.username, id_prefix) if broker.username else id_prefix
-    result = FleetResult(campaign, view.phase, mech.name)
+    result = FleetResult(campaign, view.phase, mech.name, seed=seed)
+    delivery = view.config.get("delivery")
     t0 = time.monotonic()
     bar = progress_bar(opts.devices + opts.micropython + opts.c_clients, opts.progress,
                        "fleet %s" % campaign)
@@ -180,33 +195,39 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
     real = []
     with ThreadPoolExecutor(2) as pool:
         logins = list(opts.device_logins) if opts.device_logins is not None else None
+        wait = campaign_config.spread_s(view.config) + max(REAL_DEVICE_WAIT, opts.ack_wait)
         for kind, count in (("micropython", opts.micropython), ("c", opts.c_clients)):
             if count:
                 mine = None
                 if logins is not None:
                     mine, logins = logins[:count], logins[count:]
                 devices = RealDevices(kind, broker, view, distribution, trusted_keys, id_prefix,
-                                      logins=mine, workdir=opts.workdir, binary=c_client)
+                                      logins=mine, workdir=opts.workdir, binary=c_client,
+                                      wait=wait)
                 indices = draw_indices(count, distribution, rng, set_size)
                 real.append((kind, count, (devices, pool.submit(devices.run, indices))))
+        device_ids = simulated_device_ids(opts.devices, path_prefix)
+        chosen, counts, reports = simulated_reports(view, mech, distribution, device_ids, rng,
+                                                    set_size)
         publisher = BulkPublisher(broker, "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
                                   opts.max_inflight, opts.rate)
         tracker = None
         try:
             if campaign_config.acknowledged(view.config):
-                tracker = AckTracker(campaign, path_prefix, opts.devices, mech.report_size,
-                                     view.config["delivery"], np.random.default_rng())
+                tracker = AckTracker(campaign, path_prefix, reports, chosen)
                 publisher.subscribe(tracker.topic_filter, tracker.on_message)
-            ids, counts = run_simulated(publisher, view, mech, distribution,
-                                        simulated_device_ids(opts.devices, path_prefix), rng,
-                                        set_size, tick, keep=tracker.keep if tracker else None)
+            schedule = DeviceSchedule(opts.devices, chosen, delivery, np.random.default_rng(),
+                                      time.monotonic())
+            topic = "ldp/%s/r/%s-" % (campaign, path_prefix)
+            publish_on_schedule(publisher, schedule, lambda idx: [topic + str(i) for i in
+                                                                  idx.tolist()],
+                                reports, tracker, opts.ack_wait, opts.status, tick)
             publisher.wait_acked(ACK_TIMEOUT)
             if tracker is not None:
-                left = tracker.resend_until_acked(publisher, time.monotonic() + opts.ack_wait)
-                publisher.wait_acked(ACK_TIMEOUT)
-                result.acks = {"simulated": tracker.to_json(left)}
+                result.acks = {"simulated": tracker.to_json(schedule.resent)}
         finally:
             publisher.close()
+        ids = [device_ids[i] for i in chosen.tolist()]
         result.add("simulated", ids, counts, len(ids) if tracker else publisher.acked)
         result.failed = publisher.failed
         result.reconnects = publisher.reconnects

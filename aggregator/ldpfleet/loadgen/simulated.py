@@ -1,5 +1,5 @@
 """Simulated CPython devices: true items drawn aggregator-side, reports made in batches by
-the mechanism's C kernels (`perturb_batch`) and published over one connection."""
+the mechanism's C kernels (`perturb_batch`); schedule.py publishes them over one connection."""
 import numpy as np
 
 from ..protocols.ldplcm import reports_in_phase
@@ -52,25 +52,23 @@ def _shc_memos(view: CampaignView, dist: ItemDistribution, device_ids: list, cho
     return ShcMemo(*(np.concatenate(column) for column in zip(*parts)))
 
 
-def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, device_ids: list,
-                  rng: np.random.Generator, set_size: int = 0, tick=None, keep=None):
-    """Publish one report per simulated device the sampling rule puts in this phase (nonce
-    field = phase - 1: a re-run with the same seed re-sends identical bytes); returns (sent
-    ids, true counts). Every device's item is drawn before the first perturbation word, so
-    the same seed gives a device the same item in both phases. `keep(device indices, reports)`
-    sees every chunk before it is published (the acknowledgement tracker)."""
+def simulated_reports(view: CampaignView, mech, dist: ItemDistribution, device_ids: list,
+                      rng: np.random.Generator, set_size: int = 0):
+    """One report per simulated device the sampling rule puts in this phase (nonce field =
+    phase - 1: a re-run with the same seed makes identical bytes); returns (fleet indices of
+    those devices, their true counts, reports: one row per fleet index, zero for the others).
+    Every device's item is drawn before the first perturbation word, so the same seed gives a
+    device the same item in both phases."""
     doc, phase = view.config, view.phase
     chosen = np.flatnonzero(reports_in_phase(device_ids, doc, phase))
-    ids = [device_ids[i] for i in chosen.tolist()]
-    prefix = "ldp/%s/r/" % doc["campaign"]
     counts = {}
     nonce = np.frombuffer(np.uint32(phase - 1).astype("<u4").tobytes(), np.uint8)
-    all_indices = draw_indices(len(ids), dist, rng, set_size)
+    all_indices = draw_indices(len(chosen), dist, rng, set_size)
     memos = None
     if mech.name == "shc" and phase == 2:
         memos = _shc_memos(view, dist, device_ids, chosen, all_indices, rng)
-    for start in range(0, len(ids), BATCH_DEVICES):
-        chunk = ids[start:start + BATCH_DEVICES]
+    out = np.zeros((len(device_ids), mech.report_size), np.uint8)
+    for start in range(0, len(chosen), BATCH_DEVICES):
         indices = all_indices[start:start + BATCH_DEVICES]
         keys = np.ascontiguousarray(dist.keys[indices])
         if memos is not None:
@@ -81,9 +79,5 @@ def run_simulated(publisher, view: CampaignView, mech, dist: ItemDistribution, d
                                          **_lcm_high(view, mech, indices))
         reports[:, 8:12] = nonce
         dist.add_counts(counts, indices)
-        if keep is not None:
-            keep(chosen[start:start + BATCH_DEVICES], reports)
-        publisher.publish_rows([prefix + device_id for device_id in chunk], reports)
-        if tick:
-            tick(len(chunk))
-    return ids, counts
+        out[chosen[start:start + BATCH_DEVICES]] = reports
+    return chosen, counts, out

@@ -15,12 +15,16 @@ time, not a report; with them off it is lost.
 """
 import json
 import logging
+import threading
 import time
 
 log = logging.getLogger("ldpfleet.service")
 
 SYS_DROPPED = "$SYS/broker/publish/messages/dropped"
 META_KEY = "broker.drops"
+OWN_DROPS_FOR_S = 60.0
+"""How long drops of serve's own start-up broker-check are expected on the counter (Mosquitto
+publishes it every sys_interval, 10 s by default)."""
 ADVICE = ("raise max_queued_messages and max_queued_bytes in mosquitto.conf (`ldpfleet "
           "broker-config` writes them sized for the fleet; `ldpfleet broker-check` measures "
           "them) and keep the campaigns' delivery.ack on so devices re-send")
@@ -39,6 +43,25 @@ class BrokerDrops:
         self.seen = stored.get("seen_by_serve", 0)
         self._pending = None
         self._written = None
+        self._lock = threading.Lock()
+        self._holding = False
+        self._held = 0
+        self._own = 0
+        self._own_until = 0.0
+
+    def hold(self):
+        """serve's own broker-check is about to overflow a queue on purpose: rises of the
+        counter are kept aside, not reported, until `release`."""
+        with self._lock:
+            self._holding = True
+
+    def release(self, own_drops: int):
+        """The check is over and the broker dropped `own_drops` of its own messages: that much
+        of the counter's rise (now or within OWN_DROPS_FOR_S) is the check's, not reports."""
+        with self._lock:
+            self._holding = False
+            self._own += max(0, own_drops)
+            self._own_until = time.monotonic() + OWN_DROPS_FOR_S
 
     def observe(self, payload: bytes):
         """A message on SYS_DROPPED (called from the MQTT callback: only records)."""
@@ -54,6 +77,16 @@ class BrokerDrops:
             return
         if self.last is not None:
             rise = value - self.last if value >= self.last else value
+            with self._lock:
+                if self._holding:
+                    self._held, rise = self._held + max(rise, 0), 0
+                else:
+                    rise, self._held = rise + self._held, 0
+                    if time.monotonic() > self._own_until:
+                        self._own = 0
+                    own = min(max(rise, 0), self._own)
+                    self._own -= own
+                    rise -= own
             if rise > 0:
                 self.seen += rise
                 log.error("the broker dropped %d messages (its %s is now %d, %d since serve "

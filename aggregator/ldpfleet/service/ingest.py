@@ -9,8 +9,10 @@ one write of PUBACKs per committed batch (README "Why hand-written parts exist":
 gmqtt spend their per-message Python on every report, measured in tools/bench_ingest.py).
 
 Batch cycle (`Ingestor._serve_once` + `_flush`, the batch itself in fold.py), at `batch_size`
-messages, `batch_ms` after the first pending one, or when the broker has had nothing more for
-IDLE_FLUSH_S, whichever comes first:
+messages, `batch_ms` after the first pending one, when the broker has had nothing more for
+IDLE_FLUSH_S, or when the pending reports fill the broker's in-flight window toward us (nothing
+more can arrive before we acknowledge: inflight.py; MQTT 5 announces a Receive Maximum so a
+broker with small packaged limits still sends whole batches), whichever comes first:
 1. one write transaction: validate, dedupe and fold every message of the batch, write this
    worker's sketch partials, the dedupe keys and the counters, COMMIT (fold.BatchFolder);
 2. only then PUBACK every message of the batch (one write);
@@ -49,7 +51,7 @@ import numpy as np
 
 from .. import config as cfgmod
 from ..config import NAME_RE
-from ..errors import ConfigError
+from ..errors import ConfigError, LoginTakenOver
 from ..signing import read_signing_key
 from .. import mqtt
 from ..leanmqtt import LeanClient, MalformedPacket, PublishBatch
@@ -59,6 +61,7 @@ from .batch import ReportBatch
 from .retention import RetentionTimer
 from .fold import TOO_LARGE, BatchFolder
 from .login_bound import DEFAULT_MAX_DEVICES_PER_LOGIN
+from .inflight import InflightWindow
 from .store import Store
 
 log = logging.getLogger("ldpfleet.service")
@@ -90,6 +93,9 @@ IDLE_FLUSH_S = 0.02
 drained); under a steady trickle batches still close at batch_ms or batch_size."""
 TAKEOVER_WINDOW = 60.0
 """Seconds in which repeated drops right after connecting mean another client uses our id."""
+QUICK_DROPS = 3
+"""Drops within 5 s of connecting, in TAKEOVER_WINDOW, that mean another connection takes ours
+over (MQTT 3.1.1 has no reason code; MQTT 5 says 0x8E "session taken over" at once)."""
 
 
 @dataclass
@@ -101,11 +107,18 @@ class IngestOptions:
     keepalive: int = 30
     status_interval: float = 30.0
     """Seconds between retained status publications of open campaigns (0: never)."""
-    protocol: int = 4
-    """4 = MQTT 3.1.1 (clean_session=False) or 5 (clean_start=False + Session Expiry
-    Interval `session_expiry`). The broker must let a whole batch be in flight to us
-    un-acknowledged, or batches close on `batch_ms` only (Mosquitto 2.0.11 did with its
-    defaults in our runs; `max_inflight_messages 0` makes sure)."""
+    protocol: int = 5
+    """5 = MQTT 5 (clean_start=False + Session Expiry Interval `session_expiry`, Receive
+    Maximum `receive_maximum`) or 4 = MQTT 3.1.1 (clean_session=False), whose in-flight window
+    is the broker's own (`max_inflight_messages`, 20 in Mosquitto's packaged config; a strict
+    one is learned, inflight.py)."""
+    receive_maximum: int = 65535
+    """MQTT 5: QoS 1 reports the broker may send before our PUBACKs. serve acknowledges after
+    each commit, so this bounds what one commit can hold behind any broker (Mosquitto honours
+    it over its `max_inflight_messages`) and how far a connected serve may fall behind before
+    the broker's queue limit applies (behind packaged limits Mosquitto 2.0.11 held about
+    55,000 small reports for a serve that stopped reading, then dropped; 1,020 over 3.1.1).
+    Memory: at most this many reports are held un-acknowledged."""
     log_burst: int = 5
     log_period: float = 10.0
     group: str = None
@@ -192,6 +205,9 @@ class Ingestor:
         self._connected_at = 0.0
         self._quick_drops = []
         self._takeover_logged = -TAKEOVER_WINDOW
+        self._unacked = 0
+        self.window = InflightWindow(self.options.receive_maximum
+                                     if self.options.protocol == 5 else None)
         self.acks = None
         self.broker_drops = BrokerDrops(self.store, metrics)
 
@@ -223,18 +239,21 @@ class Ingestor:
         client = LeanClient(self.broker, opts.client_id, protocol=opts.protocol, persistent=True,
                             session_expiry=opts.session_expiry, keepalive=opts.keepalive,
                             max_packet=opts.max_packet_bytes if opts.protocol == 5 else None,
-                            max_receive=opts.max_packet_bytes)
+                            max_receive=opts.max_packet_bytes,
+                            receive_maximum=opts.receive_maximum if opts.protocol == 5 else None)
         try:
             present = client.connect(timeout=10.0)
             self._connected_at = time.monotonic()
-            log.info("connected to %s as %s (session present: %s)", self.broker.url,
-                     opts.client_id, present)
+            self.window.reset()
+            log.info("connected to %s %s (session present: %s)", self.broker.url,
+                     self._identity(client), present)
             if self._ready and not present:
                 log.error("the broker did not keep our session (persistence off, or the session "
                           "expired): reports it held for us are gone")
             granted = client.subscribe([(self.report_subscription, 1), (SYS_DROPPED, 0)])
         except ConnectionRefusedError as exc:
-            log.error("%s", exc)
+            older = opts.protocol == 5 and getattr(exc, "code", None) in (1, 0x84)
+            log.error("%s%s", exc, "; a broker without MQTT 5 needs serve --mqtt 4" if older else "")
             client.close()
             return None
         except (OSError, ConnectionError) as exc:
@@ -259,8 +278,25 @@ class Ingestor:
             log.error("could not record readiness in the state: %r", exc)
         return client
 
+    def _identity(self, client) -> str:
+        """Who we are on the broker, as far as we can know: the client id we asked for, or the
+        one the broker assigned (MQTT 5 Assigned Client Identifier); with a login, a broker that
+        binds client ids to logins (broker-config's `use_username_as_clientid`) uses the login
+        as the id without telling a 3.1.1 client."""
+        assigned = client.connack_properties.get(0x12)
+        if assigned:
+            return "as client id %s (assigned by the broker)" % assigned.decode(errors="replace")
+        user = self.broker.username
+        if not user:
+            return "as %s" % self.options.client_id
+        return ("as login %s with client id %s (a broker that binds client ids to logins uses %s)"
+                % (user, self.options.client_id, user))
+
     def _lost(self, exc):
-        """The connection dropped: log it, and name a client-id clash when it looks like one."""
+        """The connection dropped: log it. Another connection taking ours over (MQTT 5 reason
+        0x8E, or QUICK_DROPS drops right after connecting) is a shared login when we log in --
+        LoginTakenOver stops serve, since retrying would only take the other one's connection in
+        turn -- and a client-id clash otherwise (logged; we keep retrying)."""
         self.connected = False
         log.warning("disconnected from broker: %s", exc)
         now = time.monotonic()
@@ -268,13 +304,20 @@ class Ingestor:
         if now - self._connected_at < 5.0 and not isinstance(exc, MalformedPacket):
             self._quick_drops.append(now)
         taken = "session taken over" in str(exc)  # MQTT 5 DISCONNECT reason 0x8E
-        if (taken or len(self._quick_drops) >= 3) and now - self._takeover_logged > TAKEOVER_WINDOW:
+        if not (taken or len(self._quick_drops) >= QUICK_DROPS):
+            return
+        why = ("the broker said: session taken over" if taken else
+               "%d drops right after connecting in a minute" % len(self._quick_drops))
+        user = self.broker.username
+        if user:
+            raise LoginTakenOver("username", "login %s is connected from elsewhere: each worker "
+                                 "needs its own login; broker-config --workers N makes them (%s)"
+                                 % (user, why))
+        if now - self._takeover_logged > TAKEOVER_WINDOW:
             self._takeover_logged = now
             log.error("another client uses client id %s on this broker and takes over our "
                       "session (%s); give each serve its own --client-id (the default is "
-                      "derived from the state)", self.options.client_id,
-                      "session taken over" if taken else
-                      "%d drops right after connecting in a minute" % len(self._quick_drops))
+                      "derived from the state)", self.options.client_id, why)
 
     def _receive(self, got: PublishBatch):
         """Keep what one read brought: the broker's drop counter goes to `broker_drops`,
@@ -303,6 +346,7 @@ class Ingestor:
                 self._first_pending = time.monotonic()
             self._pending.append(batch)
             self._pending_count += len(batch)
+            self._unacked += int(np.count_nonzero(batch.qos))
 
     def _flush(self, client):
         """Commit the pending batch (its first batch_size messages; the rest stays pending),
@@ -313,9 +357,10 @@ class Ingestor:
             rest = batch.take(np.arange(limit, len(batch)))
             batch = batch.take(np.arange(limit))
             self._pending, self._pending_count = [rest], len(rest)
+            self._unacked = int(np.count_nonzero(rest.qos))
             self._first_pending = time.monotonic()
         else:
-            self._pending, self._pending_count = [], 0
+            self._pending, self._pending_count, self._unacked = [], 0, 0
         started = time.perf_counter()
         try:
             counts = self.process_batch(batch)
@@ -359,7 +404,7 @@ class Ingestor:
         while not self._stop.is_set():
             if client is None:
                 # Unacked messages of an uncommitted batch come back from the broker.
-                self._pending, self._pending_count = [], 0
+                self._pending, self._pending_count, self._unacked = [], 0, 0
                 if self.metrics is not None:
                     self.metrics.backlog(0)
                 if attempts:
@@ -373,9 +418,13 @@ class Ingestor:
             try:
                 self._serve_once(client)
             except (ConnectionError, OSError) as exc:
-                self._lost(exc)
                 client.close()
                 client = None
+                try:
+                    self._lost(exc)
+                except LoginTakenOver:  # the one line is the command's (cli exit codes)
+                    self.store.close()
+                    raise
         if client is not None:
             try:
                 if self._pending:
@@ -386,9 +435,9 @@ class Ingestor:
         self.store.close()
 
     def _serve_once(self, client):
-        """One read, a flush when the batch is full, old enough (batch_ms) or the broker has
-        had nothing more for IDLE_FLUSH_S (a backlog's last batch does not wait batch_ms);
-        then the drop counter, the status."""
+        """One read, a flush when the batch is full, fills the broker's in-flight window,
+        is old enough (batch_ms) or the broker has had nothing more for IDLE_FLUSH_S (a
+        backlog's last batch does not wait batch_ms); then the drop counter, the status."""
         opts = self.options
         timeout = 0.2
         if self._pending:
@@ -396,11 +445,19 @@ class Ingestor:
             timeout = max(0.0, min(IDLE_FLUSH_S, left))
         got = client.poll(timeout)
         self._receive(got)
+        self.window.saw(self._unacked)
+        if self._pending and not len(got) and timeout >= IDLE_FLUSH_S and \
+                self.window.idle(self._unacked) and self.window.learned < opts.batch_size:
+            log.info("the broker sends at most %d reports before our acknowledgements (learned): "
+                     "each commit holds at most that many%s", self.window.learned,
+                     "" if opts.protocol == 5 else
+                     " (MQTT 3.1.1: --mqtt 5 announces a Receive Maximum instead; or raise the "
+                     "broker's max_inflight_messages)")
         if self.metrics is not None:
             self.metrics.backlog(self._pending_count)
         while self._pending_count >= opts.batch_size:
             self._flush(client)
-        if self._pending and (not len(got) or
+        if self._pending and (not len(got) or self.window.full(self._unacked) or
                               time.monotonic() - self._first_pending >= opts.batch_ms / 1000.0):
             self._flush(client)
         try:
