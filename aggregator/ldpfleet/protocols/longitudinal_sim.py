@@ -76,33 +76,45 @@ class Evolution:
 class MemoRows:
     """L-OSUE / L-SUE permanent rows kept per (device, value): the row of a pair is drawn (the
     OUE kernel with the permanent thresholds: row v of `ldp_lue_enrol`) the first time it is
-    needed and reused ever after."""
+    needed and reused ever after. Only devices whose value changed are looked up."""
 
     def __init__(self, mech, n_devices: int):
         self.mech = mech
         self.keys = np.zeros(0, np.int64)      # sorted device * n + value
         self.where = np.zeros(0, np.int64)     # row index of each key
         self.rows = np.zeros((0, mech.row_bytes), np.uint8)
+        self.current_row = None                # row index of every device's current value
+        self.values = None
 
     def current(self, values: np.ndarray, rng) -> np.ndarray:
         """(n, row_bytes) rows of every device's current value."""
+        if self.values is None:
+            moved = np.arange(values.size)
+            self.current_row = np.zeros(values.size, np.int64)
+        else:
+            moved = np.flatnonzero(values != self.values)
+        self.values = values.copy()
+        if moved.size:
+            self.current_row[moved] = self._lookup(moved, values[moved], rng)
+        return self.rows[self.current_row]
+
+    def _lookup(self, devices, values, rng):
         n_items = self.mech.domain_size
-        keys = np.arange(values.size, dtype=np.int64) * n_items + values.astype(np.int64)
+        keys = devices.astype(np.int64) * n_items + values.astype(np.int64)
         pos = np.searchsorted(self.keys, keys)
         found = np.zeros(keys.size, bool)
         inside = pos < self.keys.size
         found[inside] = self.keys[pos[inside]] == keys[inside]
-        missing = np.unique(keys[~found])
+        missing = keys[~found]  # distinct: one key per device
         if missing.size:
-            new_rows = self._draw(missing % n_items, rng)
             first = self.rows.shape[0]
-            self.rows = np.concatenate([self.rows, new_rows])
+            self.rows = np.concatenate([self.rows, self._draw(missing % n_items, rng)])
             all_keys = np.concatenate([self.keys, missing])
             all_where = np.concatenate([self.where, first + np.arange(missing.size)])
             order = np.argsort(all_keys, kind="stable")
             self.keys, self.where = all_keys[order], all_where[order]
             pos = np.searchsorted(self.keys, keys)
-        return self.rows[self.where[pos]]
+        return self.where[pos]
 
     def _draw(self, values: np.ndarray, rng) -> np.ndarray:
         mech = self.mech
