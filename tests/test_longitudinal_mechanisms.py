@@ -353,3 +353,27 @@ def _loloha_on_micropython(tmp_path):
         allocs.update(run["allocs"])
     assert len(allocs) == 1
     assert classes_touched(mech, state, seqs["always_new"]) == 3
+
+
+# --- the planner --------------------------------------------------------------------------
+
+def test_plan_per_round_error_and_lifetime_eps():
+    """`plan --every 1d --rounds 365`'s figures: per-round error from each mechanism's variance,
+    lifetime ε = the enrolment charge; the every-round baseline pays 365·ε1; a domain too large
+    for a state is infeasible with the reason."""
+    from ldpfleet.protocols.longitudinal_sim import plan_longitudinal
+    rows = {r["protocol"]: r for r in plan_longitudinal(2000, 1000, 100, 100_000, 365)}
+    assert {p: rows[p]["lifetime_eps"] for p in rows} == {
+        "l-osue": 200.0, "l-sue": 200.0, "l-grr": 200.0, "ololoha": 6.0, "biloloha": 4.0,
+        "every-round-oue": 365.0}
+    osue = make_mechanism("losue", 2000, 100, eps1_milli=1000)
+    assert rows["l-osue"]["per_round_variance"] == pytest.approx(osue.variance(100_000))
+    assert rows["l-osue"]["per_round_variance"] == pytest.approx(rows["every-round-oue"]["per_round_variance"],
+                                                                 rel=1e-6)  # L-OSUE = OUE at ε1
+    assert rows["ololoha"]["per_round_variance"] < rows["biloloha"]["per_round_variance"]
+    assert rows["ololoha"]["params"]["g"] == 3 and rows["ololoha"]["state_bytes"] == 7
+    unbounded = {r["protocol"]: r for r in plan_longitudinal(2000, 1000, 100, 100_000, None)}
+    assert unbounded["biloloha"]["lifetime_eps"] == 4.0 and unbounded["every-round-oue"]["lifetime_eps"] is None
+    big = {r["protocol"]: r for r in plan_longitudinal(2000, 1000, 300, 100_000, 365)}
+    assert not big["l-osue"]["feasible"] and "n <= 128" in big["l-osue"]["reason"]
+    assert not big["l-grr"]["feasible"] and big["ololoha"]["feasible"]
