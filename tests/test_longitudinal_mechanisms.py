@@ -377,3 +377,18 @@ def test_plan_per_round_error_and_lifetime_eps():
     big = {r["protocol"]: r for r in plan_longitudinal(2000, 1000, 300, 100_000, 365)}
     assert not big["l-osue"]["feasible"] and "n <= 128" in big["l-osue"]["reason"]
     assert not big["l-grr"]["feasible"] and big["ololoha"]["feasible"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_shot_campaigns_refuse_memoised_mechanisms(name):
+    """Until a config carries a recurring schedule, a memoised mechanism has no enrolment to
+    charge and no state to report from: the aggregator refuses it (phases.mechanism), and the
+    devices answer the same (tests/test_device_config.py's parity cases)."""
+    from ldpfleet import config as campaign_config
+    from support.devices import config_doc
+    good = config_doc("memo", mechanism="olh")
+    doc = dict(good, phases=[{"phase": 1, "mechanism": name, "eps_milli": 2000,
+                              "params": {"eps1_milli": 1000}}])
+    with pytest.raises(ConfigError) as info:
+        campaign_config.check_config(doc, good["not_before"] + 1)
+    assert info.value.field == "phases.mechanism" and "recurring" in str(info.value)

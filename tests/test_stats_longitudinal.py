@@ -14,12 +14,8 @@ import pytest
 
 from ldpfleet import datasets, protocol
 from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.protocols.longitudinal_sim import (PROTOCOLS, Evolution, protocol_mechanism,
-                                                 simulate_protocols)
-
-REPLICATIONS = {"l-osue": 8, "l-sue": 8, "l-grr": 6, "ololoha": 12, "biloloha": 12}
-"""Enough independent runs of each protocol for a standard error of the MSE ratio <= 1.67 %
-(the rounds of one run share their permanent responses, so rounds alone are not enough)."""
+from ldpfleet.protocols.longitudinal_sim import (PROTOCOLS, REPLICATIONS, Evolution,
+                                                 protocol_mechanism, simulate_protocols)
 
 
 def test_evolving_values_mse_matches_the_analytic_variance():

@@ -4,14 +4,14 @@ device over its life (spec §3.2); prints JSON on stdout and a Markdown table on
 
     python tools/longitudinal_table.py [--n 100000] [--k 100] [--rounds 30] [--change-rate 0.1]
                                        [--eps 2] [--eps1 1] [--dist zipf:1.1] [--seed 20260]
-                                       [--replications 8] [--plan-rounds 365] [--out FILE]
+                                       [--replications R] [--plan-rounds 365] [--out FILE]
 
 Simulation (ldpfleet.protocols.longitudinal_sim, the shipped C kernels, real memoisation: one
 permanent state per device for the whole run): n devices over `rounds` rounds, each device's
 value redrawn from the distribution with probability `change-rate` per round; per protocol the
 per-round MSE of the frequency estimates (fractions, averaged over the k items and the rounds),
-its analytic variance, their ratio and the ratio's standard error across `replications`
-independent runs. Planner (`plan_longitudinal`): the per-round standard deviation of a frequency
+its analytic variance, their ratio and the ratio's standard error across independent runs
+(`--replications`, default longitudinal_sim.REPLICATIONS: 6-16 per protocol). Planner (`plan_longitudinal`): the per-round standard deviation of a frequency
 at f = 0 and the lifetime ε a device is charged at enrolment for `plan-rounds` rounds, with the
 baseline that re-reports fresh OUE at ε1 every round.
 """
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 
 from ldpfleet import datasets, protocol  # noqa: E402
-from ldpfleet.protocols.longitudinal_sim import (PROTOCOLS, Evolution,  # noqa: E402
-                                                 plan_longitudinal, simulate_protocols)
+from ldpfleet.protocols.longitudinal_sim import (PROTOCOLS, REPLICATIONS,  # noqa: E402
+                                                 Evolution, plan_longitudinal, simulate_protocols)
 
 
 def main(argv=None):
@@ -39,7 +39,8 @@ def main(argv=None):
     p.add_argument("--eps1", type=float, default=1.0, help="ε1 (one report)")
     p.add_argument("--dist", default="zipf:1.1")
     p.add_argument("--seed", type=int, default=20260)
-    p.add_argument("--replications", type=int, default=8)
+    p.add_argument("--replications", type=int, default=None,
+                   help="runs per protocol (default: longitudinal_sim.REPLICATIONS)")
     p.add_argument("--plan-rounds", type=int, default=365)
     p.add_argument("--protocols", default=",".join(PROTOCOLS))
     p.add_argument("--out")
@@ -49,7 +50,8 @@ def main(argv=None):
                           datasets.probabilities(args.dist, args.k))
     names = [x for x in args.protocols.split(",") if x]
     t0 = time.perf_counter()
-    sim = simulate_protocols(names, eps, eps1, evolution, args.seed, args.replications)
+    sim = simulate_protocols(names, eps, eps1, evolution, args.seed,
+                             args.replications or REPLICATIONS)
     plan = {r["protocol"]: r for r in plan_longitudinal(eps, eps1, args.k, args.n, args.plan_rounds)}
     result = {"tool": "tools/longitudinal_table.py", "config": vars(args), "simulation": sim,
               "plan": plan, "wall_seconds": time.perf_counter() - t0}
