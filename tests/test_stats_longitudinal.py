@@ -10,7 +10,6 @@ seeds:
   redrawn every round) is caught by the same check.
 """
 import numpy as np
-import pytest
 
 from ldpfleet import datasets, protocol
 from ldpfleet.mechanisms import make_mechanism
@@ -87,7 +86,7 @@ def grr_rounds(mech, values, rng, memoised=True):
 
 
 def test_averaging_attack_lgrr():
-    """The issue's setting: L-GRR, k = 10, ε∞ = 2, ε1 = 1. With memoisation the plurality of 365
+    """L-GRR, k = 10, ε∞ = 2, ε1 = 1 (where a stateless client leaks). With memoisation the plurality of 365
     reports names the value no more often than the permanent response itself does (T_grr/W =
     0.45) + 1 % (3.5 standard errors at 20,000 devices); redrawing the permanent response every
     round (what a stateless client does) names it for nearly every device."""

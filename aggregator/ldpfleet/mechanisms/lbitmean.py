@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import kernels, protocol
+from ..errors import ConfigError
 from .base import W, IntParam, IntStateSketch, bitmap_bytes, body_ptr, pack_bitmap
 from .longitudinal import EPS1_PARAM, W2, LongitudinalMechanism, split_input, t_bit_inst
 
@@ -43,7 +44,6 @@ class LbitmeanMechanism(LongitudinalMechanism):
         super().__init__(eps_milli, domain_size, **kw)
         self.m = self.domain_size - 1
         if self.s > self.m:
-            from ..errors import ConfigError
             raise ConfigError("params.s", "s (%d) cannot exceed the grid's top m = %d"
                               % (self.s, self.m))
         self.t0 = protocol.t_oue_q(eps_milli)

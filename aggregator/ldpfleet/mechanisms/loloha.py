@@ -12,6 +12,7 @@ seed:u32, y:u16 — OLH's layout, decoded by OLH's kernel (an item v is supporte
 bucket(Hs(key_v, seed), g) == y; q* = 1/g under the random-hash model, Wang et al. 2017 §4.4).
 """
 import math
+from fractions import Fraction
 
 from .. import kernels, protocol
 from .base import IntParam, body_u16
@@ -94,7 +95,6 @@ class LolohaMechanism(LongitudinalMechanism):
 
     def support_pq(self):
         """p* = P(y = bucket of x) (exact, averaged over buckets), q* = 1/g (random hash)."""
-        from fractions import Fraction
         if self._keep is None:
             self._keep = grr_chain_keep(self.g, self.t_perm, self.t_inst)
         return self._keep, Fraction(1, self.g)

@@ -14,7 +14,7 @@ from fractions import Fraction
 from .. import kernels, protocol
 from ..errors import ConfigError
 from .base import W, bitmap_bytes, pack_bitmap, padding_mask
-from .longitudinal import LongitudinalMechanism, W2, t_lue_inst
+from .longitudinal import LongitudinalMechanism, W2, split_input, t_lue_inst
 from .oue import OueSketch
 
 N_MAX = 128
@@ -49,7 +49,6 @@ class LueMechanism(LongitudinalMechanism):
                                      for j in range(n)]) for v in range(n))
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:
-        from .longitudinal import split_input
         value, state = split_input(value, self.state_size)
         x = self.key_index(value)
         w = self.check_words(words)
