@@ -24,6 +24,12 @@
 #define LDP_MECHANISM_ID_PSGRR 10
 #define LDP_MECHANISM_ID_PSOLH 11
 #define LDP_MECHANISM_ID_SHC 12
+/* longitudinal (memoised) mechanisms, spec §3.2 */
+#define LDP_MECHANISM_ID_LOSUE 17
+#define LDP_MECHANISM_ID_LSUE 18
+#define LDP_MECHANISM_ID_LGRR 19
+#define LDP_MECHANISM_ID_LOLOHA 20
+#define LDP_MECHANISM_ID_LBITMEAN 21
 
 /* cdef-begin */
 void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce);

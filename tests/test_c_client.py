@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
                      "psolh", "shc"}
+CLIENT_MECHANISMS |= {"losue", "lsue", "lgrr", "loloha", "lbitmean"}  # memoised, spec §3.2
 
 
 def report_cases(name):

@@ -91,6 +91,11 @@ def mutated_configs():
         m(set_(["phases"], [])), m(set_(["phases"], two)), m(set_(["phases"], two + two[:1])),
         m(set_(["phases"], two[::-1])), m(set_(["phases"], {"phase": 1})), m(set_(["phases"], [5])),
         m(set_(["phases", 0, "mechanism"], "foo")), m(drop(["phases", 0, "mechanism"])),
+        # memoised mechanisms (spec §3.2) only in recurring campaigns
+        m(set_(["phases"], [{"phase": 1, "mechanism": "lgrr", "eps_milli": 2000,
+                             "params": {"eps1_milli": 1000}}])),
+        m(set_(["phases"], [{"phase": 1, "mechanism": "loloha", "eps_milli": 2000,
+                             "params": {"eps1_milli": 1000, "g": 3}}])),
         m(set_(["phases", 0, "eps_milli"], 0)), m(set_(["phases", 0, "eps_milli"], -5)),
         m(set_(["phases", 0, "eps_milli"], "1")), m(set_(["phases", 0, "eps_milli"], True)),
         m(set_(["phases", 0, "eps_milli"], 1.5)), m(set_(["phases", 0, "params"], [1])),

@@ -15,6 +15,7 @@ VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 RUNNER = ROOT / "device" / "tests" / "vectors.py"
 DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
                      "psolh", "shc"]
+DEVICE_MECHANISMS += ["losue", "lsue", "lgrr", "loloha", "lbitmean"]  # memoised, spec §3.2
 
 
 def load(name):
@@ -140,3 +141,16 @@ def test_shc_ledger_bits_and_thresholds(device_results):
     for mine, row in zip(got, rows):
         assert set(mine) == set(row) - {"p2_num"}, row
         assert mine == {k: row[k] for k in mine}, row
+
+
+def test_longitudinal_enrolment_vectors(device_results):
+    """Spec §3.2: every enrolment vector's state (from its words), thresholds, state size and
+    enrolment charge for each round count, from the device's own code."""
+    cases = load("enrol_longitudinal.json")
+    got = device_results["enrol"]
+    assert len(got) == len(cases) and {c["mechanism"] for c in cases} == {
+        "losue", "lsue", "lgrr", "loloha", "lbitmean"}
+    for case, mine in zip(cases, got):
+        assert mine == {"state_hex": case["state_hex"], "thresholds": case["thresholds"],
+                        "state_bytes": case["state_bytes"], "charge_milli": case["charge_milli"]}, \
+            (case["mechanism"], case["eps_milli"], case["domain_size"], case["params"], mine)

@@ -59,6 +59,7 @@ SAMPLE_PARAMS = {"grr": {}, "olh": {"g": 8}, "flh": {"g": 8, "kp": 16}, "oue": {
                  "srappor": {"l": 3, "candidates": [1, 2, 3, 4, 5]}, "lcm": {"k": 4, "m": 40},
                  "psgrr": {"l": 3, "candidates": [1, 2, 3]}, "psolh": {"l": 3, "g": 8},
                  "shc": {"m": 64, "l": 3}}
+SAMPLE_PARAMS.update({"losue": {}, "lsue": {}, "lgrr": {}, "loloha": {"g": 5}, "lbitmean": {"s": 3}})
 
 
 def sample_mechanisms():

@@ -25,6 +25,15 @@ Its HR (Hadamard response) has no ldpfleet counterpart and is reported alone.
 
 speed_ratio = pure-ldp time / ldpfleet time: `aggregate` (update + estimate), `aggregate_setup`
 (the same plus setup) and `client` (per report). No assertions here; tests only check the shape.
+
+`--longitudinal` instead times the memoised protocols (spec §3.2: l-osue, l-sue, l-grr,
+ololoha, biloloha; ε∞ from --eps, ε1 = ε∞/2; k items from --d; default n 2e4 and 1e5, k 100,
+ε∞ 2) against PyPI multi-freq-ldpy 0.2.5's longitudinal clients and aggregators, in their own
+venv (tools/.venv-mfldpy, created on first use) through tools/bench_mfldpy_worker.py: ours
+`aggregate_seconds` is `update` + `estimate` of one round's n reports (the whole domain), split
+into `validate_seconds` (the shared header/body checks) and `fold_estimate_seconds`; `client`
+is one round's reports from enrolled states. Rows under "longitudinal", speed ratios as above
+(`aggregate`, `fold_estimate`, `client`); --no-mfldpy skips the package.
 """
 import argparse
 import json
@@ -44,6 +53,12 @@ from ldpfleet import datasets, protocol  # noqa: E402
 from ldpfleet.mechanisms import make_mechanism  # noqa: E402
 
 VENV = ROOT / "tools" / ".venv-pureldp"
+MFLDPY_VENV = ROOT / "tools" / ".venv-mfldpy"
+MFLDPY_WORKER = ROOT / "tools" / "bench_mfldpy_worker.py"
+MFLDPY_PACKAGES = ["multi-freq-ldpy==0.2.5", "xxhash<4"]
+LONGITUDINAL = ["l-osue", "l-sue", "l-grr", "ololoha", "biloloha"]
+LONG_FULL = {"n": [20_000, 100_000], "d": [100], "eps": [2.0]}
+LONG_QUICK = {"n": [20_000], "d": [100], "eps": [2.0]}
 WORKER = ROOT / "tools" / "bench_pureldp_worker.py"
 PURELDP_PACKAGES = ["pure-ldp==1.2.0", "numpy<2", "xxhash<4", "scipy", "scikit-learn", "statsmodels"]
 
@@ -95,10 +110,16 @@ def parse_args(argv):
                         "(default 10, --quick 1)")
     p.add_argument("--client-seconds", type=float, default=None, metavar="S",
                    help="target length of the ldpfleet client timing (default 1, --quick 0.2)")
+    p.add_argument("--longitudinal", action="store_true",
+                   help="the memoised protocols against multi-freq-ldpy (see the module doc)")
+    p.add_argument("--no-mfldpy", action="store_true", help="--longitudinal without multi-freq-ldpy")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", help="also write the JSON here")
     args = p.parse_args(argv)
-    base = QUICK if args.quick else FULL
+    if args.longitudinal:
+        base = LONG_QUICK if args.quick else LONG_FULL
+    else:
+        base = QUICK if args.quick else FULL
     args.n = args.n or base["n"]
     args.d = args.d or base["d"]
     args.eps = args.eps or base["eps"]
@@ -311,6 +332,8 @@ def summarize(rows):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.longitudinal:
+        return main_longitudinal(args)
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     ours_names = [m for m in args.mechanisms if m in MECHANISMS and available(m)]
@@ -384,6 +407,111 @@ def _bench_pureldp(args, rows):
             if row["ours"]:
                 row["speed_ratio"] = speed_ratio(row["ours"], res)
     return None
+
+
+# --- longitudinal: the memoised protocols against multi-freq-ldpy -------------------------
+
+def bench_longitudinal_ours(protocol_name, n, k, eps_inf, rng, client_seconds):
+    from ldpfleet.protocols.longitudinal_sim import protocol_mechanism
+    eps_milli = protocol.eps_to_milli(eps_inf)
+    mech = protocol_mechanism(protocol_name, eps_milli, eps_milli // 2, k)
+    pool_n = max(1, min(n, POOL_BYTES // mech.report_size))
+    values = datasets.draw_values(pool_n, k, DIST, rng)
+    states = mech.enrol_batch(pool_n, rng)
+    t0 = time.perf_counter()
+    pool = mech.report_batch(values, states, rng)
+    client_s = time.perf_counter() - t0
+    update_s, estimate_s, repeats, _ = _aggregate(mech, pool, n, k)
+    validate_s = None
+    for _ in range(REPEATS):  # the shared header and body checks alone, over the same n reports
+        t0 = time.perf_counter()
+        left = n
+        while left > 0:
+            take = min(left, pool.shape[0])
+            mech.validate(pool[:take])
+            left -= take
+        spent = time.perf_counter() - t0
+        validate_s = spent if validate_s is None else min(validate_s, spent)
+    agg = update_s + estimate_s
+    return mech, {"client_seconds_per_report": client_s / pool_n,
+                  "client_reports_per_second": pool_n / client_s if client_s > 0 else None,
+                  "update_seconds": update_s, "estimate_seconds": estimate_s,
+                  "aggregate_seconds": agg, "validate_seconds": validate_s,
+                  "fold_estimate_seconds": max(agg - validate_s, 1e-9),
+                  "aggregate_repeats": repeats, "pool_reports": int(pool.shape[0])}
+
+
+def mfldpy_python():
+    """tools/.venv-mfldpy's python, creating the venv on first use."""
+    py = MFLDPY_VENV / "bin" / "python"
+    if py.exists() and _imports(py, "multi_freq_ldpy.long_freq_est.L_LH"):
+        return py
+    log("creating %s (multi-freq-ldpy 0.2.5; first run only)" % MFLDPY_VENV)
+    subprocess.run([sys.executable, "-m", "venv", str(MFLDPY_VENV)], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    *MFLDPY_PACKAGES], check=True, stdout=sys.stderr)
+    if not _imports(py, "multi_freq_ldpy.long_freq_est.L_LH"):
+        raise RuntimeError("multi-freq-ldpy does not import in %s" % MFLDPY_VENV)
+    return py
+
+
+def _imports(py, module):
+    return subprocess.run([str(py), "-c", "import %s" % module], capture_output=True).returncode == 0
+
+
+def main_longitudinal(args):
+    started = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    rows = []
+    for name in LONGITUDINAL:
+        for n in args.n:
+            for k in args.d:
+                for eps in args.eps:
+                    log("ldpfleet %s n=%d k=%d eps_inf=%g" % (name, n, k, eps))
+                    mech, ours = bench_longitudinal_ours(name, n, k, eps, rng, args.client_seconds)
+                    rows.append({"protocol": name, "mechanism": mech.name, "n": n, "k": k,
+                                 "eps_inf": eps, "eps1": mech.eps1_milli / 1000.0,
+                                 "params": mech.config_params(), "report_bytes": mech.report_size,
+                                 "ours": ours, "mfldpy": None, "speed_ratio": None})
+    error = None
+    if not args.no_mfldpy:
+        try:
+            py = mfldpy_python()
+            jobs = [{"protocol": r["protocol"], "n": r["n"], "k": r["k"], "eps_perm": r["eps_inf"],
+                     "eps_1": r["eps1"], "budget": args.pureldp_budget, "seed": args.seed} for r in rows]
+            log("multi-freq-ldpy: %d workloads" % len(jobs))
+            proc = subprocess.run([str(py), str(MFLDPY_WORKER)], input=json.dumps(jobs),
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError("multi-freq-ldpy worker failed: %s" % proc.stderr.strip()[-2000:])
+            for row, res in zip(rows, json.loads(proc.stdout)):
+                row["mfldpy"] = res
+                if "error" not in res:
+                    ours = row["ours"]
+                    row["speed_ratio"] = {
+                        "aggregate": res["aggregate_seconds"] / ours["aggregate_seconds"],
+                        "fold_estimate": res["aggregate_seconds"] / ours["fold_estimate_seconds"],
+                        "client": ours["client_reports_per_second"] / res["client_reports_per_second"]}
+        except (RuntimeError, subprocess.CalledProcessError, OSError) as exc:
+            error = str(exc)
+            log("multi-freq-ldpy skipped: %s" % exc)
+    result = {
+        "tool": "tools/bench.py --longitudinal",
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "platform": platform.platform()},
+        "config": {"protocols": LONGITUDINAL, "n": args.n, "k": args.d, "eps_inf": args.eps,
+                   "eps1": "eps_inf / 2", "dist": DIST, "quick": args.quick,
+                   "mfldpy": not args.no_mfldpy, "budget_seconds": args.pureldp_budget,
+                   "seed": args.seed},
+        "longitudinal": rows,
+        "mfldpy_error": error,
+        "wall_seconds": time.perf_counter() - started,
+    }
+    text = json.dumps(result, indent=1, sort_keys=True)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 1 if error else 0
 
 
 if __name__ == "__main__":

@@ -155,6 +155,7 @@ def check_config(doc: dict, now: int = None) -> dict:
             raise ConfigError("phases", "phase entries must be numbered 1, 2 in order")
         if ph.get("mechanism") not in protocol.MECHANISM_IDS:
             raise ConfigError("phases.mechanism", "unknown mechanism %r" % ph.get("mechanism"))
+        check_not_memoised(ph)
         eps = ph.get("eps_milli")
         if not isinstance(eps, int) or isinstance(eps, bool) or eps <= 0:
             raise ConfigError("phases.eps_milli", "must be a positive integer")
@@ -350,6 +351,18 @@ def check_grr_bound(phase: dict, d: int):
 def domain_size(doc: dict) -> int:
     d = doc["domain"]
     return d["size"] if d["type"] == "int" else len(d["items"])
+
+
+MEMOISED = {"losue", "lsue", "lgrr", "loloha", "lbitmean"}
+"""The longitudinal mechanisms of spec §3.2 (ids 17-21)."""
+
+
+def check_not_memoised(ph: dict):
+    """A memoised mechanism (spec §3.2) needs an enrolment state and a recurring schedule that a
+    one-shot campaign does not have: refused, field phases.mechanism (every party alike)."""
+    if ph.get("mechanism") in MEMOISED:
+        raise ConfigError("phases.mechanism", "%s is a memoised mechanism: it runs in recurring "
+                          "campaigns only (spec §3.2)" % ph["mechanism"])
 
 
 def with_other(mechanism: str) -> bool:

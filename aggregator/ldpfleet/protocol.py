@@ -43,6 +43,8 @@ MECHANISM_IDS = {
     "grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5,
     "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11, "shc": 12,
 }
+MECHANISM_IDS.update({"losue": 17, "lsue": 18, "lgrr": 19, "loloha": 20, "lbitmean": 21})
+"""The longitudinal (memoised) mechanisms of spec §3.2."""
 MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 
 

@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 
 #include "envelope.h"
+#include "mech_longitudinal.h"
 #include "ldp_hash.h"
 #include "ldp_report.h"
 #include "ldp_thresholds.h"
@@ -287,6 +288,10 @@ static int check_phases(const cJSON *doc, struct ldpc_reason *why)
         if (!cJSON_IsString(mech) || ldp_mechanism_id(mech->valuestring) == 0) {
             ldpc_reason_set(why, "phases.mechanism", "unknown mechanism %s",
                             cJSON_IsString(mech) ? mech->valuestring : "(not a string)");
+            return -1;
+        }
+        if (ldpc_long_is(ldp_mechanism_id(mech->valuestring))) { /* spec §3.2 */
+            ldpc_reason_set(why, "phases.mechanism", "%s runs in recurring campaigns only", mech->valuestring);
             return -1;
         }
         if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "eps_milli"), &eps) || eps <= 0) {

@@ -13,6 +13,9 @@
  *   ldp_client provision --state-dir DIR               (ledger generation 0, spec §7.4)
  *   ldp_client vector --case JSON --words-hex HEX [--print-x]
  *                                                     (test vectors: report hex on stdout;
+ *                                                      a memoised mechanism's case with "enrol"
+ *                                                      or "sequence" enrols from the words,
+ *                                                      mech_longitudinal.h;
  *                                                      a case with "config" and "phase2" runs
  *                                                      the device's phase-2 path; --print-x adds
  *                                                      an shc phase-1 report's ledger bit x)
@@ -277,6 +280,8 @@ static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct
     int64_t v;
     memset(in, 0, sizeof *in);
     *keys = NULL;
+    if (ldpc_long_is(mech->id)) /* {"value": v, "state": hex} */
+        return ldpc_long_vector_input(mech, value, in);
     if (mech->id == LDP_MECHANISM_ID_SHC && mech->phase == 2) { /* {"t", "y1", "x"}, bits 1 = +1 */
         uint32_t y1, x;
         if (!json_u32(value, "t", &in->shc_t) || !json_u32(value, "y1", &y1) || !json_u32(value, "x", &x)
@@ -472,7 +477,10 @@ static int vector(int argc, char **argv)
         cJSON_Delete(c);
         return LDPC_EXIT_REFUSED;
     }
-    if (vector_input(&mech, cJSON_GetObjectItemCaseSensitive(c, "value"), &in, &keys) != 0)
+    if (ldpc_long_is(mech.id) && (cJSON_GetObjectItemCaseSensitive(c, "enrol") != NULL
+                                  || cJSON_GetObjectItemCaseSensitive(c, "sequence") != NULL))
+        code = ldpc_long_vector(&mech, c, hex); /* enrolment vector or a value sequence */
+    else if (vector_input(&mech, cJSON_GetObjectItemCaseSensitive(c, "value"), &in, &keys) != 0)
         fprintf(stderr, "ldp_client: value does not fit %s\n", mech.name);
     else
         code = print_report(&mech, &in, hex, nonce, flag(argc, argv, "--print-x") && mech.id == LDP_MECHANISM_ID_SHC

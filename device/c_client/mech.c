@@ -301,6 +301,8 @@ int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, 
         }
         return 0;
     default:
+        if (ldpc_long_is(mech->id))
+            return ldpc_long_init(mech, params, why);
         ldpc_reason_set(why, "phases.mechanism", "unknown mechanism %s", name);
         return -1;
     }
@@ -318,7 +320,7 @@ size_t ldpc_mech_report_size(const struct ldpc_mech *mech)
 
 int ldpc_mech_index_valued(const struct ldpc_mech *mech)
 {
-    return mech->id == LDP_MECHANISM_ID_GRR || mech->id == LDP_MECHANISM_ID_OUE;
+    return mech->id == LDP_MECHANISM_ID_GRR || mech->id == LDP_MECHANISM_ID_OUE || ldpc_long_index_valued(mech->id);
 }
 
 int ldpc_mech_set_valued(const struct ldpc_mech *mech)
@@ -429,7 +431,7 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
                           mech->g, mech->t_keep, words, body, 0);
         break;
     default:
-        rc = -1;
+        rc = ldpc_long_is(mech->id) ? ldpc_long_report(mech, in, words, body) : -1;
     }
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "mech_longitudinal.h"
 #include "util.h"
 
 /* A phase-2 candidate list (LDPMiner §4.1, spec §5): 1..65536 distinct u32 keys. */
@@ -37,6 +38,7 @@ struct ldpc_mech {
     uint32_t eps1_milli, t_a, t_b;    /* shc phase 2: phase 1's eps, T_shc_a, T_shc_b (spec §3.1) */
     struct ldpc_candidates cand;      /* sampling RAPPOR, PSFO: the candidates (bit/item c = list[c]) */
     uint32_t items;                   /* PSFO: D, the candidates or (no list) the int domain 0..d-1 */
+    struct ldpc_long_params lon;      /* the memoised mechanisms (spec §3.2, mech_longitudinal.h) */
     size_t body_size, words;
 };
 
@@ -51,6 +53,8 @@ struct ldpc_input {
     size_t nkeys;
     uint32_t shc_t;
     int shc_y1, shc_x;
+    const uint8_t *state; /* the memoised mechanisms: the enrolment state (read only) */
+    size_t state_len;
 };
 
 /* Build from a phase description. `params` is the phase's params object (may be NULL; shc

@@ -11,7 +11,7 @@ import time
 from .domain import EMPTY_KEY
 from .errors import ConfigError
 from .hash import item_key
-from .mechanisms import NAMES, SET_VALUED
+from .mechanisms import LONGITUDINAL, NAMES, SET_VALUED
 from .thresholds import cmin, grr_ok, shc_ok
 
 PROTOCOL = 2
@@ -87,6 +87,8 @@ def check_config(doc, now=None):
             raise ConfigError("phases", "phase entries must be numbered 1, 2 in order")
         if ph.get("mechanism") not in NAMES:
             raise ConfigError("phases.mechanism", "unknown mechanism %r" % (ph.get("mechanism"),))
+        if ph["mechanism"] in LONGITUDINAL:  # spec §3.2: recurring campaigns only
+            raise ConfigError("phases.mechanism", "%s runs in recurring campaigns only" % ph["mechanism"])
         eps = ph.get("eps_milli")
         if not _is_int(eps) or eps <= 0:
             raise ConfigError("phases.eps_milli", "must be a positive integer")

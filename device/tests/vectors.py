@@ -5,11 +5,13 @@
 Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came from,
 "acks": [does the ack match the report, per acks.json "matching" case],
 "signatures": {"rfc8032": [verifies?], "signed": [body type], "verify": [refusal field or null]},
-"reports": {mech: [report hex | "error: ..."]}, "shc_x": [x bit of each shc phase-1 case, None for
+"reports": {mech: [report hex | "error: ..."]}, "enrol": [per enrol_longitudinal.json case (run
+with losue): {state_hex, thresholds, state_bytes, charge_milli} | "error: ..."], "shc_x": [x bit of each shc phase-1 case, None for
 phase 2], "thresholds_shc": [{eps1_milli, eps2_milli, shc_ok[, E2, T1, T_shc_a, T_shc_b]}]}.
 Random words come from the vector through the mechanisms' one `rand` parameter; a report
 that consumes a different number of words than the vector holds is an error.
 """
+import gc
 import json
 import sys
 from binascii import unhexlify
@@ -66,6 +68,34 @@ def shc_threshold_results(rows):
     return out
 
 
+def memo_input(value):
+    """A memoised mechanism's input {"value", "state": hex} with the state as bytes."""
+    if isinstance(value, dict) and "state" in value:
+        return {"value": value["value"], "state": unhexlify(value["state"])}
+    return value
+
+
+def enrol_results(cases):
+    """enrol_longitudinal.json (spec §3.2): per case the state hex from the words, the
+    thresholds, the state size and the charge for each round count."""
+    out = []
+    for c in cases:
+        try:
+            mech = make(c["mechanism"], c["eps_milli"], c["domain_size"], c["salt"],
+                        c["campaign_id"], c["phase"], c["params"])
+            src = WordSource(c["words"])
+            state = mech.enrol(src)
+            if src.pos != len(src.data):
+                raise ValueError("consumed %d of %d random words" % (src.pos // 4, len(c["words"])))
+            out.append({"state_hex": "".join("%02x" % b for b in state),
+                        "thresholds": dict((k, getattr(mech, k)) for k in c["thresholds"]),
+                        "state_bytes": mech.state_size,
+                        "charge_milli": [[r, mech.charge_milli(r)] for r, _ in c["charge_milli"]]})
+        except Exception as exc:
+            out.append("error: %r" % (exc,))
+    return out
+
+
 def report_results(cases, xs=None):
     """Report hex per case; `xs` (a list) collects an shc phase-1 report's ledger bit x."""
     out = []
@@ -74,7 +104,7 @@ def report_results(cases, xs=None):
             mech = make(c["mechanism"], c["eps_milli"], c["domain_size"], c["salt"],
                         c["campaign_id"], c["phase"], c["params"])
             src = WordSource(c["words"])
-            report = mech.report(c["value"], c["nonce"], src)
+            report = mech.report(memo_input(c["value"]), c["nonce"], src)
             if src.pos != len(src.data):
                 raise ValueError("consumed %d of %d random words" % (src.pos // 4, len(c["words"])))
             out.append("".join("%02x" % b for b in report))
@@ -123,6 +153,10 @@ def main(argv):
                           for c in json.load(f)["matching"]]
     with open(vdir + "/signatures.json") as f:
         result["signatures"] = signature_results(json.load(f))
+    if "losue" in argv[2:]:
+        with open(vdir + "/enrol_longitudinal.json") as f:
+            result["enrol"] = enrol_results(json.load(f))
+    gc.collect()
     result["reports"] = {}
     result["shc_x"] = []
     for name in argv[2:]:

@@ -436,3 +436,14 @@ def shc_cases():
 CASES = {"grr": grr_cases, "olh": olh_cases, "flh": flh_cases, "oue": oue_cases,
          "cms": cms_cases, "hcms": hcms_cases, "sh": sh_cases, "srappor": srappor_cases,
          "lcm": lcm_cases, "psgrr": psgrr_cases, "psolh": psolh_cases, "shc": shc_cases}
+
+
+def longitudinal_cases(name):
+    """The cases of a memoised mechanism (spec §3.2; support.vectors_longitudinal)."""
+    def cases():
+        from .vectors_longitudinal import report_cases  # it imports this module's helpers
+        return report_cases(name)
+    return cases
+
+
+CASES.update({name: longitudinal_cases(name) for name in ("losue", "lsue", "lgrr", "loloha", "lbitmean")})

@@ -6,6 +6,8 @@ MODULES = {
     "hcms": "hcms", "sh": "sh", "srappor": "srappor", "lcm": "lcm",
     "psgrr": "psfo", "psolh": "psfo", "shc": "shc",
 }
+MODULES.update({"losue": "lue", "lsue": "lue", "lgrr": "lgrr", "loloha": "loloha",
+                "lbitmean": "lbitmean"})  # longitudinal (memoised) mechanisms, spec §3.2
 
 
 def mechanism_class(name: str):
