@@ -7,8 +7,9 @@
 
 static const char *const MECHANISM_NAMES[] = {
     "", "grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh", "shc",
+    "duchi", "pm", "hm", "sw", /* numeric metrics, spec §3.2 */
 };
-#define MECHANISM_MAX 12
+#define MECHANISM_MAX 16
 
 /* version | mechanism | phase | flags = 0 | campaign_id:u32 | nonce:u32 */
 void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce)

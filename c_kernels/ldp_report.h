@@ -24,6 +24,10 @@
 #define LDP_MECHANISM_ID_PSGRR 10
 #define LDP_MECHANISM_ID_PSOLH 11
 #define LDP_MECHANISM_ID_SHC 12
+#define LDP_MECHANISM_ID_DUCHI 13
+#define LDP_MECHANISM_ID_PM 14
+#define LDP_MECHANISM_ID_HM 15
+#define LDP_MECHANISM_ID_SW 16
 
 /* cdef-begin */
 void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce);

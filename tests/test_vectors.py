@@ -228,3 +228,34 @@ def test_shc_threshold_vectors_python_and_c():
         w = protocol.WORD
         assert r["p2_num"] == r["T1"] * r["T_shc_a"] + (w - r["T1"]) * r["T_shc_b"]
         assert protocol.shc_keep_probability(e1, e2) * w * w == r["p2_num"]
+
+
+# --- numeric domains (spec §1.1) ---------------------------------------------------------------
+
+def test_numeric_grid_vectors_python_numpy_and_c():
+    """numeric_grid.json: the reference `grid_point`, the vectorised `grid_points` (numbers only)
+    and the C kernel `ldp_grid_point` (the C client's) map every reading to the vector's point:
+    in-range values, half points, both ends, outside the range, ±inf, NaN, huge ints, and
+    non-numbers (None, strings, bools, lists) at the midpoint."""
+    import math
+    from ldpfleet.mechanisms.numeric import NumericDomain, grid_points
+    cases = load("numeric_grid.json")
+    kinds = set()
+    for case in cases:
+        dom = NumericDomain(case["domain"])
+        lo, hi, dec = dom.metrics[case["metric"]]
+        reading = float(case["float"]) if "float" in case else case["reading"]
+        assert dom.grid_point(reading, case["metric"]) == case["x"], case
+        number = isinstance(reading, (int, float)) and not isinstance(reading, bool)
+        if number:
+            v = float(reading) if isinstance(reading, float) or abs(reading) < 1e308 \
+                else (math.inf if reading > 0 else -math.inf)
+            assert grid_points([v], lo, hi, dec, dom.points)[0] == case["x"], case
+            assert lib.ldp_grid_point(v, 1, lo, hi, dec, dom.points) == case["x"], case
+            kinds.add("nan" if v != v else "inf" if math.isinf(v) else
+                      "low" if case["x"] == 0 else "high" if case["x"] == dom.points - 1 else "in")
+        else:
+            assert case["x"] == (dom.points - 1) // 2
+            assert lib.ldp_grid_point(0.0, 0, lo, hi, dec, dom.points) == case["x"]
+            kinds.add("not a number")
+    assert kinds == {"nan", "inf", "low", "high", "in", "not a number"}

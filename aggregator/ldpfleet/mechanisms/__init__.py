@@ -5,6 +5,7 @@ MODULES = {
     "grr": "grr", "olh": "olh", "flh": "flh", "oue": "oue", "cms": "cms",
     "hcms": "hcms", "sh": "sh", "srappor": "srappor", "lcm": "lcm",
     "psgrr": "psfo", "psolh": "psfo", "shc": "shc",
+    "duchi": "duchi", "pm": "pm", "hm": "hm", "sw": "sw",
 }
 
 
