@@ -2,7 +2,7 @@
 from .errors import ConfigError
 
 NAMES = ("grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh",
-         "shc")
+         "shc", "duchi", "pm", "hm", "sw")
 SET_VALUED = ("sh", "srappor", "psgrr", "psolh", "shc")
 LISTED = ("srappor", "psgrr", "psolh")  # phase 2 takes the candidate list as its items
 BY_INDEX = ("grr", "oue")  # these take the item's domain index, the others its key
