@@ -67,6 +67,26 @@ int ldp_duchi_slope(uint32_t eps_milli, uint32_t n, uint32_t *slope, uint32_t *b
     return LDP_THRESH_OK;
 }
 
+/* duchi_ok: s >= 2 and T(N-1) S <= E_full T(0) (T(N-1) = 2^32 - T(0)). 1, 0 or an error. */
+int ldp_duchi_ok(uint32_t eps_milli, uint32_t n)
+{
+    ldp_big e, lhs, rhs, s;
+    uint32_t slope, base;
+    int rc = ldp_duchi_slope(eps_milli, n, &slope, &base);
+    if (rc != LDP_THRESH_OK)
+        return rc;
+    if (slope < 2 || base == 0)
+        return 0;
+    if (!ldp_big_exp_lower(eps_milli, 1000u, &e))
+        return LDP_THRESH_ERANGE;
+    ldp_big_set_u64(&lhs, (uint64_t)base + (uint64_t)slope * (n - 1u));
+    big_s(&s);
+    ldp_big_set_u64(&rhs, base);
+    if (!ldp_big_mul(&lhs, &lhs, &s) || !ldp_big_mul(&rhs, &rhs, &e))
+        return LDP_THRESH_ERANGE;
+    return ldp_big_cmp(&lhs, &rhs) <= 0;
+}
+
 /* T_win = floor(E_full W cmin(D) / (S cmax(L) + E_full cmin(D))), within [1, 2^32 - 1]. */
 int ldp_window_threshold(uint32_t eps_milli, uint32_t width, uint32_t span, uint32_t *t)
 {
@@ -79,7 +99,8 @@ int ldp_window_threshold(uint32_t eps_milli, uint32_t width, uint32_t span, uint
         return LDP_THRESH_EINVAL;
     if (!ldp_big_exp_lower(eps_milli, 1000u, &e))
         return LDP_THRESH_ERANGE;
-    if (!ldp_big_mul_u32(&num, &e, (uint32_t)ldp_cmin(span)))
+    ldp_big_set_u64(&tmp, ldp_cmin(span));     /* cmin(D) <= 2^32: not a u32 */
+    if (!ldp_big_mul(&num, &e, &tmp))
         return LDP_THRESH_ERANGE;
     den = num;                                  /* E cmin(D) */
     big_s(&tmp);

@@ -42,6 +42,7 @@ uint32_t ldp_grid_point(double reading, int is_number, int64_t lo, int64_t hi, u
                         uint32_t n);
 
 int ldp_duchi_slope(uint32_t eps_milli, uint32_t n, uint32_t *slope, uint32_t *base);
+int ldp_duchi_ok(uint32_t eps_milli, uint32_t n);
 int ldp_window_threshold(uint32_t eps_milli, uint32_t width, uint32_t span, uint32_t *t);
 int ldp_window_ok(uint32_t eps_milli, uint32_t width, uint32_t span, uint32_t t);
 int ldp_pm_shape(uint32_t eps_milli, uint32_t n, uint32_t *u, uint32_t *span, uint32_t *width);

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "mech_numeric.h"
 #include "util.h"
 
 /* A phase-2 candidate list (LDPMiner §4.1, spec §5): 1..65536 distinct u32 keys. */
@@ -37,6 +38,7 @@ struct ldpc_mech {
     uint32_t eps1_milli, t_a, t_b;    /* shc phase 2: phase 1's eps, T_shc_a, T_shc_b (spec §3.1) */
     struct ldpc_candidates cand;      /* sampling RAPPOR, PSFO: the candidates (bit/item c = list[c]) */
     uint32_t items;                   /* PSFO: D, the candidates or (no list) the int domain 0..d-1 */
+    struct ldpc_numeric num;          /* duchi, pm, hm, sw (mech_numeric.h) */
     size_t body_size, words;
 };
 
