@@ -13,8 +13,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import ConfigError
-from .base import IntStateSketch, body_ptr
-from .numeric import (W, MeanEstimate, NumericMechanism, check_grid_points, duchi_base, duchi_ok,
+from .numeric import (W, MeanEstimate, NumericMechanism, NumericSketch, check_grid_points, duchi_base, duchi_ok,
                       duchi_slope, kernel_ok, mean_from_moments, unit_value)
 
 
@@ -46,9 +45,9 @@ class DuchiMechanism(NumericMechanism):
         (w0,) = self.check_words(words)
         return self.header(seq) + bytes([1 if w0 < self.threshold(x) else 0])
 
-    def _kernel(self, x, n, words, out, start):
+    def _perturb(self, x, n, words, out, stride):
         kernel_ok(kernels.lib.ldp_duchi_perturb(self._params, kernels.ptr(x), n, kernels.ptr(words),
-                                                body_ptr(out, start), out.shape[1]), self.name)
+                                                out, stride), self.name)
 
     def c_report(self, value, words, seq: int = 0) -> bytes:
         return self.one_report(self.grid_value(value), words, seq, self._kernel)
@@ -75,15 +74,15 @@ class DuchiMechanism(NumericMechanism):
         return float(np.mean(self.report_variance(x))) / n
 
 
-class DuchiSketch(IntStateSketch):
+class DuchiSketch(NumericSketch):
     STATE = ("ones",)
 
     def __init__(self, mechanism: DuchiMechanism):
         super().__init__(mechanism)
         self.ones = np.zeros(1, np.int64)
 
-    def _fold(self, arr):
-        kernels.lib.ldp_duchi_count(body_ptr(arr), arr.shape[0], arr.shape[1], kernels.ptr(self.ones))
+    def _fold_at(self, bodies, n, stride):
+        kernels.lib.ldp_duchi_count(bodies, n, stride, kernels.ptr(self.ones))
 
     def mean(self, level: float = 0.95) -> MeanEstimate:
         """The unbiased mean of t with the sample variance of the reports' estimates."""

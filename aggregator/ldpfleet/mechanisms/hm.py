@@ -21,8 +21,9 @@ import numpy as np
 
 from .. import kernels
 from ..errors import ConfigError
-from .base import IntParam, IntStateSketch, body_ptr, body_u32
-from .numeric import (METRICS_MAX, W, MeanEstimate, NumericMechanism, check_grid_points,
+from .base import IntParam, body_u32
+from .numeric import (METRICS_MAX, W, MeanEstimate, NumericMechanism, NumericSketch,
+                      check_grid_points,
                       duchi_base, duchi_ok, duchi_slope, hm_choice_threshold, hm_sampled,
                       kernel_ok, mean_from_moments, pm_shape, unit_value, window_ok,
                       window_reference, window_threshold, WindowChannel)
@@ -105,9 +106,9 @@ class HmMechanism(NumericMechanism):
             body += bytes([a, kind]) + y.to_bytes(4, "little")
         return self.header(seq) + body
 
-    def _kernel(self, x, n, words, out, start):
+    def _perturb(self, x, n, words, out, stride):
         kernel_ok(kernels.lib.ldp_hm_perturb(self._params, kernels.ptr(x), n, kernels.ptr(words),
-                                             body_ptr(out, start), out.shape[1]), self.name)
+                                             out, stride), self.name)
 
     def c_report(self, value, words, seq: int = 0) -> bytes:
         return self.one_report(self.grid_values(value), words, seq, self._kernel)
@@ -116,6 +117,11 @@ class HmMechanism(NumericMechanism):
         """x: (n, d) grid points (or (n,) when d == 1)."""
         x = check_grid_points(x, self.domain_size).reshape(-1, self.metrics)
         return self.run_batch(np.ascontiguousarray(x), rng, seq_start, self._kernel)
+
+    def simulate(self, x, rng, sketch=None):
+        """`NumericMechanism.simulate` with (n, d) grid points."""
+        x = check_grid_points(x, self.domain_size).reshape(-1, self.metrics)
+        return super().simulate(np.ascontiguousarray(x), rng, sketch)
 
     def validate_bodies(self, bodies: np.ndarray):
         attr_bad = np.zeros(bodies.shape[0], bool)
@@ -162,7 +168,7 @@ class HmMechanism(NumericMechanism):
         return ratio * per / n + (ratio - 1) * float(np.var(unit_value(x, self.domain_size))) / n
 
 
-class HmSketch(IntStateSketch):
+class HmSketch(NumericSketch):
     """acc[a] = (Duchi reports, ones, PM reports, sum of cells, sum of cell^2 >> 20, sum of
     cell^2 mod 2^20) of metric a."""
 
@@ -172,9 +178,8 @@ class HmSketch(IntStateSketch):
         super().__init__(mechanism)
         self.acc = np.zeros((mechanism.metrics, 6), np.int64)
 
-    def _fold(self, arr):
-        kernels.lib.ldp_hm_fold(self.mechanism._params, body_ptr(arr), arr.shape[0], arr.shape[1],
-                                kernels.ptr(self.acc))
+    def _fold_at(self, bodies, n, stride):
+        kernels.lib.ldp_hm_fold(self.mechanism._params, bodies, n, stride, kernels.ptr(self.acc))
 
     def means(self, level: float = 0.95) -> list:
         """One MeanEstimate per metric (t units)."""

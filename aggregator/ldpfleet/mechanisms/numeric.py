@@ -19,6 +19,7 @@ Wave). Every probability is an integer threshold on uniform u32 words (spec §2)
   count of word pairs is T_win cnt_L(.) or (2^32 - T_win) cnt_D(.), so every ratio is at most
   max_count / min_count, and `window_ok` checks that against E_full / 2^64 exactly.
 """
+import functools
 import math
 from fractions import Fraction
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from .. import kernels, protocol
 from ..errors import ConfigError
-from .base import W, Mechanism, check_words, report_array, run_chunks
+from .base import W, IntStateSketch, Mechanism, body_ptr, check_words, report_array, run_chunks
 
 S = protocol.SCALE
 GRID_MAX = 65536
@@ -39,6 +40,10 @@ one-bit above eps* ~ 0.61)."""
 HM_SAMPLE_MILLI = 2500
 """hm reports k = max(1, min(d, eps_milli // 2500)) of its d metrics (Wang et al. §IV-D)."""
 METRICS_MAX = 64
+
+
+exp_lower = functools.lru_cache(maxsize=512)(protocol.exp_lower)
+"""E(a, b) of spec §2, cached: every numeric threshold of one config needs it several times."""
 
 
 # --- spec §1.1: the grid --------------------------------------------------------------------
@@ -131,14 +136,14 @@ def duchi_ok(eps_milli: int, n: int) -> bool:
     s = duchi_slope(eps_milli, n)
     base = duchi_base(n, s)
     top = base + s * (n - 1)
-    e = protocol.exp_lower(eps_milli, 1000)
+    e = exp_lower(eps_milli, 1000)
     return s >= 2 and base >= 1 and top * S <= e * base and (W - base) * S <= e * (W - top)
 
 
 def window_threshold(eps_milli: int, width: int, span: int) -> int:
     """T_win = floor(E_full W cmin(D) / (S cmax(L) + E_full cmin(D))), within [1, 2^32 - 1]:
     the largest T with T cmax(L) S <= E_full (2^32 - T) cmin(D)."""
-    e = protocol.exp_lower(eps_milli, 1000)
+    e = exp_lower(eps_milli, 1000)
     c = protocol.cmin(span)
     t = (e * W * c) // (S * protocol.cmax(width) + e * c)
     return min(max(t, 1), W - 1)
@@ -158,7 +163,7 @@ def window_ok(eps_milli: int, width: int, span: int, t: int = None) -> bool:
         return False
     t = window_threshold(eps_milli, width, span) if t is None else t
     top, bottom = window_counts(t, width, span)
-    return bottom > 0 and top * S <= protocol.exp_lower(eps_milli, 1000) * bottom
+    return bottom > 0 and top * S <= exp_lower(eps_milli, 1000) * bottom
 
 
 def pm_shape(eps_milli: int, n: int):
@@ -166,7 +171,7 @@ def pm_shape(eps_milli: int, n: int):
     L = max(1, floor(D S / E_half)) (L / D ~ e^(-eps/2), the paper's (C-1)/(C+1))."""
     u = PM_SPAN // (n - 1)
     span = u * (n - 1)
-    return u, span, max(1, (span * S) // protocol.exp_lower(eps_milli, 2000))
+    return u, span, max(1, (span * S) // exp_lower(eps_milli, 2000))
 
 
 def hm_choice_threshold(eps_milli: int) -> int:
@@ -174,7 +179,7 @@ def hm_choice_threshold(eps_milli: int) -> int:
     eps_milli >= 611, else 0 (Duchi's one-bit only)."""
     if eps_milli < HM_PM_FROM_MILLI:
         return 0
-    return W - (-(-W * S // protocol.exp_lower(eps_milli, 2000)))
+    return W - (-(-W * S // exp_lower(eps_milli, 2000)))
 
 
 def hm_sampled(eps_milli: int, d: int) -> int:
@@ -275,6 +280,31 @@ class NumericMechanism(Mechanism):
         run_chunks(self, rng, x.shape[0], write)
         return out
 
+    def _perturb(self, x, n, words, out, stride):
+        """The C kernel: bodies of n devices with grid points x from `words`, written at the
+        pointer `out` every `stride` bytes."""
+        raise NotImplementedError
+
+    def _kernel(self, x, n, words, out, start):
+        """`_perturb` into the bodies of rows start... of a report array."""
+        self._perturb(x, n, words, body_ptr(out, start), out.shape[1])
+
+    def simulate(self, x, rng, sketch=None):
+        """Simulation's fast path: bodies only (no headers to fill, no reports to parse) from
+        the C kernel straight into a sketch (new, or `sketch` updated); words from the seeded
+        `rng` (aggregator side). Returns the sketch."""
+        x = np.ascontiguousarray(check_grid_points(x, self.domain_size))
+        sketch = self.new_sketch() if sketch is None else sketch
+        rows = kernels.chunk_rows(self.random_words)
+        for start, stop in kernels.spans(x.shape[0], min(rows, 1 << 20)):
+            n = stop - start
+            words = kernels.random_words(rng, n, self.random_words)
+            bodies = np.empty((n, self.body_size), np.uint8)
+            self._perturb(np.ascontiguousarray(x[start:stop]), n, words, kernels.byte_ptr(bodies),
+                          self.body_size)
+            sketch.fold_bodies(bodies)
+        return sketch
+
     def one_report(self, x, words, seq: int, kernel) -> bytes:
         """One report through the batch kernel (batch of one; x a grid point or, for hm, the
         list of the device's grid points)."""
@@ -282,6 +312,25 @@ class NumericMechanism(Mechanism):
         w = np.array([self.check_words(words)], dtype=np.uint32)
         kernel(np.array([x], dtype=np.uint32), 1, w, out, 0)
         return out[0].tobytes()
+
+
+class NumericSketch(IntStateSketch):
+    """A numeric mechanism's int64 sketch: `_fold_at(pointer, n, stride)` folds n bodies."""
+
+    def _fold_at(self, bodies, n: int, stride: int):
+        raise NotImplementedError
+
+    def _fold(self, arr):
+        self._fold_at(body_ptr(arr), arr.shape[0], arr.shape[1])
+
+    def fold_bodies(self, bodies: np.ndarray) -> int:
+        """Simulation: fold an (n, body_size) array of bodies made by the mechanism's own
+        kernel (no header, not validated)."""
+        bodies = np.ascontiguousarray(bodies, dtype=np.uint8)
+        if bodies.shape[0]:
+            self._fold_at(kernels.byte_ptr(bodies), bodies.shape[0], bodies.shape[1])
+        self.n += bodies.shape[0]
+        return bodies.shape[0]
 
 
 def kernel_ok(rc: int, name: str):
@@ -416,10 +465,9 @@ class WindowMechanism(NumericMechanism):
         j = window_reference(x * self.mul // self.div, self.t_in, self.width, self.span, w0, w1)
         return self.header(seq) + j.to_bytes(self.out_bytes, "little")
 
-    def _kernel(self, x, n, words, out, start):
-        from .base import body_ptr
+    def _perturb(self, x, n, words, out, stride):
         kernel_ok(kernels.lib.ldp_window_perturb(self._params, kernels.ptr(x), n, kernels.ptr(words),
-                                                 body_ptr(out, start), out.shape[1]), self.name)
+                                                 out, stride), self.name)
 
     def c_report(self, value, words, seq: int = 0) -> bytes:
         return self.one_report(self.grid_value(value), words, seq, self._kernel)

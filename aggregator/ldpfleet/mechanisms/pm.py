@@ -18,8 +18,7 @@ Aggregator state: sum of j and of j^2 (as j^2 >> 20 and j^2 mod 2^20: int64 for 
 import numpy as np
 
 from .. import kernels
-from .base import IntStateSketch, body_ptr
-from .numeric import (MeanEstimate, WindowMechanism, mean_from_moments, pm_shape, unit_value)
+from .numeric import (MeanEstimate, NumericSketch, WindowMechanism, mean_from_moments, pm_shape, unit_value)
 
 
 class PmMechanism(WindowMechanism):
@@ -71,16 +70,15 @@ def moments_of_cells(mech, total_cells: int, square_hi: int, square_lo: int, n: 
     return total, a * a * squares + 2 * a * b * total_cells + n * b * b
 
 
-class PmSketch(IntStateSketch):
+class PmSketch(NumericSketch):
     STATE = ("sums",)
 
     def __init__(self, mechanism: PmMechanism):
         super().__init__(mechanism)
         self.sums = np.zeros(3, np.int64)
 
-    def _fold(self, arr):
-        kernels.lib.ldp_window_sums(self.mechanism._params, body_ptr(arr), arr.shape[0], arr.shape[1],
-                                    kernels.ptr(self.sums))
+    def _fold_at(self, bodies, n, stride):
+        kernels.lib.ldp_window_sums(self.mechanism._params, bodies, n, stride, kernels.ptr(self.sums))
 
     def mean(self, level: float = 0.95) -> MeanEstimate:
         total, squares = moments_of_cells(self.mechanism, int(self.sums[0]), int(self.sums[1]),

@@ -19,9 +19,8 @@ import numpy as np
 
 from .. import kernels
 from ..errors import ConfigError
-from ..post import ems as ems_post
-from .base import IntParam, IntStateSketch, body_ptr
-from .numeric import W, WindowMechanism, sw_default_window
+from .base import IntParam
+from .numeric import W, NumericSketch, WindowMechanism, sw_default_window
 
 BINS_MAX = 1024
 DEFAULT_BINS = 256
@@ -67,18 +66,26 @@ class SwMechanism(WindowMechanism):
         """P[i, j]: probability of output cell j for input bin i (exact counts / 2^64)."""
         return self.channel.matrix(range(self.bins))
 
-    def band_channel(self) -> ems_post.BandChannel:
+    def band_channel(self):
         """The channel EMS runs on: every window cell at T / (2^32 L), every other cell at
         (2^32 - T) / (2^32 D) — each within one word in cmin (relative 2^-21 at most) of the
         exact `channel_matrix` (bucket counts are cmin or cmin + 1)."""
-        return ems_post.BandChannel(self.bins, self.width, self.t_in / W / self.width,
-                                    (W - self.t_in) / W / self.span)
+        from ..post.ems import BandChannel
+        return BandChannel(self.bins, self.width, self.t_in / W / self.width,
+                           (W - self.t_in) / W / self.span)
 
     def new_sketch(self) -> "SwSketch":
         return SwSketch(self)
 
 
-class SwSketch(IntStateSketch):
+def _ems():
+    """post.ems, imported on first use (the post package pulls in scipy: serve's ingest path,
+    which only folds counts, need not load it)."""
+    from ..post import ems
+    return ems
+
+
+class SwSketch(NumericSketch):
     STATE = ("counts",)
 
     def __init__(self, mechanism: SwMechanism):
@@ -87,19 +94,18 @@ class SwSketch(IntStateSketch):
         self._channel = None
         self._boot = None
 
-    def _fold(self, arr):
-        kernels.lib.ldp_window_hist(self.mechanism._params, body_ptr(arr), arr.shape[0], arr.shape[1],
-                                    kernels.ptr(self.counts))
+    def _fold_at(self, bodies, n, stride):
+        kernels.lib.ldp_window_hist(self.mechanism._params, bodies, n, stride, kernels.ptr(self.counts))
 
     @property
-    def channel(self) -> ems_post.BandChannel:
+    def channel(self):
         if self._channel is None:
             self._channel = self.mechanism.band_channel()
         return self._channel
 
     def histogram(self, smoothing: bool = True, **opts) -> np.ndarray:
         """The distribution over the B input bins (EMS; EM with smoothing=False)."""
-        return ems_post.ems(self.counts, self.channel, smoothing=smoothing, **opts)[0]
+        return _ems().ems(self.counts, self.channel, smoothing=smoothing, **opts)[0]
 
     def bootstrap(self, replicates: int = BOOTSTRAP, seed: int = BOOTSTRAP_SEED):
         """(estimate, (bins, replicates) replicate histograms): the output counts resampled
@@ -111,7 +117,7 @@ class SwSketch(IntStateSketch):
         rng = np.random.default_rng(seed)
         total = int(self.counts.sum())
         resampled = rng.multinomial(total, self.counts / max(total, 1), size=replicates)
-        reps = ems_post.ems(resampled, self.channel, start=theta)[0]
+        reps = _ems().ems(resampled, self.channel, start=theta)[0]
         self._boot = (key, (theta, reps))
         return theta, reps
 
@@ -123,8 +129,8 @@ class SwSketch(IntStateSketch):
         alpha = (1 - level) / 2
         out = []
         for q in qs:
-            values = [ems_post.quantile(r, edges, q) for r in reps.T]
-            out.append((q, ems_post.quantile(theta, edges, q), float(np.quantile(values, alpha)),
+            values = [_ems().quantile(r, edges, q) for r in reps.T]
+            out.append((q, _ems().quantile(theta, edges, q), float(np.quantile(values, alpha)),
                         float(np.quantile(values, 1 - alpha))))
         return out
 
@@ -132,9 +138,9 @@ class SwSketch(IntStateSketch):
         """(mean, low, high) in grid units from the histogram, bootstrap interval."""
         edges = self.mechanism.bin_edges()
         theta, reps = self.bootstrap(replicates, seed)
-        values = [ems_post.histogram_mean(r, edges) for r in reps.T]
+        values = [_ems().histogram_mean(r, edges) for r in reps.T]
         alpha = (1 - level) / 2
-        return (ems_post.histogram_mean(theta, edges), float(np.quantile(values, alpha)),
+        return (_ems().histogram_mean(theta, edges), float(np.quantile(values, alpha)),
                 float(np.quantile(values, 1 - alpha)))
 
     def estimate(self, keys=None) -> np.ndarray:
