@@ -65,6 +65,11 @@ class DuchiMechanism(NumericMechanism):
         """Per-report estimates z = (2b - 1) C of t."""
         return (2.0 * np.asarray(bits, dtype=np.float64) - 1.0) * self.scale
 
+    def report_distribution(self, x: int):
+        """(estimate values, their exact probabilities) of one report at grid point x."""
+        p1 = self.threshold(int(x)) / W
+        return np.array([-self.scale, self.scale]), np.array([1 - p1, p1])
+
     def report_variance(self, x) -> np.ndarray:
         """Exact variance of one report's estimate at grid point(s) x: C^2 - t^2 (realised C)."""
         return self.scale ** 2 - unit_value(x, self.domain_size) ** 2

@@ -141,20 +141,25 @@ class HmMechanism(NumericMechanism):
     def new_sketch(self) -> "HmSketch":
         return HmSketch(self)
 
-    def report_variance(self, x) -> np.ndarray:
-        """Exact variance of one carried metric's estimate at grid point(s) x (the alpha-mixture
-        of Duchi's and PM's exact variances, plus the spread of their tiny biases)."""
-        out = []
+    def report_distribution(self, x: int):
+        """(estimate values, exact probabilities) of one carried metric's estimate at grid point
+        x: PM's cells with probability T_hm / 2^32, Duchi's -C, +C otherwise."""
         p = self.t_choice / W
         fj = self.slope_t * np.arange(self.cells) + self.offset_t
+        p1 = (self.base + self.slope * int(x)) / W
+        c = self.duchi_scale
+        return (np.concatenate([fj, [-c, c]]),
+                np.concatenate([p * self.channel.probabilities(int(x) * self.u),
+                                [(1 - p) * (1 - p1), (1 - p) * p1]]))
+
+    def report_variance(self, x) -> np.ndarray:
+        """Exact variance of one carried metric's estimate at grid point(s) x (the mixture of
+        Duchi's and PM's exact distributions)."""
+        out = []
         for v in np.atleast_1d(x):
-            t = float(unit_value(v, self.domain_size))
-            probs = self.channel.probabilities(int(v) * self.u)
-            pm_mean = float(np.dot(probs, fj))
-            pm_second = float(np.dot(probs, fj * fj))
-            second = p * pm_second + (1 - p) * self.duchi_scale ** 2
-            mean = p * pm_mean + (1 - p) * t
-            out.append(second - mean * mean)
+            f, prob = self.report_distribution(int(v))
+            mean = float(np.dot(prob, f))
+            out.append(float(np.dot(prob, (f - mean) ** 2)))
         return np.array(out)
 
     def mean_variance(self, n: int, x) -> float:

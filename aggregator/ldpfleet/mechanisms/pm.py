@@ -40,10 +40,13 @@ class PmMechanism(WindowMechanism):
         """Per-report estimates f(j) of t."""
         return self.slope_t * np.asarray(cells, dtype=np.float64) + self.offset_t
 
+    def report_distribution(self, x: int):
+        """(estimate values f(j), their exact probabilities) of one report at grid point x."""
+        return self.estimates(np.arange(self.cells)), self.channel.probabilities(int(x) * self.u)
+
     def report_moments(self, x: int):
         """(E[f(j)] - t, Var f(j)) at grid point x, from the exact output distribution."""
-        p = self.channel.probabilities(int(x) * self.u)
-        f = self.estimates(np.arange(self.cells))
+        f, p = self.report_distribution(x)
         mean = float(np.dot(p, f))
         return mean - float(unit_value(x, self.domain_size)), float(np.dot(p, (f - mean) ** 2))
 
