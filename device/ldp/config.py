@@ -12,7 +12,7 @@ from .domain import EMPTY_KEY
 from .errors import ConfigError
 from .hash import item_key
 from .mechanisms import NAMES, SET_VALUED
-from .numeric import (NUMERIC_DOMAINS, NUMERIC_MECHANISMS, check_numeric_domain,
+from .numeric_domain import (NUMERIC_DOMAINS, NUMERIC_MECHANISMS, check_numeric_domain,
                       check_numeric_phases)
 from .thresholds import cmin, grr_ok, shc_ok
 

@@ -22,7 +22,7 @@ from ldp.config import check_keys
 from ldp.ed25519 import verify as ed25519_verify
 from ldp.envelope import Verifier, trusted_keys
 from ldp.errors import ConfigError
-from ldp.numeric import check_numeric_domain, domain_metrics, grid_point
+from ldp.numeric_domain import check_numeric_domain, domain_metrics, grid_point
 from ldp.report import ack_matches
 from word_source import WordSource
 
