@@ -89,28 +89,32 @@ def ems(counts, channel, smoothing: bool = True, tolerance: float = DEFAULT_TOLE
     if start is None:
         start = np.full(channel.bins, 1.0 / channel.bins)
     theta = np.repeat(np.asarray(start, dtype=np.float64).reshape(-1, 1), reps, axis=1)
-    used = h > 0
-    done = np.zeros(reps, bool)
     result = np.empty_like(theta)
+    active = np.arange(reps)           # columns still iterating (converged ones are dropped)
     old = None
     iterations = 0
     for iterations in range(max_iter + 1):
         q = channel.forward(theta)
+        used = h > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             loglik = np.where(used, h * np.log(q), 0.0).sum(axis=0)
             ratio = np.where(used, h / q, 0.0)
         if old is not None:
-            now = ~done & (np.abs(loglik - old) < tolerance)
-            result[:, now] = theta[:, now]
-            done |= now
-            if done.all():
-                break
+            now = np.abs(loglik - old) < tolerance
+            if now.any():
+                result[:, active[now]] = theta[:, now]
+                keep = ~now
+                active, theta, h, ratio, loglik = (active[keep], theta[:, keep], h[:, keep],
+                                                   ratio[:, keep], loglik[keep])
+                if not active.size:
+                    break
         old = loglik
         theta = theta * channel.backward(ratio)
         theta /= theta.sum(axis=0)
         if smoothing:
             theta = smooth(theta)
-    result[:, ~done] = theta[:, ~done]
+    if active.size:
+        result[:, active] = theta
     return (result[:, 0] if one else result), iterations
 
 
