@@ -183,6 +183,7 @@ def numeric_configs(m, set_):
 
     return [
         num(temp), num(temp, "pm"), num(temp, "sw", {"bins": 256, "window": 131}),
+        num(temp, "sw", {"bins": 256}), num(temp, "sw", {"window": 131}), num(temp, "sw"),
         num(temp, "hm", {"metrics": 1}), num(temp, "hm", {}), num(many, "hm", {"metrics": 2}),
         num(many, "hm", {"metrics": 3}), num(many, "hm", {}), num(many, "pm"),
         num(temp, "grr"), num(temp, "olh", {"g": 8}), num(temp, "sh", {"m": 64, "l": 1}),

@@ -241,7 +241,8 @@ def numeric_metrics(domain: dict) -> int:
 
 def check_numeric_phases(doc: dict):
     """Numeric mechanisms run on numeric domains and only there (spec §1.1, §3.2); an `hm`
-    phase's `metrics` equals the domain's, the other numeric mechanisms take one metric."""
+    phase's `metrics` equals the domain's, the other numeric mechanisms take one metric; an
+    `sw` phase spells out `bins` and `window` (devices do not compute the paper's b)."""
     numeric = doc["domain"]["type"] in NUMERIC_DOMAINS
     for ph in doc["phases"]:
         name = ph["mechanism"]
@@ -255,6 +256,8 @@ def check_numeric_phases(doc: dict):
         if got != d:
             raise ConfigError("params.metrics", "%s reports %r metric(s), the domain has %d"
                               % (name, got, d))
+        if name == "sw" and not {"bins", "window"} <= set(ph.get("params", {})):
+            raise ConfigError("phases.params", "sw needs bins and window (spec §3.2)")
 
 
 def check_delivery(delivery) -> dict:

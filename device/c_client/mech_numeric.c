@@ -296,6 +296,11 @@ int ldpc_numeric_check_phases(const cJSON *doc, struct ldpc_reason *why)
                             name, (long long)d);
             return -1;
         }
+        if (strcmp(name, "sw") == 0 && (cJSON_GetObjectItemCaseSensitive(params, "bins") == NULL
+                                       || cJSON_GetObjectItemCaseSensitive(params, "window") == NULL)) {
+            ldpc_reason_set(why, "phases.params", "sw needs bins and window (spec §3.2)");
+            return -1;
+        }
     }
     return 0;
 }

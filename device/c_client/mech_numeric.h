@@ -40,7 +40,8 @@ int ldpc_numeric_vector_input(const struct ldpc_mech *mech, const cJSON *value, 
 /* Spec §1.1: a `range` or `ranges` domain; its grid points N, or -1 with the reason. */
 int64_t ldpc_numeric_check_domain(const cJSON *domain, struct ldpc_reason *why);
 
-/* Numeric mechanisms on numeric domains only; hm's params.metrics equals the domain's. */
+/* Numeric mechanisms on numeric domains only; hm's params.metrics equals the domain's; sw
+ * spells out bins and window. */
 int ldpc_numeric_check_phases(const cJSON *doc, struct ldpc_reason *why);
 
 /* The grid point of a JSON reading for metric `metric` of a checked numeric domain (spec §1.1;

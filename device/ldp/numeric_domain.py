@@ -78,7 +78,8 @@ def domain_metrics(domain):
 
 
 def check_numeric_phases(doc):
-    """Numeric mechanisms on numeric domains only; hm's `metrics` equals the domain's."""
+    """Numeric mechanisms on numeric domains only; hm's `metrics` equals the domain's; sw
+    spells out bins and window."""
     dom = doc["domain"]
     numeric = dom.get("type") in NUMERIC_DOMAINS
     for ph in doc["phases"]:
@@ -93,3 +94,6 @@ def check_numeric_phases(doc):
         if got != d:
             raise ConfigError("params.metrics", "%s reports %r metric(s), the domain has %d"
                               % (name, got, d))
+        params = ph.get("params", {})
+        if name == "sw" and ("bins" not in params or "window" not in params):
+            raise ConfigError("phases.params", "sw needs bins and window (spec §3.2)")
