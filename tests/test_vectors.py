@@ -259,3 +259,46 @@ def test_numeric_grid_vectors_python_numpy_and_c():
             assert lib.ldp_grid_point(0.0, 0, lo, hi, dec, dom.points) == case["x"]
             kinds.add("not a number")
     assert kinds == {"nan", "inf", "low", "high", "in", "not a number"}
+
+
+def test_numeric_vectors_cover_every_decision():
+    """reports_{duchi,pm,sw,hm}.json: every decision of the numeric mechanisms (spec §3.2) on
+    both sides of its threshold: Duchi's w0 at T(x) - 1 and T(x); the window's w0 at T_win - 1
+    and T_win and w1 in the window and outside it on both sides of the position (r < p, r >= p);
+    hm with both kinds, a Duchi-only config (eps < 0.611), several metrics sampled (k > 1), a
+    one-metric value given as an int; grid points at both ends."""
+    seen = set()
+    for name in ("duchi", "pm", "sw", "hm"):
+        for case in load("reports_%s.json" % name):
+            mech = mechanism_from_description(case)
+            body = bytes.fromhex(case["report_hex"])[12:]
+            w = case["words"]
+            if name == "duchi":
+                seen.add(("duchi", w[0] - mech.threshold(case["value"])))
+                seen.add(("duchi end", case["value"] in (0, mech.domain_size - 1)))
+                continue
+            if name == "hm":
+                k = mech.sampled
+                seen.add(("hm k>1", k > 1))
+                seen.add(("hm duchi-only", mech.t_choice == 0))
+                seen.add(("hm int value", isinstance(case["value"], int)))
+                for i in range(k):
+                    wc, w0 = w[k + 3 * i], w[k + 3 * i + 1]
+                    seen.add(("hm kind", body[6 * i + 1]))
+                    if mech.t_choice:
+                        seen.add(("hm choice", wc - mech.t_choice))
+                continue
+            p = case["value"] * mech.mul // mech.div
+            inside = w[0] < mech.t_in
+            seen.add((name + " w0", w[0] - mech.t_in))
+            if not inside:
+                r = protocol.bucket(w[1], mech.span)
+                seen.add((name + " outside", "before" if r < p else "after"))
+            seen.add((name + " end", case["value"] in (0, mech.domain_size - 1)))
+    want = {("duchi", -1), ("duchi", 0), ("duchi end", True), ("hm k>1", True),
+            ("hm duchi-only", True), ("hm int value", True), ("hm kind", 0), ("hm kind", 1),
+            ("hm choice", -1), ("hm choice", 0)}
+    for name in ("pm", "sw"):
+        want |= {(name + " w0", -1), (name + " w0", 0), (name + " outside", "before"),
+                 (name + " outside", "after"), (name + " end", True)}
+    assert want <= seen, want - seen

@@ -84,7 +84,7 @@ def pm_cases():
 
 def sw_cases():
     mechs = [SwMechanism(eps, n, salt=2, campaign_id=cid, **params) for eps, n, cid, params in
-             [(1000, 65536, 31, {}), (500, 101, 32, {}), (4000, 1251, 33, {"bins": 1024}),
+             [(1000, 65536, 31, {"bins": 256}), (500, 101, 32, {}), (4000, 1251, 33, {}),
               (2000, 2, 34, {}), (1000, 1000, 35, {"bins": 1000, "window": 2000}),
               (8000, 4097, 36, {"bins": 300, "window": 1})]]
     return window_cases(mechs, 1000)

@@ -23,13 +23,17 @@ from .base import IntParam
 from .numeric import W, NumericSketch, WindowMechanism, sw_default_window
 
 BINS_MAX = 1024
-DEFAULT_BINS = 256
+DEFAULT_BINS = 1024
+"""bins defaults to min(N, 1024): EMS's (1, 2, 1) smoothing acts per bin, so coarse bins bias a
+distribution that is narrow against the range (N(21.5, 4) on -40..85 at eps 1, n = 10^5: quartiles
+off by ~1 degree at 256 bins, ~0.1 at 1024; Beta(2, 5) on the whole range: W1 alike)."""
 BOOTSTRAP = 100
 BOOTSTRAP_SEED = 0x5157
 
 
 class SwMechanism(WindowMechanism):
-    """params: bins (B, <= N), window (L, <= 2B)."""
+    """params: bins (B, <= N; default min(N, 1024)), window (L, <= 2B; default from the
+    paper's b)."""
 
     name = "sw"
     out_bytes = 2
