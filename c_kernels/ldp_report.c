@@ -7,8 +7,9 @@
 
 static const char *const MECHANISM_NAMES[] = {
     "", "grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh", "shc",
+    "duchi", "pm", "hm", "sw", /* numeric metrics, spec §3.3 */
 };
-#define MECHANISM_MAX 12
+#define MECHANISM_MAX 16
 /* Ids LONGITUDINAL_FIRST.. (spec §3.2). */
 static const char *const LONGITUDINAL_NAMES[] = {"losue", "lsue", "lgrr", "loloha", "lbitmean"};
 #define LONGITUDINAL_FIRST 17

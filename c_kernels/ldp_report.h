@@ -24,6 +24,11 @@
 #define LDP_MECHANISM_ID_PSGRR 10
 #define LDP_MECHANISM_ID_PSOLH 11
 #define LDP_MECHANISM_ID_SHC 12
+/* numeric metrics, spec §3.3 */
+#define LDP_MECHANISM_ID_DUCHI 13
+#define LDP_MECHANISM_ID_PM 14
+#define LDP_MECHANISM_ID_HM 15
+#define LDP_MECHANISM_ID_SW 16
 /* longitudinal (memoised) mechanisms, spec §3.2 */
 #define LDP_MECHANISM_ID_LOSUE 17
 #define LDP_MECHANISM_ID_LSUE 18

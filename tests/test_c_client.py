@@ -32,7 +32,7 @@ from test_device_config import PRIOR_GEN, PRIOR_LEDGER, envelopes, mutated_confi
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
-                     "psolh", "shc"}
+                     "psolh", "shc", "duchi", "pm", "hm", "sw"}
 CLIENT_MECHANISMS |= {"losue", "lsue", "lgrr", "loloha", "lbitmean"}  # memoised, spec §3.2
 
 

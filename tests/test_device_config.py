@@ -118,7 +118,7 @@ def mutated_configs():
         m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 1, "params": {}}])(d),
                      set_(["domain", "size"], 2 ** 16)(d))),
     ]
-    return cases + fallback_configs(m, set_) + delivery_configs(m, set_)
+    return cases + fallback_configs(m, set_) + delivery_configs(m, set_) + numeric_configs(m, set_)
 
 
 def delivery_configs(m, set_):
@@ -183,6 +183,48 @@ def fallback_configs(m, set_):
     cases.append(m(lambda d: (set_(["phases"], svim_phases(grr))(d),
                               set_(["domain", "size"], 2 ** 24)(d))))
     return cases
+
+
+def numeric_configs(m, set_):
+    """Numeric domains and mechanisms (spec §1.1, §3.2): valid `range`/`ranges` configs, each
+    domain rule refused with its field, and numeric mechanisms only on numeric domains."""
+    temp = {"type": "range", "lo": -400, "hi": 850, "resolution": 1, "decimals": 1}
+    many = {"type": "ranges", "points": 1001,
+            "metrics": [{"lo": 0, "hi": 100, "name": "humidity"}, {"lo": -5, "hi": 5, "decimals": 1}]}
+
+    def num(domain, mech="duchi", params=None, eps=1000):
+        def fn(doc):
+            doc["domain"] = domain
+            doc["phases"] = [{"phase": 1, "mechanism": mech, "eps_milli": eps,
+                              "params": {} if params is None else params}]
+        return m(fn)
+
+    def with_(**kw):
+        return dict(temp, **kw)
+
+    return [
+        num(temp), num(temp, "pm"), num(temp, "sw", {"bins": 256, "window": 131}),
+        num(temp, "sw", {"bins": 256}), num(temp, "sw", {"window": 131}), num(temp, "sw"),
+        num(temp, "hm", {"metrics": 1}), num(temp, "hm", {}), num(many, "hm", {"metrics": 2}),
+        num(many, "hm", {"metrics": 3}), num(many, "hm", {}), num(many, "pm"),
+        num(temp, "grr"), num(temp, "olh", {"g": 8}), num(temp, "sh", {"m": 64, "l": 1}),
+        m(set_(["phases"], [{"phase": 1, "mechanism": "duchi", "eps_milli": 1000, "params": {}}])),
+        num(with_(lo=850)), num(with_(lo=851)), num(with_(lo=10 ** 15 + 1)), num(with_(hi=-10 ** 15 - 1)),
+        num(with_(lo=-10 ** 15, hi=10 ** 15, resolution=2 * 10 ** 15)), num(with_(lo=1.5)),
+        num(with_(lo="0")), num(with_(lo=True)), num(with_(resolution=0)), num(with_(resolution=3)),
+        num(with_(resolution=-1)), num(with_(resolution=2 * 10 ** 15 + 1)),
+        num(with_(lo=0, hi=65535, resolution=1, decimals=0)), num(with_(lo=0, hi=65536, resolution=1)),
+        num(with_(decimals=9)), num(with_(decimals=10)), num(with_(decimals=-1)), num(with_(decimals="1")),
+        num(with_(name="t")), num(with_(name="")), num(with_(name="x" * 65)), num(with_(unit="°C")),
+        num(with_(unit=5)), num({k: v for k, v in temp.items() if k != "resolution"}),
+        num({k: v for k, v in temp.items() if k != "hi"}),
+        num(dict(many, points=1)), num(dict(many, points=65536), "hm", {"metrics": 2}),
+        num(dict(many, points=65537)), num(dict(many, points="9")), num(dict(many, metrics=[])),
+        num(dict(many, metrics=[{"lo": 0, "hi": 1}] * 64), "hm", {"metrics": 64}),
+        num(dict(many, metrics=[{"lo": 0, "hi": 1}] * 65)), num(dict(many, metrics={"lo": 0})),
+        num(dict(many, metrics=[{"lo": 1, "hi": 1}, {"lo": 0, "hi": 1}])),
+        num(dict(many, metrics=[5, {"lo": 0, "hi": 1}])), num({"type": "ranges", "metrics": many["metrics"]}),
+    ]
 
 
 def envelopes():

@@ -1,7 +1,8 @@
 """The MicroPython device client reproduces every shared vector byte for byte, run by the real
 `micropython` interpreter from the `.py` sources and from `.mpy` files (mpy-cross -march=x64):
 hash.json, thresholds.json, acks.json, signatures.json and reports_<mech>.json of every mechanism
-(protocol_spec/v2); for `shc` also the ledger bit x of every phase-1 case and thresholds_shc.json."""
+(protocol_spec/v2); for `shc` also the ledger bit x of every phase-1 case and thresholds_shc.json;
+numeric_grid.json (the grid point of a reading, spec §1.1)."""
 import json
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 RUNNER = ROOT / "device" / "tests" / "vectors.py"
 DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
-                     "psolh", "shc"]
+                     "psolh", "shc", "duchi", "pm", "hm", "sw"]
 DEVICE_MECHANISMS += ["losue", "lsue", "lgrr", "loloha", "lbitmean"]  # memoised, spec §3.2
 
 
@@ -154,3 +155,10 @@ def test_longitudinal_enrolment_vectors(device_results):
         assert mine == {"state_hex": case["state_hex"], "thresholds": case["thresholds"],
                         "state_bytes": case["state_bytes"], "charge_milli": case["charge_milli"]}, \
             (case["mechanism"], case["eps_milli"], case["domain_size"], case["params"], mine)
+
+
+def test_numeric_grid_vectors(device_results):
+    """Spec §1.1: the device maps every reading of numeric_grid.json (numbers in and out of the
+    range, ±inf, NaN, huge ints, None, strings, bools, lists) to the vector's grid point."""
+    cases = load("numeric_grid.json")
+    assert device_results["numeric_grid"] == [c["x"] for c in cases]

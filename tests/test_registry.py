@@ -43,7 +43,8 @@ def test_c_kernel_and_c_client_tables():
 
 def test_micropython_tables():
     script = ("import json\nfrom ldp import report, mechanisms\n"
-              "print(json.dumps({'ids': report.MECHANISM_IDS, 'names': list(mechanisms.NAMES),"
+              "ids = dict((n, report.mechanism_id(n)) for n in report.MECHANISMS.split())\n"
+              "print(json.dumps({'ids': ids, 'names': list(mechanisms.NAMES),"
               " 'set_valued': list(mechanisms.SET_VALUED), 'version': report.VERSION}))\n")
     proc = subprocess.run([device_runner.micropython_binary(), "-c", script],
                           env=device_runner.micropython_env(), capture_output=True, text=True,
@@ -58,7 +59,8 @@ SAMPLE_PARAMS = {"grr": {}, "olh": {"g": 8}, "flh": {"g": 8, "kp": 16}, "oue": {
                  "cms": {"k": 4, "m": 40}, "hcms": {"k": 4, "m": 32}, "sh": {"m": 64, "l": 3},
                  "srappor": {"l": 3, "candidates": [1, 2, 3, 4, 5]}, "lcm": {"k": 4, "m": 40},
                  "psgrr": {"l": 3, "candidates": [1, 2, 3]}, "psolh": {"l": 3, "g": 8},
-                 "shc": {"m": 64, "l": 3}}
+                 "shc": {"m": 64, "l": 3}, "duchi": {}, "pm": {}, "hm": {"metrics": 12},
+                 "sw": {"bins": 64, "window": 20}}
 SAMPLE_PARAMS.update({"losue": {}, "lsue": {}, "lgrr": {}, "loloha": {"g": 5}, "lbitmean": {"s": 3}})
 
 
@@ -73,9 +75,13 @@ def sample_mechanisms():
                                                              phase=phase, **params, **extra)
 
 
-def registry_value(formula: str, params: dict, phase: int) -> int:
+def registry_value(formula: str, params: dict, phase: int, eps_milli: int = 1000) -> int:
     env = {"n": 100, "m": params.get("m", 0), "kc": len(params.get("candidates", [])),
            "phase": phase}
+    # hm: k, the metrics per report, by the registry's own "sampled" rule
+    sampled = REGISTRY["mechanisms"]["hm"]["sampled"].split("=", 1)[1]
+    env["k"] = eval(sampled, {"__builtins__": {"max": max, "min": min}},  # noqa: S307
+                    {"metrics": params.get("metrics", 1), "eps_milli": eps_milli})
     # the registry writes ceil(X/8) for bitmaps of X bits: ((X) + 7) // 8 in integers
     formula = re.sub(r"ceil\((.*)/8\)", r"(((\1) + 7) // 8)", formula)
     return int(eval(formula, {"__builtins__": {}}, env))  # noqa: S307 - the repo's own registry
@@ -85,6 +91,18 @@ def test_report_sizes_follow_the_registry_formulas():
     for name, entry, params, phase, mech in sample_mechanisms():
         body = mech.body_size
         assert body == registry_value(entry["body_bytes"], params, phase), (name, phase, body)
+
+
+def test_hm_sizes_follow_the_sampled_rule():
+    """hm's k = max(1, min(metrics, eps_milli // 2500)) metrics per report: body 6k, words 4k."""
+    for eps_milli, metrics, k in [(1000, 12, 1), (5000, 12, 2), (7499, 12, 2), (64000, 12, 12),
+                                  (64000, 1, 1), (2499, 64, 1)]:
+        params = {"metrics": metrics}
+        mech = make_mechanism("hm", eps_milli, 100, **params)
+        assert mech.sampled == k
+        for field, got in (("body_bytes", mech.body_size), ("random_words", mech.random_words)):
+            assert got == registry_value(REGISTRY["mechanisms"]["hm"][field], params, 1,
+                                         eps_milli), (eps_milli, metrics, field)
 
 
 def test_random_words_follow_the_registry_formulas():

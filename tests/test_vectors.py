@@ -231,3 +231,77 @@ def test_shc_threshold_vectors_python_and_c():
         w = protocol.WORD
         assert r["p2_num"] == r["T1"] * r["T_shc_a"] + (w - r["T1"]) * r["T_shc_b"]
         assert protocol.shc_keep_probability(e1, e2) * w * w == r["p2_num"]
+
+
+# --- numeric domains (spec §1.1) ---------------------------------------------------------------
+
+def test_numeric_grid_vectors_python_numpy_and_c():
+    """numeric_grid.json: the reference `grid_point`, the vectorised `grid_points` (numbers only)
+    and the C kernel `ldp_grid_point` (the C client's) map every reading to the vector's point:
+    in-range values, half points, both ends, outside the range, ±inf, NaN, huge ints, and
+    non-numbers (None, strings, bools, lists) at the midpoint."""
+    import math
+    from ldpfleet.mechanisms.numeric import NumericDomain, grid_points
+    cases = load("numeric_grid.json")
+    kinds = set()
+    for case in cases:
+        dom = NumericDomain(case["domain"])
+        lo, hi, dec = dom.metrics[case["metric"]]
+        reading = float(case["float"]) if "float" in case else case["reading"]
+        assert dom.grid_point(reading, case["metric"]) == case["x"], case
+        number = isinstance(reading, (int, float)) and not isinstance(reading, bool)
+        if number:
+            v = float(reading) if isinstance(reading, float) or abs(reading) < 1e308 \
+                else (math.inf if reading > 0 else -math.inf)
+            assert grid_points([v], lo, hi, dec, dom.points)[0] == case["x"], case
+            assert lib.ldp_grid_point(v, 1, lo, hi, dec, dom.points) == case["x"], case
+            kinds.add("nan" if v != v else "inf" if math.isinf(v) else
+                      "low" if case["x"] == 0 else "high" if case["x"] == dom.points - 1 else "in")
+        else:
+            assert case["x"] == (dom.points - 1) // 2
+            assert lib.ldp_grid_point(0.0, 0, lo, hi, dec, dom.points) == case["x"]
+            kinds.add("not a number")
+    assert kinds == {"nan", "inf", "low", "high", "in", "not a number"}
+
+
+def test_numeric_vectors_cover_every_decision():
+    """reports_{duchi,pm,sw,hm}.json: every decision of the numeric mechanisms (spec §3.2) on
+    both sides of its threshold: Duchi's w0 at T(x) - 1 and T(x); the window's w0 at T_win - 1
+    and T_win and w1 in the window and outside it on both sides of the position (r < p, r >= p);
+    hm with both kinds, a Duchi-only config (eps < 0.611), several metrics sampled (k > 1), a
+    one-metric value given as an int; grid points at both ends."""
+    seen = set()
+    for name in ("duchi", "pm", "sw", "hm"):
+        for case in load("reports_%s.json" % name):
+            mech = mechanism_from_description(case)
+            body = bytes.fromhex(case["report_hex"])[12:]
+            w = case["words"]
+            if name == "duchi":
+                seen.add(("duchi", w[0] - mech.threshold(case["value"])))
+                seen.add(("duchi end", case["value"] in (0, mech.domain_size - 1)))
+                continue
+            if name == "hm":
+                k = mech.sampled
+                seen.add(("hm k>1", k > 1))
+                seen.add(("hm duchi-only", mech.t_choice == 0))
+                seen.add(("hm int value", isinstance(case["value"], int)))
+                for i in range(k):
+                    wc, w0 = w[k + 3 * i], w[k + 3 * i + 1]
+                    seen.add(("hm kind", body[6 * i + 1]))
+                    if mech.t_choice:
+                        seen.add(("hm choice", wc - mech.t_choice))
+                continue
+            p = case["value"] * mech.mul // mech.div
+            inside = w[0] < mech.t_in
+            seen.add((name + " w0", w[0] - mech.t_in))
+            if not inside:
+                r = protocol.bucket(w[1], mech.span)
+                seen.add((name + " outside", "before" if r < p else "after"))
+            seen.add((name + " end", case["value"] in (0, mech.domain_size - 1)))
+    want = {("duchi", -1), ("duchi", 0), ("duchi end", True), ("hm k>1", True),
+            ("hm duchi-only", True), ("hm int value", True), ("hm kind", 0), ("hm kind", 1),
+            ("hm choice", -1), ("hm choice", 0)}
+    for name in ("pm", "sw"):
+        want |= {(name + " w0", -1), (name + " w0", 0), (name + " outside", "before"),
+                 (name + " outside", "after"), (name + " end", True)}
+    assert want <= seen, want - seen

@@ -42,6 +42,11 @@ CASES = {
     "lcm": (1024, {"k": 256, "m": 1024}, {"key": 5, "high": False}),
     "psgrr": (1 << 20, {"l": 4, "candidates": list(range(0, 640, 10))}, [5, 70, 1000]),
     "psolh": (1 << 20, {"l": 4, "g": 8, "candidates": list(range(0, 640, 10))}, [5, 70, 1000]),
+    # numeric metrics (spec §3.2): N grid points, the value a grid point (hm: one per metric)
+    "duchi": (1251, {}, 617),
+    "pm": (1251, {}, 617),
+    "hm": (1001, {"metrics": 10}, [0, 100, 250, 500, 617, 700, 800, 900, 999, 1000]),
+    "sw": (65536, {"bins": 256, "window": 131}, 12345),
 }
 
 def cycle_script(name, reports, workdir):

@@ -8,6 +8,7 @@ parse case:  {... same mechanism description ..., "report_hex", "error": field o
 thresholds_shc.json: `shc`'s T1, T_shc_a, T_shc_b, p2 and shc_ok per (eps1, eps2) (spec §3.1).
 enrol_longitudinal.json: the memoised mechanisms' enrolment words -> state, thresholds and
 enrolment charges (spec §3.2; tests/support/vectors_longitudinal.py).
+numeric_grid.json: the grid point of readings in numeric domains (spec §1.1).
 Run: python tools/gen_vectors.py
 """
 import json
@@ -21,6 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from ldpfleet import protocol  # noqa: E402
 from support.vectors import CASES  # noqa: E402
 from support.vectors_messages import ack_cases, signature_cases  # noqa: E402
+from support.vectors_numeric import grid_vectors  # noqa: E402
 from support.vectors_shc import shc_threshold_vectors  # noqa: E402
 from support.vectors_longitudinal import enrol_vectors  # noqa: E402
 
@@ -64,6 +66,7 @@ def main():
     (OUT / "thresholds_shc.json").write_text(json.dumps(shc_threshold_vectors(), indent=1) + "\n")
     (OUT / "acks.json").write_text(json.dumps(ack_cases(), indent=1) + "\n")
     (OUT / "enrol_longitudinal.json").write_text(json.dumps(enrol_vectors(), indent=1) + "\n")
+    (OUT / "numeric_grid.json").write_text(json.dumps(grid_vectors(), indent=1) + "\n")
     (OUT / "signatures.json").write_text(json.dumps(signature_cases(), indent=1, ensure_ascii=False) + "\n")
     for name, cases in sorted(CASES.items()):
         reports, parses = cases()

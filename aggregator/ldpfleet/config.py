@@ -145,8 +145,10 @@ def check_config(doc: dict, now: int = None) -> dict:
         if len(set(keys)) != len(keys):
             raise ConfigError("domain.items", "two items share a 32-bit key (or one shares the "
                               "key of the reserved item 'other'); rename one")
+    elif domain.get("type") in NUMERIC_DOMAINS:
+        check_numeric_domain(domain)
     else:
-        raise ConfigError("domain.type", "must be 'int' or 'str'")
+        raise ConfigError("domain.type", "must be 'int', 'str', 'range' or 'ranges'")
     phases = _need(doc, "phases", list)
     if not 1 <= len(phases) <= 2:
         raise ConfigError("phases", "one or two phases")
@@ -172,6 +174,7 @@ def check_config(doc: dict, now: int = None) -> dict:
     if len(rates) > 1:
         raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
                           "(one public split, spec §5): %s" % sorted(rates))
+    check_numeric_phases(doc)
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
         check_listless_domain(ph, doc["domain"])
@@ -180,6 +183,90 @@ def check_config(doc: dict, now: int = None) -> dict:
     if "delivery" in doc:
         check_delivery(doc["delivery"])
     return doc
+
+
+NUMERIC_DOMAINS = ("range", "ranges")
+NUMERIC_MECHANISMS = ("duchi", "pm", "hm", "sw")
+GRID_MAX = 65536
+METRICS_MAX = 64
+VALUE_MAX = 10 ** 15
+DECIMALS_MAX = 9
+
+
+def _numeric_int(obj: dict, key: str, field: str, lo: int, hi: int) -> int:
+    v = obj.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ConfigError(field, "%s must be an integer in [%d, %d], got %r" % (key, lo, hi, v))
+    return v
+
+
+def _numeric_metric(m, field: str):
+    """lo < hi (|.| <= 10^15), decimals 0..9 (default 0), optional name and unit strings."""
+    if not isinstance(m, dict):
+        raise ConfigError(field, "a metric must be an object")
+    lo = _numeric_int(m, "lo", field, -VALUE_MAX, VALUE_MAX)
+    hi = _numeric_int(m, "hi", field, -VALUE_MAX, VALUE_MAX)
+    if lo >= hi:
+        raise ConfigError(field, "lo must be below hi, got %d >= %d" % (lo, hi))
+    if "decimals" in m:
+        _numeric_int(m, "decimals", field, 0, DECIMALS_MAX)
+    for key in ("name", "unit"):
+        if key in m and (not isinstance(m[key], str) or not 1 <= len(m[key]) <= 64):
+            raise ConfigError(field, "%s must be a string of 1..64 characters" % key)
+    return lo, hi
+
+
+def check_numeric_domain(domain: dict) -> int:
+    """Spec §1.1, the one rule for numeric domains; returns the grid points N.
+
+    `{"type": "range", "lo", "hi", "resolution", "decimals"?}`: integers in units of
+    10^-decimals, (hi - lo) a multiple of resolution, N = (hi - lo) / resolution + 1 <= 65536.
+    `{"type": "ranges", "points": N, "metrics": [{"lo", "hi", "decimals"?, "name"?}, ...]}`:
+    1..64 metrics sharing N grid points (2..65536)."""
+    if domain.get("type") == "range":
+        lo, hi = _numeric_metric(domain, "domain.range")
+        res = _numeric_int(domain, "resolution", "domain.resolution", 1, 2 * VALUE_MAX)
+        if (hi - lo) % res:
+            raise ConfigError("domain.resolution", "hi - lo = %d is not a multiple of the "
+                              "resolution %d" % (hi - lo, res))
+        points = (hi - lo) // res + 1
+        if points > GRID_MAX:
+            raise ConfigError("domain.resolution", "(hi - lo) / resolution + 1 = %d grid points, "
+                              "at most %d" % (points, GRID_MAX))
+        return points
+    points = _numeric_int(domain, "points", "domain.points", 2, GRID_MAX)
+    metrics = domain.get("metrics")
+    if not isinstance(metrics, list) or not 1 <= len(metrics) <= METRICS_MAX:
+        raise ConfigError("domain.metrics", "1..%d metrics" % METRICS_MAX)
+    for m in metrics:
+        _numeric_metric(m, "domain.metrics")
+    return points
+
+
+def numeric_metrics(domain: dict) -> int:
+    """How many metrics a numeric domain has (1 for `range`)."""
+    return len(domain["metrics"]) if domain["type"] == "ranges" else 1
+
+
+def check_numeric_phases(doc: dict):
+    """Numeric mechanisms run on numeric domains and only there (spec §1.1, §3.3); an `hm`
+    phase's `metrics` equals the domain's, the other numeric mechanisms take one metric; an
+    `sw` phase spells out `bins` and `window` (devices do not compute the paper's b)."""
+    numeric = doc["domain"]["type"] in NUMERIC_DOMAINS
+    for ph in doc["phases"]:
+        name = ph["mechanism"]
+        if (name in NUMERIC_MECHANISMS) != numeric:
+            raise ConfigError("phases.mechanism", "%s does not run on a %s domain"
+                              % (name, doc["domain"]["type"]))
+        if not numeric:
+            continue
+        d = numeric_metrics(doc["domain"])
+        got = ph.get("params", {}).get("metrics", 1) if name == "hm" else 1
+        if got != d:
+            raise ConfigError("params.metrics", "%s reports %r metric(s), the domain has %d"
+                              % (name, got, d))
+        if name == "sw" and not {"bins", "window"} <= set(ph.get("params", {})):
+            raise ConfigError("phases.params", "sw needs bins and window (spec §3.3)")
 
 
 def check_delivery(delivery) -> dict:
@@ -349,7 +436,10 @@ def check_grr_bound(phase: dict, d: int):
 
 
 def domain_size(doc: dict) -> int:
+    """d of an item domain; N (grid points) of a numeric one (spec §1.1)."""
     d = doc["domain"]
+    if d["type"] in NUMERIC_DOMAINS:
+        return check_numeric_domain(d)
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 
@@ -367,8 +457,8 @@ def check_not_memoised(ph: dict):
 
 def with_other(mechanism: str) -> bool:
     """Does `mechanism` run over the domain plus ⊥ (spec §1)? Single-item mechanisms do;
-    set-valued ones drop out-of-domain elements instead."""
-    return mechanism not in SET_VALUED
+    set-valued ones drop out-of-domain elements instead; numeric ones clip (spec §1.1)."""
+    return mechanism not in SET_VALUED and mechanism not in NUMERIC_MECHANISMS
 
 
 def mechanism_domain_size(doc: dict, mechanism: str) -> int:

@@ -42,6 +42,7 @@ def load_registry():
 MECHANISM_IDS = {
     "grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5,
     "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11, "shc": 12,
+    "duchi": 13, "pm": 14, "hm": 15, "sw": 16,
 }
 MECHANISM_IDS.update({"losue": 17, "lsue": 18, "lgrr": 19, "loloha": 20, "lbitmean": 21})
 """The longitudinal (memoised) mechanisms of spec §3.2."""

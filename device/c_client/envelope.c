@@ -10,6 +10,7 @@
 #include "ldp_hash.h"
 #include "ldp_report.h"
 #include "ldp_thresholds.h"
+#include "mech_numeric.h"
 
 #define PROTOCOL LDP_PROTOCOL_VERSION
 
@@ -258,7 +259,9 @@ static int check_domain(const cJSON *doc, struct ldpc_reason *why)
         }
         return 0;
     }
-    ldpc_reason_set(why, "domain.type", "must be 'int' or 'str'");
+    if (str_equals(type, "range") || str_equals(type, "ranges"))
+        return ldpc_numeric_check_domain(domain, why) < 0 ? -1 : 0;
+    ldpc_reason_set(why, "domain.type", "must be 'int', 'str', 'range' or 'ranges'");
     return -1;
 }
 
@@ -542,7 +545,8 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
                         (long long)not_after);
         return -1;
     }
-    if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || check_grr_bound(doc, why) != 0
+    if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || ldpc_numeric_check_phases(doc, why) != 0
+        || check_grr_bound(doc, why) != 0
         || check_shc(doc, why) != 0 || check_fallback(doc, why) != 0)
         return -1;
     return check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why);
@@ -662,6 +666,12 @@ uint64_t ldpc_domain_size(const cJSON *config)
     if (str_equals(cJSON_GetObjectItemCaseSensitive(domain, "type"), "int")) {
         ldpc_json_int(cJSON_GetObjectItemCaseSensitive(domain, "size"), &size);
         return (uint64_t)size;
+    }
+    if (str_equals(cJSON_GetObjectItemCaseSensitive(domain, "type"), "range")
+        || str_equals(cJSON_GetObjectItemCaseSensitive(domain, "type"), "ranges")) {
+        struct ldpc_reason ignored;
+        size = ldpc_numeric_check_domain(domain, &ignored); /* grid points N (spec §1.1) */
+        return size < 0 ? 0 : (uint64_t)size;
     }
     return (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(domain, "items"));
 }

@@ -282,6 +282,8 @@ static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct
     *keys = NULL;
     if (ldpc_long_is(mech->id)) /* {"value": v, "state": hex} */
         return ldpc_long_vector_input(mech, value, in);
+    if (ldpc_numeric_id(mech->id)) /* a grid point; hm: the list of the metrics' grid points */
+        return ldpc_numeric_vector_input(mech, value, in, keys);
     if (mech->id == LDP_MECHANISM_ID_SHC && mech->phase == 2) { /* {"t", "y1", "x"}, bits 1 = +1 */
         uint32_t y1, x;
         if (!json_u32(value, "t", &in->shc_t) || !json_u32(value, "y1", &y1) || !json_u32(value, "x", &x)

@@ -303,6 +303,8 @@ int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, 
     default:
         if (ldpc_long_is(mech->id))
             return ldpc_long_init(mech, params, why);
+        if (ldpc_numeric_id(mech->id))
+            return ldpc_numeric_init(mech, params, why);
         ldpc_reason_set(why, "phases.mechanism", "unknown mechanism %s", name);
         return -1;
     }
@@ -431,7 +433,8 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
                           mech->g, mech->t_keep, words, body, 0);
         break;
     default:
-        rc = ldpc_long_is(mech->id) ? ldpc_long_report(mech, in, words, body) : -1;
+        rc = ldpc_long_is(mech->id) ? ldpc_long_report(mech, in, words, body)
+             : ldpc_numeric_id(mech->id) ? ldpc_numeric_report(mech, in, words, body) : -1;
     }
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "mech_longitudinal.h"
+#include "mech_numeric.h"
 #include "util.h"
 
 /* A phase-2 candidate list (LDPMiner §4.1, spec §5): 1..65536 distinct u32 keys. */
@@ -39,6 +40,7 @@ struct ldpc_mech {
     struct ldpc_candidates cand;      /* sampling RAPPOR, PSFO: the candidates (bit/item c = list[c]) */
     uint32_t items;                   /* PSFO: D, the candidates or (no list) the int domain 0..d-1 */
     struct ldpc_long_params lon;      /* the memoised mechanisms (spec §3.2, mech_longitudinal.h) */
+    struct ldpc_numeric num;          /* duchi, pm, hm, sw (mech_numeric.h) */
     size_t body_size, words;
 };
 

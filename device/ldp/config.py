@@ -12,6 +12,8 @@ from .domain import EMPTY_KEY
 from .errors import ConfigError
 from .hash import item_key
 from .mechanisms import LONGITUDINAL, NAMES, SET_VALUED
+from .numeric_domain import (NUMERIC_DOMAINS, NUMERIC_MECHANISMS, check_numeric_domain,
+                      check_numeric_phases)
 from .thresholds import cmin, grr_ok, shc_ok
 
 PROTOCOL = 2
@@ -77,8 +79,10 @@ def check_config(doc, now=None):
         if len(set(keys)) != len(keys):
             raise ConfigError("domain.items", "two items share a 32-bit key (or one shares the "
                               "key of the reserved item 'other'); rename one")
+    elif domain.get("type") in NUMERIC_DOMAINS:
+        check_numeric_domain(domain)
     else:
-        raise ConfigError("domain.type", "must be 'int' or 'str'")
+        raise ConfigError("domain.type", "must be 'int', 'str', 'range' or 'ranges'")
     phases = _need(doc, "phases", list)
     if not 1 <= len(phases) <= 2:
         raise ConfigError("phases", "one or two phases")
@@ -105,6 +109,7 @@ def check_config(doc, now=None):
     if len(rates) > 1:
         raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
                           "(one public split, spec §5): %s" % sorted(rates))
+    check_numeric_phases(doc)
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
     check_shc(phases)
@@ -302,10 +307,15 @@ def check_phase2(doc, config):
 
 
 def domain_size(doc):
+    """d of an item domain, N (grid points) of a numeric one (spec §1.1)."""
     d = doc["domain"]
+    if d["type"] in NUMERIC_DOMAINS:
+        return check_numeric_domain(d)
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 
 def mechanism_domain_size(doc, mechanism):
-    """n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones."""
-    return domain_size(doc) + (0 if mechanism in SET_VALUED else 1)
+    """n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones,
+    N for numeric ones (they clip, spec §1.1)."""
+    return domain_size(doc) + (0 if mechanism in SET_VALUED or mechanism in NUMERIC_MECHANISMS
+                               else 1)

@@ -3,7 +3,7 @@ from .errors import ConfigError
 from .report import MECHANISM_IDS
 
 NAMES = ("grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh",
-         "shc", "losue", "lsue", "lgrr", "loloha", "lbitmean")
+         "shc", "duchi", "pm", "hm", "sw", "losue", "lsue", "lgrr", "loloha", "lbitmean")
 SET_VALUED = ("sh", "srappor", "psgrr", "psolh", "shc")
 LISTED = ("srappor", "psgrr", "psolh")  # phase 2 takes the candidate list as its items
 BY_INDEX = ("grr", "oue", "losue", "lsue", "lgrr")  # these take the item's domain index, the others its key

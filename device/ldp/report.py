@@ -5,8 +5,17 @@ from micropython import const
 from .errors import ConfigError
 
 VERSION = const(2)
-MECHANISM_IDS = {"grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5, "hcms": 6, "sh": 7,
-                 "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11, "shc": 12}
+# Registry ids (spec §3): the k-th name has id k (one string: a dict or tuple of the names
+# interns each of them and costs a 16k-heap board up to ~900 bytes; split at construction only).
+MECHANISMS = ("grr olh flh oue cms hcms sh srappor lcm psgrr psolh shc "
+              "duchi pm hm sw")
+
+
+def mechanism_id(name):
+    """The registry id of a mechanism name (ValueError if unknown)."""
+    return MECHANISMS.split().index(name) + 1
+
+
 HEADER_SIZE = const(12)
 CHUNK_WORDS = const(64)  # random words drawn per os.urandom call by the long-bitmap mechanisms
 
@@ -48,7 +57,7 @@ class Report:
         self.campaign_id = campaign_id
         self.phase = phase
         self.buf = bytearray(HEADER_SIZE + body_size)
-        struct.pack_into("<BBBBI", self.buf, 0, VERSION, MECHANISM_IDS[self.name], phase, 0,
+        struct.pack_into("<BBBBI", self.buf, 0, VERSION, mechanism_id(self.name), phase, 0,
                          campaign_id)
 
     @property

@@ -6,7 +6,7 @@ Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came f
 "acks": [does the ack match the report, per acks.json "matching" case],
 "signatures": {"rfc8032": [verifies?], "signed": [body type], "verify": [refusal field or null]},
 "reports": {mech: [report hex | "error: ..."]}, "enrol": [per enrol_longitudinal.json case (run
-with losue): {state_hex, thresholds, state_bytes, charge_milli} | "error: ..."], "shc_x": [x bit of each shc phase-1 case, None for
+with losue): {state_hex, thresholds, state_bytes, charge_milli} | "error: ..."], "numeric_grid": [grid point per case], "shc_x": [x bit of each shc phase-1 case, None for
 phase 2], "thresholds_shc": [{eps1_milli, eps2_milli, shc_ok[, E2, T1, T_shc_a, T_shc_b]}]}.
 Random words come from the vector through the mechanisms' one `rand` parameter; a report
 that consumes a different number of words than the vector holds is an error.
@@ -24,6 +24,7 @@ from ldp.config import check_config, check_keys
 from ldp.ed25519 import verify as ed25519_verify
 from ldp.envelope import Verifier, trusted_keys
 from ldp.errors import ConfigError
+from ldp.numeric_domain import check_numeric_domain, domain_metrics, grid_point
 from ldp.report import ack_matches
 from word_source import WordSource
 
@@ -117,6 +118,17 @@ def report_results(cases, xs=None):
     return out
 
 
+def numeric_grid_results(cases):
+    """numeric_grid.json (spec §1.1): grid_point of every reading ("float": nan/inf/-inf)."""
+    out = []
+    for c in cases:
+        metric = domain_metrics(c["domain"])[c["metric"]]
+        reading = float(c["float"]) if "float" in c else c["reading"]
+        out.append(grid_point(reading, metric[0], metric[1], metric[2],
+                              check_numeric_domain(c["domain"])))
+    return out
+
+
 def signature_results(vec):
     """signatures.json: RFC 8032's vectors through ed25519.verify; every envelope through the
     device's Verifier (spec §5.1) with its trusted keys."""
@@ -163,6 +175,8 @@ def main(argv):
         with open(vdir + "/reports_%s.json" % name) as f:
             result["reports"][name] = report_results(json.load(f),
                                                      result["shc_x"] if name == "shc" else None)
+    with open(vdir + "/numeric_grid.json") as f:
+        result["numeric_grid"] = numeric_grid_results(json.load(f))
     if "shc" in argv[2:]:
         with open(vdir + "/thresholds_shc.json") as f:
             result["thresholds_shc"] = shc_threshold_results(json.load(f))

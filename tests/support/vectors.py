@@ -433,9 +433,19 @@ def shc_cases():
     return cases()
 
 
+def numeric_cases(name):
+    """The numeric mechanisms' cases (vectors_numeric imports this module's helpers)."""
+    def cases():
+        from . import vectors_numeric
+        return getattr(vectors_numeric, name + "_cases")()
+    return cases
+
+
 CASES = {"grr": grr_cases, "olh": olh_cases, "flh": flh_cases, "oue": oue_cases,
          "cms": cms_cases, "hcms": hcms_cases, "sh": sh_cases, "srappor": srappor_cases,
-         "lcm": lcm_cases, "psgrr": psgrr_cases, "psolh": psolh_cases, "shc": shc_cases}
+         "lcm": lcm_cases, "psgrr": psgrr_cases, "psolh": psolh_cases, "shc": shc_cases,
+         "duchi": numeric_cases("duchi"), "pm": numeric_cases("pm"), "hm": numeric_cases("hm"),
+         "sw": numeric_cases("sw")}
 
 
 def longitudinal_cases(name):

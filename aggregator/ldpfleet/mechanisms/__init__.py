@@ -5,6 +5,7 @@ MODULES = {
     "grr": "grr", "olh": "olh", "flh": "flh", "oue": "oue", "cms": "cms",
     "hcms": "hcms", "sh": "sh", "srappor": "srappor", "lcm": "lcm",
     "psgrr": "psfo", "psolh": "psfo", "shc": "shc",
+    "duchi": "duchi", "pm": "pm", "hm": "hm", "sw": "sw",
 }
 MODULES.update({"losue": "lue", "lsue": "lue", "lgrr": "lgrr", "loloha": "loloha",
                 "lbitmean": "lbitmean"})  # longitudinal (memoised) mechanisms, spec §3.2

@@ -291,7 +291,7 @@ class Mechanism:
 
 
 ERROR_FIELDS = ["size", "version", "mechanism", "phase", "flags", "campaign_id", "y",
-                "seed_index", "j", "l", "sign", "t", "padding"]
+                "seed_index", "j", "l", "sign", "t", "padding", "kind", "attr"]
 HEADER_TO_ERROR = np.array([ERROR_FIELDS.index(f) if f in ERROR_FIELDS else -1
                             for f in protocol.HEADER_FAULTS] + [-1], np.int16)
 """protocol.HEADER_FAULTS index -> ERROR_FIELDS index (`phase_not_open` cannot happen for a
