@@ -1,6 +1,5 @@
 """Mechanism factory: one small module per mechanism, imported on first use."""
 from .errors import ConfigError
-from .report import MECHANISM_IDS
 
 NAMES = ("grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh",
          "shc", "duchi", "pm", "hm", "sw", "losue", "lsue", "lgrr", "loloha", "lbitmean")
@@ -8,9 +7,6 @@ SET_VALUED = ("sh", "srappor", "psgrr", "psolh", "shc")
 LISTED = ("srappor", "psgrr", "psolh")  # phase 2 takes the candidate list as its items
 BY_INDEX = ("grr", "oue", "losue", "lsue", "lgrr")  # these take the item's domain index, the others its key
 LONGITUDINAL = ("losue", "lsue", "lgrr", "loloha", "lbitmean")  # memoised, spec §3.2
-# Their ids join report.MECHANISM_IDS here, not in report.py: a board that imports one
-# mechanism module directly (the 16k-heap cycle) does not pay for them.
-MECHANISM_IDS.update({"losue": 17, "lsue": 18, "lgrr": 19, "loloha": 20, "lbitmean": 21})
 
 
 def make(name, eps_milli, domain_size, salt, campaign_id, phase, params):
