@@ -34,6 +34,7 @@
 #include "device.h"
 #include "envelope.h"
 #include "lcm_model.h"
+#include "ldp_bignum.h"
 #include "ldp_report.h"
 #include "ldp_thresholds.h"
 #include "mech.h"
@@ -566,48 +567,45 @@ static int verify_config(int argc, char **argv)
     return LDPC_EXIT_DONE;
 }
 
-/* Decimal digits of hi * 2^64 + lo. */
-static void u128_decimal(uint64_t hi, uint64_t lo, char *out)
+/* Decimal digits of a big integer (at most 155 digits: 512 bits). */
+static void big_decimal(const ldp_big *value, char *out)
 {
-    uint32_t limb[4];
-    char rev[48];
+    ldp_big x = *value;
+    char rev[160];
     int n = 0, i;
-    limb[0] = (uint32_t)(hi >> 32);
-    limb[1] = (uint32_t)hi;
-    limb[2] = (uint32_t)(lo >> 32);
-    limb[3] = (uint32_t)lo;
     do {
-        uint64_t rem = 0;
-        for (i = 0; i < 4; i++) {
-            uint64_t cur = (rem << 32) | limb[i];
-            limb[i] = (uint32_t)(cur / 10);
-            rem = cur % 10;
-        }
-        rev[n++] = (char)('0' + rem);
-    } while (limb[0] | limb[1] | limb[2] | limb[3]);
+        rev[n++] = (char)('0' + ldp_big_div_u32(&x, &x, 10));
+    } while (!ldp_big_is_zero(&x));
     for (i = 0; i < n; i++)
         out[i] = rev[n - 1 - i];
     out[n] = '\0';
 }
 
+/* `thresholds --eps-milli E [--n N]...`: spec §2's E_full, E_half and thresholds as JSON, for
+ * every eps_milli the spec allows (1..64000: E_full reaches 2^157, so E is printed from the
+ * big-integer E of ldp_bignum.h; the thresholds saturate where E outgrows 128 bits). An
+ * eps_milli outside [1, 64000] is refused with the config field, as a device refuses it. */
 static int thresholds(int argc, char **argv)
 {
     static const char *const options[] = {"--eps-milli", "--n", NULL};
     static const char *const flags[] = {NULL};
     double eps_d, n_d;
     uint32_t eps, t_rr, t_q, t_flip, t;
-    uint64_t hi, lo;
-    char full[48], half[48];
+    ldp_big e_full, e_half;
+    char full[160], half[160];
     int i, first = 1;
-    if (!check_args(argc, argv, options, flags) || !parse_number(opt(argc, argv, "--eps-milli"), 1, 4294967295.0, &eps_d))
-        return usage("thresholds needs --eps-milli E");
+    if (!check_args(argc, argv, options, flags) || !parse_number(opt(argc, argv, "--eps-milli"), -9e15, 9e15, &eps_d)
+        || eps_d != (double)(int64_t)eps_d)
+        return usage("thresholds needs --eps-milli E (an integer)");
+    if (eps_d < 1 || eps_d > LDPC_MAX_EPS_MILLI) {
+        printf("refused phases.eps_milli: must be an integer in [1, %d] (spec §2)\n", LDPC_MAX_EPS_MILLI);
+        return LDPC_EXIT_REFUSED;
+    }
     eps = (uint32_t)eps_d;
-    if (ldp_exp_lower(eps, 1000, &hi, &lo) != 0)
+    if (!ldp_big_exp_lower(eps, 1000, &e_full) || !ldp_big_exp_lower(eps, 2000, &e_half))
         return usage("eps_milli out of range");
-    u128_decimal(hi, lo, full);
-    if (ldp_exp_lower(eps, 2000, &hi, &lo) != 0)
-        return usage("eps_milli out of range");
-    u128_decimal(hi, lo, half);
+    big_decimal(&e_full, full);
+    big_decimal(&e_half, half);
     if (ldp_t_rr(eps, &t_rr) != 0 || ldp_t_oue_q(eps, &t_q) != 0 || ldp_t_flip(eps, &t_flip) != 0)
         return usage("eps_milli out of range");
     for (i = 0; i < argc - 1; i++)
