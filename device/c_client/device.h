@@ -71,6 +71,7 @@ struct ldpc_device {
     cJSON *value;              /* number, string or array of them */
     int high, once, crash_after_commit;
     cJSON *config;             /* the accepted config body */
+    char config_digest[LDPC_BODY_DIGEST_HEX]; /* its digest: a campaign id binds to it (spec §7.2) */
     int in_phase[3];           /* phases of the accepted config this device takes part in */
     int delivered[3];          /* phases whose report got its PUBACK */
     uint8_t *inbox[3];         /* latest keys / config / phase-2 payload not yet processed */
@@ -129,13 +130,23 @@ int ldpc_device_done(const struct ldpc_device *dev);
 int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
                       struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why);
 
+/* What the ledger holds of an shc campaign's phase 1 (spec §3.1, §7.4): the memoised report
+ * (NULL: none), the bit x (-1: none) and the eps_milli phase 1 was made with and charged. */
+struct ldpc_shc_memo {
+    const uint8_t *report;
+    size_t len;
+    int x;
+    int64_t eps1_milli;
+};
+
 /* shc (spec §3.1): 1 if the accepted config's phase 2 is shc. Its phase-2 input
  * (device.py::_shc_phase2): the phase-2 message's candidates are checked as for sh, not used;
- * the input is the row and sign of the phase-1 memo `memo` and the ledger's bit `x` (-1: none),
- * never the value. 0 with the mechanism (free it) and input, 1 when the memo or the bit is
- * missing (the device skips phase 2, logged), -1 with the reason. */
+ * the input is the row and sign of the phase-1 memo and the ledger's bit x, never the value;
+ * the thresholds use the memo's eps1, never a config's. 0 with the mechanism (free it) and
+ * input, 1 when the memo or the bit is missing (the device skips phase 2, logged), -1 with
+ * the reason. */
 int ldpc_phase2_is_shc(const cJSON *doc);
-int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const uint8_t *memo, size_t memo_len, int x,
+int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_shc_memo *memo,
                           struct ldpc_mech *mech, struct ldpc_input *in, struct ldpc_reason *why);
 
 #endif

@@ -368,12 +368,20 @@ static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *i
     return code;
 }
 
+/* `key` of `obj` as an integer, or `fallback` when absent or not one. */
+static int64_t int_or(const cJSON *obj, const char *key, int64_t fallback)
+{
+    int64_t v;
+    return ldpc_json_int(cJSON_GetObjectItemCaseSensitive(obj, key), &v) ? v : fallback;
+}
+
 /* shc phase 2 through the live device's own code (ldpc_shc_phase2_input): the case's
  * "memo_hex" (the phase-1 report, may be absent) and "x" (the ledger's bit, -1 or absent: none)
  * stand for the ledger. No memo or bit prints "skip phase 2" and exits 0. */
 static int shc_device_vector(const cJSON *c, const cJSON *config, const cJSON *p2, const char *hex, uint32_t nonce)
 {
     const cJSON *memo_hex = cJSON_GetObjectItemCaseSensitive(c, "memo_hex");
+    struct ldpc_shc_memo m1;
     struct ldpc_reason why;
     struct ldpc_mech mech;
     struct ldpc_input in;
@@ -388,7 +396,14 @@ static int shc_device_vector(const cJSON *c, const cJSON *config, const cJSON *p
     }
     if (cJSON_GetObjectItemCaseSensitive(c, "x") != NULL && !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "x"), &x))
         return usage("x must be an integer");
-    rc = ldpc_shc_phase2_input(config, p2, len ? memo : NULL, len, (int)x, &mech, &in, &why);
+    m1.report = len ? memo : NULL;
+    m1.len = len;
+    m1.x = (int)x;
+    m1.eps1_milli = int_or(c, "memo_eps_milli",
+                           (int64_t)cJSON_GetObjectItemCaseSensitive(
+                               cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(config, "phases"), 0),
+                               "eps_milli")->valuedouble);
+    rc = ldpc_shc_phase2_input(config, p2, &m1, &mech, &in, &why);
     if (rc == 1) {
         puts("skip phase 2");
         return LDPC_EXIT_DONE;
