@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "ldpfleet.commands.fleet",      # fleet, demo, broker-config
     "ldpfleet.commands.flash",      # flash
     "ldpfleet.commands.configcmd",  # config check
+    "ldpfleet.commands.ackkey",     # ack-key
 ]
 
 

@@ -10,6 +10,7 @@
 #include "lcm_model.h"
 #include "ldp_hash.h"
 #include "ldp_report.h"
+#include "ldp_sha256.h"
 #include "mech.h"
 
 enum { INBOX_KEYS = 0, INBOX_CONFIG = 1, INBOX_PHASE2 = 2 };
@@ -92,6 +93,16 @@ int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_r
     }
     id->eps_cap_milli = cap;
     id->lifetime_budget_milli = budget;
+    key = cJSON_GetObjectItemCaseSensitive(doc, "ack_key");
+    if (key != NULL && !cJSON_IsNull(key)) {
+        if (!cJSON_IsString(key) || strlen(key->valuestring) != 64
+            || ldpc_hex_decode(key->valuestring, id->ack_key, sizeof id->ack_key) != 0) {
+            cJSON_Delete(doc);
+            ldpc_reason_set(why, "ack_key", "ack_key must be 64 hex digits (32 bytes)");
+            return -1;
+        }
+        id->has_ack_key = 1;
+    }
     if (broker_load(doc, &id->broker, why) != 0) {
         cJSON_Delete(doc);
         return -1;
@@ -156,7 +167,7 @@ void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const vo
     uint8_t *copy;
     if (strcmp(topic, dev->topic_ack) == 0) {
         if (dev->n_acks < LDPC_MAX_ACKS) {
-            memcpy(dev->acks[dev->n_acks], payload, len < LDPC_ACK_SIZE ? len : LDPC_ACK_SIZE);
+            memcpy(dev->acks[dev->n_acks], payload, len < LDPC_ACK_MAC_SIZE ? len : LDPC_ACK_MAC_SIZE);
             dev->ack_len[dev->n_acks++] = len;
         }
         return;
@@ -604,14 +615,31 @@ static void stop_awaiting(struct ldpc_device *dev, const char *why)
     }
 }
 
-/* An ack counts iff 12 bytes, version 2, kind "A", and (phase, campaign_id, nonce) of a report
- * being re-sent; it arrived on our own ack topic (the only one we read). */
+int ldpc_ack_accepts(const struct ldpc_identity *id, const uint8_t *report, size_t report_len,
+                     const uint8_t *ack, size_t len)
+{
+    uint8_t tag[LDP_ACK_TAG_SIZE];
+    int tag_ok = 1;
+    if (id->has_ack_key) {
+        if (len != LDPC_ACK_MAC_SIZE)
+            return 0;
+        ldp_ack_tag(id->ack_key, ack, tag);
+        tag_ok = ldp_ct_equal(tag, ack + LDPC_ACK_SIZE, LDP_ACK_TAG_SIZE);
+    } else if (len != LDPC_ACK_SIZE && len != LDPC_ACK_MAC_SIZE) {
+        return 0;
+    }
+    return tag_ok && ack[0] == LDP_PROTOCOL_VERSION && ack[1] == 0x41 && report_len >= 12 && ack[2] == report[2]
+           && memcmp(report + 4, ack + 4, 8) == 0;
+}
+
+/* Stop re-sending the report an ack names (ldpc_ack_accepts); it arrived on our own ack topic
+ * (the only one we read). */
 static void on_ack(struct ldpc_device *dev, const uint8_t *ack, size_t len)
 {
     struct ldpc_awaiting *a;
-    if (len == LDPC_ACK_SIZE && ack[0] == LDP_PROTOCOL_VERSION && ack[1] == 0x41 && ack[2] >= 1 && ack[2] <= 2) {
+    if ((len == LDPC_ACK_SIZE || len == LDPC_ACK_MAC_SIZE) && ack[2] >= 1 && ack[2] <= 2) {
         a = &dev->awaiting[ack[2]];
-        if (a->data != NULL && a->len >= 12 && memcmp(a->data + 4, ack + 4, 8) == 0) {
+        if (a->data != NULL && ldpc_ack_accepts(&dev->id, a->data, a->len, ack, len)) {
             free(a->data);
             a->data = NULL;
             ldpc_log(dev->id.device_id, "acked", "phase=%d status=%d", ack[2], ack[3]);

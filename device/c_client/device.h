@@ -44,6 +44,8 @@ struct ldpc_identity {
     struct ldpc_keyset trusted; /* public keys only (spec §5.2) */
     int64_t eps_cap_milli, lifetime_budget_milli;
     struct ldpc_broker broker;
+    uint8_t ack_key[32];        /* this device's acknowledgement key (spec §6), when has_ack_key */
+    int has_ack_key;
 };
 
 struct ldpc_report {
@@ -52,7 +54,8 @@ struct ldpc_report {
     size_t len;
 };
 
-#define LDPC_ACK_SIZE 12
+#define LDPC_ACK_SIZE 12     /* a plain acknowledgement (spec §6) */
+#define LDPC_ACK_MAC_SIZE 28 /* one with its 16-byte tag */
 #define LDPC_MAX_ACKS 8
 
 /* A published report waiting for its acknowledgement (spec §6): re-sent at `due`
@@ -82,14 +85,15 @@ struct ldpc_device {
     struct ldpc_report outbox[2];
     size_t n_out;
     struct ldpc_awaiting awaiting[3];      /* by phase */
-    uint8_t acks[LDPC_MAX_ACKS][LDPC_ACK_SIZE]; /* received, not yet processed */
+    uint8_t acks[LDPC_MAX_ACKS][LDPC_ACK_MAC_SIZE]; /* received, not yet processed */
     size_t ack_len[LDPC_MAX_ACKS], n_acks;
     int exit_code;             /* LDPC_RUNNING until the device is done */
 };
 
-/* Reads {device_id, trusted_keys, eps_cap_milli, lifetime_budget_milli, broker}; device_id may
- * be missing (then it comes from the command line and id->device_id is empty), so may broker
- * and each of its entries (strings; port an integer in 1..65535). */
+/* Reads {device_id, trusted_keys, eps_cap_milli, lifetime_budget_milli, broker, ack_key};
+ * device_id may be missing (then it comes from the command line and id->device_id is empty), so
+ * may broker and each of its entries (strings; port an integer in 1..65535) and ack_key (64 hex
+ * digits: this device's acknowledgement key, spec §6). */
 int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_reason *why);
 
 /* `value_text`: JSON (5, "cpu", [1, 2]) or, if not JSON, the raw string. */
@@ -97,6 +101,13 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
                      const char *campaign, const char *value_text, int high, int once,
                      struct ldpc_reason *why);
 void ldpc_device_free(struct ldpc_device *dev);
+
+/* Spec §6: 1 if `ack` (from the device's own ack topic) acknowledges `report`. With the
+ * identity's ack_key only a 28-byte ack whose tag verifies (constant-time compare); without
+ * one a 12-byte ack or the first 12 bytes of a 28-byte one; then version 2, kind "A" and the
+ * report's (phase, campaign_id, nonce). */
+int ldpc_ack_accepts(const struct ldpc_identity *id, const uint8_t *report, size_t report_len,
+                     const uint8_t *ack, size_t len);
 
 /* Store a received message (the last one per topic wins); process them with process_inbox. */
 void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const void *payload, size_t len);

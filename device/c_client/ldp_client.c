@@ -21,6 +21,8 @@
  *   ldp_client shc-thresholds --eps1 E1 --eps2 E2     (spec §3.1 shc_ok, T1, T_shc_a, T_shc_b)
  *   ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]
  *                                                    (stdin by default; --envelope-only: spec §5.1 only)
+ *   ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]
+ *                                                    (spec §6: "accepted" or "ignored")
  *
  * Exit codes (as the MicroPython client): 0 done, 1 usage/setup error (including a missing or
  * corrupt ledger: the device stops rather than reset its budget), 2 config refused
@@ -52,7 +54,8 @@
     "       ldp_client check-model [--model-file F] [--d D]\n" \
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
     "       ldp_client shc-thresholds --eps1 E1 --eps2 E2\n" \
-    "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n"
+    "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n" \
+    "       ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]\n"
 
 static int usage(const char *problem)
 {
@@ -669,6 +672,36 @@ static int shc_thresholds(int argc, char **argv)
 
 #endif /* LDPC_TEST_MODES */
 
+#ifdef LDPC_TEST_MODES
+/* `ack-check --report-hex H --ack-hex H [--ack-key HEX]`: the device's own decision on one ack
+ * (ldpc_ack_accepts, spec §6): prints "accepted" or "ignored" (the ack vectors). */
+static int ack_check(int argc, char **argv)
+{
+    static const char *const options[] = {"--report-hex", "--ack-hex", "--ack-key", NULL};
+    static const char *const flags[] = {NULL};
+    const char *report_hex = opt(argc, argv, "--report-hex"), *ack_hex = opt(argc, argv, "--ack-hex");
+    const char *key_hex = opt(argc, argv, "--ack-key");
+    struct ldpc_identity id;
+    uint8_t report[256], ack[256];
+    size_t report_len, ack_len;
+    memset(&id, 0, sizeof id);
+    if (!check_args(argc, argv, options, flags) || report_hex == NULL || ack_hex == NULL
+        || strlen(report_hex) % 2 || strlen(ack_hex) % 2 || strlen(report_hex) > 512 || strlen(ack_hex) > 512)
+        return usage("ack-check needs --report-hex H --ack-hex H [--ack-key HEX] (at most 256 bytes each)");
+    report_len = strlen(report_hex) / 2;
+    ack_len = strlen(ack_hex) / 2;
+    if (ldpc_hex_decode(report_hex, report, report_len) != 0 || ldpc_hex_decode(ack_hex, ack, ack_len) != 0)
+        return usage("ack-check: bad hex");
+    if (key_hex != NULL) {
+        if (strlen(key_hex) != 64 || ldpc_hex_decode(key_hex, id.ack_key, sizeof id.ack_key) != 0)
+            return usage("--ack-key must be 64 hex digits");
+        id.has_ack_key = 1;
+    }
+    puts(ldpc_ack_accepts(&id, report, report_len, ack, ack_len) ? "accepted" : "ignored");
+    return LDPC_EXIT_DONE;
+}
+#endif
+
 /* `provision --state-dir DIR`: generation 0 of the ledger (spec §7.4), unless one exists. */
 static int provision(int argc, char **argv)
 {
@@ -703,10 +736,12 @@ int main(int argc, char **argv)
         return thresholds(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "shc-thresholds") == 0)
         return shc_thresholds(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "ack-check") == 0)
+        return ack_check(argc - 2, argv + 2);
 #else
     if (argc >= 2 && (strcmp(argv[1], "vector") == 0 || strcmp(argv[1], "verify-config") == 0
                       || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0
-                      || strcmp(argv[1], "shc-thresholds") == 0))
+                      || strcmp(argv[1], "shc-thresholds") == 0 || strcmp(argv[1], "ack-check") == 0))
         return usage("this is a production build: the test modes need `make TEST_MODES=1`");
 #endif
     if (argc >= 2 && strcmp(argv[1], "provision") == 0)

@@ -32,7 +32,8 @@ from .errors import BudgetExceeded, ConfigError
 from .hash import murmur3
 from .ledger import Ledger
 from .mechanisms import LISTED, SET_VALUED, make
-from .report import ACK_SIZE, ack_matches
+from .ack import ACK_MAC_SIZE, ack_accepts, ack_pads
+from .report import ACK_SIZE
 from .sets import candidate_index, trim
 
 EXIT_DONE = const(0)
@@ -58,7 +59,7 @@ class Device:
     """One device taking part in one campaign.
 
     `identity`: {device_id, trusted_keys (public keys only, spec §5.2), eps_cap_milli, lifetime_budget_milli,
-    set_capacity (optional)}.
+    set_capacity (optional), ack_key (optional: this device's acknowledgement key, spec §6)}.
     `value`: the device's item (int or str), a list of items for set-valued campaigns
     (anything else, or an item outside the campaign's domain, reports ⊥, spec §1);
     `high`: LDPLCM phase-2 decision when the phase-2 message carries no model.
@@ -79,6 +80,7 @@ class Device:
         # the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3)
         held = self.ledger.keys
         self.verifier = Verifier(trusted_keys(held["keys"] if held else identity.get("trusted_keys")))
+        self.ack_pads = ack_pads(identity.get("ack_key"))  # spec §6: MAC'd acks only, with a key
         self.kid_refused = {}  # "config"/"phase2" -> payload refused for its key id
         self.last_payload = None
         self.campaign = campaign
@@ -440,10 +442,11 @@ class Device:
         return time.ticks_add(time.ticks_ms(), (wait * (32768 + u) * 1000) >> 16)
 
     def on_ack(self, msg):
-        """Stop re-sending the report an ack names: own topic (the subscription), 12 bytes,
+        """Stop re-sending the report an ack names: own topic (the subscription); with an
+        `ack_key`, 28 bytes whose tag verifies, else 12 bytes (or a 28-byte ack's first 12);
         version 2, kind "A", (campaign_id, phase, nonce) of a report being re-sent."""
-        entry = self.awaiting.get(msg[2]) if len(msg) == ACK_SIZE else None
-        if entry is not None and ack_matches(msg, entry[0]):
+        entry = self.awaiting.get(msg[2]) if len(msg) in (ACK_SIZE, ACK_MAC_SIZE) else None
+        if entry is not None and ack_accepts(msg, entry[0], self.ack_pads):
             del self.awaiting[msg[2]]
             self.log("acked", "phase=%d status=%d" % (msg[2], msg[3]))
             return

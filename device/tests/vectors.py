@@ -4,6 +4,7 @@
 
 Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came from,
 "acks": [does the ack match the report, per acks.json "matching" case],
+"mac_acks": [does a device with the case's ack_key (or none) accept it, per "mac" "matching" case],
 "signatures": {"rfc8032": [verifies?], "signed": [body type], "verify": [refusal field or null]},
 "reports": {mech: [report hex | "error: ..."]}, "shc_x": [x bit of each shc phase-1 case, None for
 phase 2], "thresholds_shc": [{eps1_milli, eps2_milli, shc_ok[, E2, T1, T_shc_a, T_shc_b]}]}.
@@ -22,7 +23,7 @@ from ldp.config import check_keys
 from ldp.ed25519 import verify as ed25519_verify
 from ldp.envelope import Verifier, trusted_keys
 from ldp.errors import ConfigError
-from ldp.report import ack_matches
+from ldp.ack import ack_accepts, ack_pads
 from word_source import WordSource
 
 
@@ -117,8 +118,11 @@ def main(argv):
         result["thresholds"] = threshold_results(json.load(f))
     result["module_file"] = ldp.hash.__file__
     with open(vdir + "/acks.json") as f:
-        result["acks"] = [ack_matches(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]))
-                          for c in json.load(f)["matching"]]
+        acks = json.load(f)
+    result["acks"] = [ack_accepts(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]), None)
+                      for c in acks["matching"]]
+    result["mac_acks"] = [ack_accepts(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]),
+                                      ack_pads(c["key_hex"])) for c in acks["mac"]["matching"]]
     with open(vdir + "/signatures.json") as f:
         result["signatures"] = signature_results(json.load(f))
     result["reports"] = {}

@@ -1,7 +1,8 @@
 """`ldpfleet flash`: install the MicroPython device client on a board.
 
 Precompiles device/ldp with `mpy-cross -march=<arch>` (viper code is architecture specific),
-writes identity.json (device id, the public keys it trusts — no secret that signs —, its own ε cap and lifetime budget, broker;
+writes identity.json (device id, the public keys it trusts — no secret that signs —, its own ε cap and lifetime budget, broker,
+with --ack-key its own acknowledgement key;
 with --broker-ca the CA certificate goes to the board as ca.der and the device speaks TLS)
 and optionally value.json, then copies everything with one `mpremote connect PORT fs cp ...`
 chain. `--dry-run` prints the files and the command without touching a board.
@@ -54,6 +55,10 @@ def register(subparsers):
     p.add_argument("--client-ca-key", default=None, metavar="PEM", help="the fleet CA's key")
     p.add_argument("--username", default=None, help="MQTT username (broker-config ACLs)")
     p.add_argument("--password", default=None, help="MQTT password")
+    p.add_argument("--ack-key", default=None, metavar="FILE",
+                   help="the fleet's ack root key (`ldpfleet ack-key init FILE`): the board gets its "
+                        "own acknowledgement key (identity.json ack_key, spec §6) and accepts only "
+                        "acks MAC'd under it (serve --ack-key); never the root key itself")
     p.add_argument("--wifi-ssid", default=None)
     p.add_argument("--wifi-password", default=None)
     p.add_argument("--campaign", default=None, help="campaign this device reports to (value.json)")
@@ -153,9 +158,13 @@ def stage(out_dir, args, trusted_keys) -> list:
             broker["tls"].update(client_certificate(out, args))
             extra_files += ["client.der", "client.key.der"]
     wifi = {"ssid": args.wifi_ssid, "password": args.wifi_password or ""} if args.wifi_ssid else None
+    ack_root = None
+    if getattr(args, "ack_key", None):
+        from ..ackkeys import read_key_file
+        ack_root = read_key_file(args.ack_key)
     identity = device_runner.identity_doc(args.device_id, trusted_keys,
                                           protocol.eps_to_milli(args.eps_cap),
-                                          budget_milli(args.budget), broker, wifi)
+                                          budget_milli(args.budget), broker, wifi, ack_root)
     fd = os.open(out / "identity.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(identity, f)

@@ -5,13 +5,17 @@ It subscribes to the campaign's ack topics before publishing, keeps every simula
 re-sends the unacknowledged ones after retry_s x U[0.5, 1.5), doubling up to retry_max_s (the
 campaign's `delivery`), until all are acknowledged or its own deadline passes. A broker that
 acknowledged a publish and then dropped it shows up here as a re-send, and, if it keeps
-dropping, as `unacknowledged` in the result."""
+dropping, as `unacknowledged` in the result.
+
+Given the fleet's ack root key, or its own login's key (ackkeys.py), it takes only MAC'd acks
+whose tag verifies under each simulated device's key, as a provisioned device does; without a
+key, a plain ack or the first 12 bytes of a MAC'd one."""
 import threading
 import time
 
 import numpy as np
 
-from .. import protocol
+from .. import ackkeys, protocol
 
 
 class AckTracker:
@@ -19,9 +23,10 @@ class AckTracker:
     prefix is `<login>/<name>` for a load generator that logs in, spec §4)."""
 
     def __init__(self, campaign: str, prefix: str, devices: int, report_size: int,
-                 delivery: dict, rng):
+                 delivery: dict, rng, ack_root: bytes = None, ack_login_key: bytes = None):
         self.campaign = campaign
         self.prefix = prefix + "-"
+        self.ack_root, self.ack_login_key = ack_root, ack_login_key
         self.delivery = delivery
         self.rng = rng
         self.reports = np.zeros((devices, report_size), np.uint8)
@@ -47,7 +52,8 @@ class AckTracker:
         """An ack on ldp/<campaign>/a/<prefix><i> for the report kept for i (the publisher's
         callback)."""
         device = topic[len("ldp/%s/a/" % self.campaign):]
-        ack = protocol.parse_ack(payload)
+        ack = protocol.parse_ack(bytes(payload[:protocol.ACK_SIZE])) \
+            if len(payload) in (protocol.ACK_SIZE, ackkeys.MAC_ACK_SIZE) else None
         i = -1
         if ack is not None and device.startswith(self.prefix):
             try:
@@ -56,12 +62,20 @@ class AckTracker:
                 i = -1
         with self._lock:
             if not 0 <= i < self.sent.size or not self.sent[i] or \
-                    not protocol.ack_matches(payload, self.reports[i].tobytes()):
+                    not ackkeys.accepts(self.device_key(device), payload, self.reports[i].tobytes()):
                 self.ignored += 1
                 return
             if not self.acked[i]:
                 self.acked[i] = True
                 self.statuses[("accepted", "duplicate", "rejected")[ack[1]]] += 1
+
+    def device_key(self, device: str):
+        """The simulated device's ack key (its topic's device id), or None without a key."""
+        if self.ack_root is not None:
+            return ackkeys.device_key(self.ack_root, device)
+        if self.ack_login_key is not None:
+            return ackkeys.device_key_under_login(self.ack_login_key, device.partition("/")[2])
+        return None
 
     def pending(self) -> np.ndarray:
         with self._lock:

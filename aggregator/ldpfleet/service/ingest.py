@@ -118,6 +118,10 @@ class IngestOptions:
     purge_after_days: float = None
     """Retention (retention.RetentionTimer): drop the dedupe keys of campaigns closed more than
     this many days ago, at start and then hourly; None: never."""
+    ack_key: bytes = None
+    """The fleet's ack root key (`serve --ack-key FILE`, ackkeys.py): acknowledgements are MAC'd
+    (28 bytes, spec §6), so only the aggregator can stop a device's re-sends; None: plain
+    12-byte acknowledgements (warned about once at start)."""
 
 
 class BoundedLog:
@@ -193,6 +197,8 @@ class Ingestor:
             messages = ReportBatch.from_pairs(messages)
         counts = self.folder.process(messages)
         self.acks = self.folder.acks
+        if self.options.ack_key is not None:
+            self.acks = self.acks.tagged(self.options.ack_key)
         return counts
 
     @property
