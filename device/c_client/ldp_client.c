@@ -23,6 +23,8 @@
  *                                                    (stdin by default; --envelope-only: spec §5.1 only)
  *   ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]
  *                                                    (spec §6: "accepted" or "ignored")
+ *   ldp_client replay --state-dir DIR --campaign C --value V --messages FILE
+ *                                                    (the device logic fed [topic, payload]s)
  *
  * Exit codes (as the MicroPython client): 0 done, 1 usage/setup error (including a missing or
  * corrupt ledger: the device stops rather than reset its budget), 2 config refused
@@ -55,7 +57,8 @@
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
     "       ldp_client shc-thresholds --eps1 E1 --eps2 E2\n" \
     "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n" \
-    "       ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]\n"
+    "       ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]\n" \
+    "       ldp_client replay --state-dir DIR --campaign C --value V --messages FILE\n"
 
 static int usage(const char *problem)
 {
@@ -673,6 +676,74 @@ static int shc_thresholds(int argc, char **argv)
 #endif /* LDPC_TEST_MODES */
 
 #ifdef LDPC_TEST_MODES
+/* `replay --state-dir DIR --campaign C --value V --messages FILE`: the device's own logic
+ * (device.c, the ledger in DIR) fed a sequence of MQTT messages without a broker: FILE is a JSON
+ * list of [topic, payload text] delivered one at a time, each followed by processing the inbox
+ * and publishing the outbox (each report printed as "report <phase> <hex>", then handed back as
+ * delivered, as the session does after its PUBACK). Randomness as in `run` (the test seam
+ * LDPC_TEST_RANDOM_SEED makes it a known stream). Tests drive both clients through the same
+ * sequences of signed messages (tests/test_privacy_resigning.py). */
+static int replay(int argc, char **argv)
+{
+    static const char *const options[] = {"--state-dir", "--campaign", "--value", "--messages", "--identity", NULL};
+    static const char *const flags[] = {NULL};
+    const char *state_dir = opt(argc, argv, "--state-dir"), *file = opt(argc, argv, "--messages");
+    const char *identity_path = opt(argc, argv, "--identity");
+    struct ldpc_identity id;
+    struct ldpc_device dev;
+    struct ldpc_reason why;
+    char path[4096];
+    const cJSON *msg;
+    cJSON *messages;
+    size_t len;
+    char *text;
+    if (!check_args(argc, argv, options, flags) || state_dir == NULL || file == NULL
+        || opt(argc, argv, "--campaign") == NULL || opt(argc, argv, "--value") == NULL)
+        return usage("replay needs --state-dir DIR --campaign C --value V --messages FILE");
+    if (identity_path == NULL) {
+        snprintf(path, sizeof path, "%s/identity.json", state_dir);
+        identity_path = path;
+    }
+    if (ldpc_identity_load(&id, identity_path, &why) != 0
+        || ldpc_device_init(&dev, &id, state_dir, opt(argc, argv, "--campaign"), opt(argc, argv, "--value"), 0, 0,
+                            &why) != 0) {
+        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_USAGE;
+    }
+    text = ldpc_read_file(file, &len);
+    messages = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    if (!cJSON_IsArray(messages)) {
+        cJSON_Delete(messages);
+        ldpc_device_free(&dev);
+        return usage("--messages FILE must hold a JSON list of [topic, payload]");
+    }
+    cJSON_ArrayForEach(msg, messages) {
+        const cJSON *topic = cJSON_GetArrayItem(msg, 0), *payload = cJSON_GetArrayItem(msg, 1);
+        const struct ldpc_report *r;
+        if (!cJSON_IsString(topic) || !cJSON_IsString(payload))
+            continue;
+        ldpc_device_on_message(&dev, topic->valuestring, payload->valuestring, strlen(payload->valuestring));
+        ldpc_device_process_inbox(&dev);
+        while ((r = ldpc_device_peek(&dev)) != NULL) {
+            int phase = r->phase;
+            size_t n = r->len;
+            char *hex = malloc(2 * n + 1);
+            uint8_t *data;
+            if (hex != NULL) {
+                ldpc_hex_encode(r->data, n, hex);
+                printf("report %d %s\n", phase, hex);
+                free(hex);
+            }
+            data = ldpc_device_pop(&dev);
+            ldpc_device_delivered(&dev, phase, data, n);
+        }
+    }
+    cJSON_Delete(messages);
+    ldpc_device_free(&dev);
+    return LDPC_EXIT_DONE;
+}
+
 /* `ack-check --report-hex H --ack-hex H [--ack-key HEX]`: the device's own decision on one ack
  * (ldpc_ack_accepts, spec §6): prints "accepted" or "ignored" (the ack vectors). */
 static int ack_check(int argc, char **argv)
@@ -738,10 +809,13 @@ int main(int argc, char **argv)
         return shc_thresholds(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "ack-check") == 0)
         return ack_check(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "replay") == 0)
+        return replay(argc - 2, argv + 2);
 #else
     if (argc >= 2 && (strcmp(argv[1], "vector") == 0 || strcmp(argv[1], "verify-config") == 0
                       || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0
-                      || strcmp(argv[1], "shc-thresholds") == 0 || strcmp(argv[1], "ack-check") == 0))
+                      || strcmp(argv[1], "shc-thresholds") == 0 || strcmp(argv[1], "ack-check") == 0
+                      || strcmp(argv[1], "replay") == 0))
         return usage("this is a production build: the test modes need `make TEST_MODES=1`");
 #endif
     if (argc >= 2 && strcmp(argv[1], "provision") == 0)
