@@ -332,3 +332,17 @@ def test_seventy_closes_then_replays(mosquitto, tmp_path, client):
     final = device_runner.read_ledger(state)
     assert final["spent_milli"] == 4000 and final["closed_floor"] == base + 5
     assert sorted(final["bound"]) == ["5000", "7000"]
+
+
+def test_c_client_binding_digest_equals_the_vectors(tmp_path):
+    """The digest a device binds an id to (spec §7.2: SHA-256 of the signed body, 16 bytes) for
+    every signed message of signatures.json (the MicroPython client's in test_device_vectors.py)."""
+    vec = json.loads((device_runner.ROOT / "protocol_spec" / "v2" / "vectors" / "signatures.json")
+                     .read_text())
+    write_key_files(tmp_path / "k")
+    for c in vec["signed"]:
+        proc = subprocess.run([str(build_client()), "verify-config", "--trusted-keys",
+                               str(tmp_path / "k") + ".pub", "--envelope-only", "--print-digest"],
+                              input=c["payload"].encode(), capture_output=True, timeout=30)
+        assert proc.stdout.decode().split() == ["accepted", c["body_digest_hex"]], c["kind"]
+        assert c["body_digest_hex"] == hashlib.sha256(c["body"].encode()).digest()[:16].hex()

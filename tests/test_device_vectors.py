@@ -107,6 +107,7 @@ def test_signature_vectors(device_results):
     got = device_results["signatures"]
     assert got["rfc8032"] == [True] * len(vec["rfc8032"])
     assert got["signed"] == [c["kind"] for c in vec["signed"]]
+    assert got["body_digests"] == [c["body_digest_hex"] for c in vec["signed"]]  # §7.2 binding
     assert got["verify"] == [c["error"] for c in vec["verify"]]
 
 

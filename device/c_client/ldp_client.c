@@ -57,6 +57,7 @@
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
     "       ldp_client shc-thresholds --eps1 E1 --eps2 E2\n" \
     "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n" \
+    "                                [--print-digest]\n" \
     "       ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]\n" \
     "       ldp_client replay --state-dir DIR --campaign C --value V --messages FILE\n"
 
@@ -552,8 +553,9 @@ static int check_model(int argc, char **argv)
 static int verify_config(int argc, char **argv)
 {
     static const char *const options[] = {"--trusted-keys", "--now", "--payload-file", NULL};
-    static const char *const flags[] = {"--envelope-only", NULL};
+    static const char *const flags[] = {"--envelope-only", "--print-digest", NULL};
     const char *keys_file = opt(argc, argv, "--trusted-keys"), *file = opt(argc, argv, "--payload-file");
+    char digest[LDPC_BODY_DIGEST_HEX] = "";
     struct ldpc_keyset keys;
     struct ldpc_reason why;
     double now = (double)ldpc_unix_now();
@@ -575,7 +577,7 @@ static int verify_config(int argc, char **argv)
     payload = ldpc_read_file(file ? file : "/dev/stdin", &len);
     if (payload == NULL)
         return usage("cannot read the payload");
-    doc = ldpc_envelope_verify((const uint8_t *)payload, len, &keys, &why);
+    doc = ldpc_envelope_open((const uint8_t *)payload, len, &keys, digest, &why);
     free(payload);
     rc = doc == NULL ? -1 : flag(argc, argv, "--envelope-only") ? 0
                                           : ldpc_config_check(doc, (int64_t)now, &why);
@@ -584,7 +586,10 @@ static int verify_config(int argc, char **argv)
         printf("refused %s: %s\n", why.field, why.message);
         return LDPC_EXIT_REFUSED;
     }
-    puts("accepted");
+    if (flag(argc, argv, "--print-digest"))
+        printf("accepted %s\n", digest); /* the binding digest of the body (spec §7.2) */
+    else
+        puts("accepted");
     return LDPC_EXIT_DONE;
 }
 

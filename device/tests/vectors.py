@@ -5,7 +5,8 @@
 Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came from,
 "acks": [does the ack match the report, per acks.json "matching" case],
 "mac_acks": [does a device with the case's ack_key (or none) accept it, per "mac" "matching" case],
-"signatures": {"rfc8032": [verifies?], "signed": [body type], "verify": [refusal field or null]},
+"signatures": {"rfc8032": [verifies?], "signed": [body type], "body_digests": [binding digest],
+"verify": [refusal field or null]},
 "reports": {mech: [report hex | "error: ..."]}, "shc_x": [x bit of each shc phase-1 case, None for
 phase 2], "thresholds_shc": [{eps1_milli, eps2_milli, shc_ok[, E2, T1, T_shc_a, T_shc_b]}]}.
 Random words come from the vector through the mechanisms' one `rand` parameter; a report
@@ -98,15 +99,17 @@ def signature_results(vec):
             return exc.field
         return None
     mine = [vec["keys"]["trusted"]]
-    signed = []
+    signed, digests = [], []
     for c in vec["signed"]:
-        doc = Verifier(trusted_keys(mine)).open(c["payload"].encode())
+        verifier = Verifier(trusted_keys(mine))
+        doc = verifier.open(c["payload"].encode())
         if doc["type"] == "keys":
             check_keys(doc)
         signed.append(doc["type"])
+        digests.append(verifier.body_digest)
     return {"rfc8032": [ed25519_verify(unhexlify(c["public_hex"]), unhexlify(c["message_hex"]),
                                        unhexlify(c["signature_hex"])) for c in vec["rfc8032"]],
-            "signed": signed,
+            "signed": signed, "body_digests": digests,
             "verify": [field(c["trusted"], c["payload"]) for c in vec["verify"]]}
 
 

@@ -142,6 +142,8 @@ def signature_cases() -> dict:
         body = json.loads(payload)["body"]
         signed.append({"kind": kind, "body": body, "signed_message_hex":
                        (b"ldpfleet-v2\x00" + hashlib.sha256(body.encode()).digest()).hex(),
+                       # what a device binds a campaign id to (spec §7.2)
+                       "body_digest_hex": hashlib.sha256(body.encode()).digest()[:16].hex(),
                        "payload": payload.decode()})
     good = json.loads(signed[0]["payload"])
     there = json.loads(config.sign(elsewhere, key))
