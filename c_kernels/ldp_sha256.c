@@ -18,22 +18,42 @@ static const uint8_t LOGIN_LABEL[] = "ldpfleet-ack-login";
 
 static uint32_t rotr(uint32_t x, unsigned n) { return (x >> n) | (x << (32 - n)); }
 
+#define CH(x, y, z) (((x) & (y)) ^ (~(x) & (z)))
+#define MAJ(x, y, z) (((x) & (y)) ^ ((x) & (z)) ^ ((y) & (z)))
+#define S0(x) (rotr(x, 2) ^ rotr(x, 13) ^ rotr(x, 22))
+#define S1(x) (rotr(x, 6) ^ rotr(x, 11) ^ rotr(x, 25))
+#define s0(x) (rotr(x, 7) ^ rotr(x, 18) ^ ((x) >> 3))
+#define s1(x) (rotr(x, 17) ^ rotr(x, 19) ^ ((x) >> 10))
+/* One round on the working variables named in place (no shuffling: the names rotate). */
+#define ROUND(a, b, c, d, e, f, g, h, i)                                                         \
+    do {                                                                                       \
+        uint32_t t1_ = h + S1(e) + CH(e, f, g) + K[i] + w[(i) & 15];                           \
+        d += t1_;                                                                              \
+        h = t1_ + S0(a) + MAJ(a, b, c);                                                        \
+    } while (0)
+/* The message schedule, in a ring of 16 words. */
+#define SCHEDULE(i) (w[(i) & 15] += s1(w[((i) - 2) & 15]) + w[((i) - 7) & 15] + s0(w[((i) - 15) & 15]))
+
 static void compress(uint32_t h[8], const uint8_t *p)
 {
-    uint32_t w[64], a, b, c, d, e, f, g, hh, t1, t2;
+    uint32_t w[16], a, b, c, d, e, f, g, hh;
     int i;
     for (i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (i = 16; i < 64; i++) {
-        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
     a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-    for (i = 0; i < 64; i++) {
-        t1 = hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
-        t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        hh = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    for (i = 0; i < 64; i += 8) {
+        if (i >= 16) {
+            SCHEDULE(i), SCHEDULE(i + 1), SCHEDULE(i + 2), SCHEDULE(i + 3);
+            SCHEDULE(i + 4), SCHEDULE(i + 5), SCHEDULE(i + 6), SCHEDULE(i + 7);
+        }
+        ROUND(a, b, c, d, e, f, g, hh, i);
+        ROUND(hh, a, b, c, d, e, f, g, i + 1);
+        ROUND(g, hh, a, b, c, d, e, f, i + 2);
+        ROUND(f, g, hh, a, b, c, d, e, i + 3);
+        ROUND(e, f, g, hh, a, b, c, d, i + 4);
+        ROUND(d, e, f, g, hh, a, b, c, i + 5);
+        ROUND(c, d, e, f, g, hh, a, b, i + 6);
+        ROUND(b, c, d, e, f, g, hh, a, i + 7);
     }
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
 }
