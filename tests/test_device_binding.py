@@ -346,3 +346,26 @@ def test_c_client_binding_digest_equals_the_vectors(tmp_path):
                               input=c["payload"].encode(), capture_output=True, timeout=30)
         assert proc.stdout.decode().split() == ["accepted", c["body_digest_hex"]], c["kind"]
         assert c["body_digest_hex"] == hashlib.sha256(c["body"].encode()).digest()[:16].hex()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_phase2_of_another_id_is_refused(mosquitto, tmp_path, client):
+    """The device holds the new campaign (id Y); the retained phase-2 message is the old
+    campaign's (id X, same name): refused (`campaign_id`), no phase-2 report, nothing spent on it."""
+    name = "p2-other-" + client
+    phases = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 8, "l": 2}},
+              {"phase": 2, "mechanism": "srappor", "eps_milli": 1000, "params": {"l": 2}}]
+    old = config_doc(name, phases=phases, campaign_id=31, domain={"type": "int", "size": 8})
+    new = config_doc(name, phases=phases, campaign_id=32, domain={"type": "int", "size": 8})
+    state = state_of(tmp_path, "dev-" + name)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        publish(collector, "ldp/%s/config" % name, new)
+        publish(collector, "ldp/%s/phase2" % name, campaign_config.make_phase2(old, candidates=[1, 2]))
+        code, out = once(client, state, mosquitto.port, name, [1, 2])
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    assert code == device_runner.EXIT_REFUSED and "refused phase2 campaign_id:" in out, out
+    assert [p[2] for _, p in reports] == [1]
+    assert device_runner.read_ledger(state)["spent_milli"] == 1000
