@@ -663,7 +663,7 @@ int ldpc_ledger_commit(struct ldpc_ledger *l, const struct ldpc_spend *sp, struc
         return -1;
     }
     held = ldpc_ledger_bound_digest(l, sp->campaign_id);
-    if (sp->digest == NULL || (held != NULL && strcmp(held, sp->digest) != 0)) {
+    if (sp->digest == NULL || strlen(sp->digest) != 32 || (held != NULL && strcmp(held, sp->digest) != 0)) {
         ldpc_reason_set(why, "bound", "campaign id %lu is bound to another config", (unsigned long)sp->campaign_id);
         return -1;
     }

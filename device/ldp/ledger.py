@@ -228,6 +228,8 @@ class Ledger:
             raise BudgetExceeded("memo", "campaign %s phase already reported" % key)
         cid = "%d" % campaign_id
         held = self.bound_digest(campaign_id)
+        if not isinstance(digest, str) or len(digest) != 32:
+            raise ConfigError("bound", "no config digest to bind campaign id %s to" % cid)
         if held is not None and held != digest:
             raise ConfigError("bound", "campaign id %s is bound to another config" % cid)
         reports = dict(self.reports)
