@@ -90,7 +90,7 @@ def test_shc_id_re_signed_with_another_eps1_is_refused(mosquitto, tmp_path, clie
         wait_log(log, "refused config bound:")
         publish(collector, "ldp/%s/phase2" % name, ldpminer.phase2_message(a, [1, 2, 3]))
         wait_log(log, "spent phase=2 eps_milli=1000 ")
-        reports = collector.barrier()
+        reports = collector.wait_for(lambda r: any(p[2] == 2 for _, p in r), 20)
     finally:
         if proc is not None:
             stop_processes([proc])
@@ -321,7 +321,8 @@ def test_seventy_closes_then_replays(mosquitto, tmp_path, client):
         wait_log(log, "refused config closed:", count=3)
         publish(collector, topic, config_doc(name, campaign_id=7000))
         wait_log(log, "spent phase=1", count=2)
-        reports = collector.barrier()
+        reports = collector.wait_for(  # the report leaves after its spend is logged
+            lambda r: any(protocol.parse_header(p)[4] == 7000 for _, p in r), 20)
     finally:
         if proc is not None:
             stop_processes([proc])

@@ -151,6 +151,7 @@ def run_serve(args):
         _start_http(args, http, metrics, broker, ingestor)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ingestor.stop())
+    _warn_without_ack_key(ack_key)
     logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
     ingestor.run()
     lock.close()
@@ -158,16 +159,21 @@ def run_serve(args):
 
 
 def _ack_key(path):
-    """The ack root key of `--ack-key` (read before anything starts), or None with one warning:
-    without it anyone who can publish on a device's ack topic can stop its re-sends."""
-    if path is not None:
-        from ..ackkeys import read_key_file
-        return read_key_file(path)
-    logging.getLogger("ldpfleet.service").warning(
-        "no --ack-key: acknowledgements are not authenticated (spec §6), so whoever can publish "
-        "on ldp/<campaign>/a/<device> can stop that device's re-sends; create one with "
-        "`ldpfleet ack-key init FILE` and provision devices with their keys")
-    return None
+    """The ack root key of `--ack-key` (read before anything starts), or None."""
+    if path is None:
+        return None
+    from ..ackkeys import read_key_file
+    return read_key_file(path)
+
+
+def _warn_without_ack_key(ack_key):
+    """One warning when serve starts without --ack-key: then anyone who can publish on a
+    device's ack topic can stop its re-sends."""
+    if ack_key is None:
+        logging.getLogger("ldpfleet.service").warning(
+            "no --ack-key: acknowledgements are not authenticated (spec §6), so whoever can "
+            "publish on ldp/<campaign>/a/<device> can stop that device's re-sends; create one "
+            "with `ldpfleet ack-key init FILE` and provision devices with their keys")
 
 
 def _http_address(args):
