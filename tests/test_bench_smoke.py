@@ -93,3 +93,16 @@ def test_pureldp_worker_shape(pureldp_python):
         assert isinstance(r["extrapolated"], bool) and 1 <= r["sample_n"] <= 3000
         assert r["extrapolated"] == bool(r["scaled"])
     assert positive(results[2]["hash_evals_per_second"])
+
+
+def test_bench_acks_prints_its_json():
+    """tools/bench_acks.py (MAC'd acknowledgements, spec §6): the documented keys, positive."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_acks.py"), "--acks", "300",
+                           "--repeat", "1", "--device-acks", "20"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["acks"] == 300 and result["packet_bytes_mac"] > result["packet_bytes_plain"]
+    for key in ("c_tags_per_second", "c_us_per_ack", "python_reference_seconds_estimated"):
+        assert positive(result[key]), key
+    assert positive(result["micropython"]["keyed_us_per_ack"])

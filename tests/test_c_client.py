@@ -125,7 +125,7 @@ def test_thresholds_match_vectors(no_int128):
         assert got["T_grr"] == {str(n): protocol.t_grr(e, n) for n in ns}
     over = subprocess.run([str(binary), "thresholds", "--eps-milli", str(protocol.MAX_EPS_MILLI + 1)],
                           capture_output=True, text=True)
-    assert over.returncode == 1 and over.stdout == ""
+    assert over.returncode == 2 and over.stdout.startswith("refused phases.eps_milli:")
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])

@@ -35,9 +35,11 @@ def closed_campaign(mosquitto, tmp_path):
     with Store(state) as store:
         camp = store.require_campaign("gone")
         config_payload, cid = camp.config_payload, camp.campaign_id
+        not_before = camp.config["not_before"]
     closed = cli("campaign", "close", "gone", "--state", state, "--broker", mosquitto.url)
     assert closed.returncode == 0 and "signed close retained" in closed.stdout, closed.stderr
-    return {"key": key, "state": state, "config": config_payload, "cid": cid}
+    return {"key": key, "state": state, "config": config_payload, "cid": cid,
+            "not_before": not_before}
 
 
 def test_close_replaces_the_retained_config(mosquitto, closed_campaign):
@@ -50,7 +52,7 @@ def test_close_replaces_the_retained_config(mosquitto, closed_campaign):
     assert len(configs) == 1
     body = campaign_config.verify(configs[0], SIGNING_KEY)
     assert body == {"type": "close", "protocol": 2, "campaign": "gone",
-                    "campaign_id": closed_campaign["cid"]}
+                    "campaign_id": closed_campaign["cid"], "not_before": closed_campaign["not_before"]}
     assert not [t for t, _ in retained if t == "ldp/gone/phase2"]
 
 
@@ -73,7 +75,8 @@ def test_a_device_that_comes_after_the_close_spends_nothing(mosquitto, tmp_path,
         assert code == 0 and "closed campaign_id=%d" % closed_campaign["cid"] in out, out
         assert "spent" not in out and "published" not in out
         ledger = device_runner.read_ledger(state)
-        assert ledger["spent_milli"] == 0 and ledger["closed"] == [closed_campaign["cid"]]
+        assert ledger["spent_milli"] == 0
+        assert ledger["closed"] == [[closed_campaign["cid"], closed_campaign["not_before"]]]
         # a replay of the old (validly signed) config is refused: the id was closed
         collector.publish("ldp/gone/config", closed_campaign["config"])
         code, out = run()

@@ -24,6 +24,15 @@ def test_demo_json_small(tmp_path):
     assert result["lost"] == 0
     assert result["accepted"] == result["sent"]
     assert result["rejected"] == 0 and result["duplicates"] == 0
+    # every report acknowledged end to end with a MAC'd ack (spec §6): serve ran with the demo's
+    # ack root key, the simulated devices checked each tag, the MicroPython devices hold their
+    # own keys (and only theirs)
+    assert result["acks"] == {"acknowledged": result["sent"], "unacknowledged": 0,
+                              "resent": result["acks"]["resent"], "mac": True}
+    assert "no --ack-key" not in (out / "serve.log").read_text()
+    for identity in out.glob("mp/*/identity.json"):
+        doc = json.loads(identity.read_text())
+        assert len(doc["ack_key"]) == 64
     assert len(result["top"]) == 10
     estimates = [row["estimate"] for row in result["top"]]
     assert estimates == sorted(estimates, reverse=True)

@@ -432,3 +432,130 @@ def test_one_metrics_port_everywhere():
     everything = readme + "".join(p.read_text() for p in DEPLOY.rglob("*") if p.is_file()
                                   and p.suffix in ("", ".yml", ".yaml", ".toml", ".service", ".md"))
     assert "9100" not in everything
+
+
+# --- the pilot broker: broker-config's logins and ACL, never anonymous publish ----------------------
+
+def test_compose_pilot_broker_uses_broker_config_logins_and_acl():
+    """compose installs broker-config's passwd and acl (secrets) for the mosquitto user before
+    mosquitto starts; serve logs in as the aggregator and MACs its acks; no anonymous listener."""
+    services = compose_services()
+    conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
+    assert re.search(r"^allow_anonymous false$", conf, re.M)
+    assert not re.search(r"^allow_anonymous true", conf, re.M)
+    for line in ("password_file /mosquitto/config/passwd", "acl_file /mosquitto/config/acl",
+                 "use_username_as_clientid true"):
+        assert re.search("^%s$" % re.escape(line), conf, re.M), line
+    mosq = services["mosquitto"]
+    for name, path in (("broker_passwd", "/mosquitto/config/passwd"),
+                       ("broker_acl", "/mosquitto/config/acl")):
+        assert "- %s" % name in mosq
+        assert "-m 0600 /run/secrets/%s %s" % (name, path) in mosq
+    text = COMPOSE.read_text()
+    assert "file: ${LDPFLEET_SECRETS:-./secrets}/broker/passwd" in text
+    assert "file: ${LDPFLEET_SECRETS:-./secrets}/broker/acl" in text
+    serve = services["serve"]
+    args = [a.strip('"') for a in re.findall(r"^      - (.+)$", serve.split("command:")[1]
+                                              .split("environment:")[0], re.M)]
+    assert args[args.index("--username") + 1] == "ldp-aggregator"
+    assert args[args.index("--password-file") + 1] == "/run/secrets/aggregator_password"
+    assert "--ack-key" in args
+    readme = (DEPLOY / "README.md").read_text()
+    assert "--aggregator-user ldp-aggregator --admin-user ldp-admin" in readme
+    assert "ack-key init /var/lib/ldpfleet/ack.key" in readme
+
+
+class _Peer:
+    """A paho client that records what it receives and how its CONNECT was answered."""
+
+    def __init__(self, port, username=None, password=None):
+        import queue
+        import threading
+        import paho.mqtt.client as paho
+        self.messages, self.connected, self.reason = queue.Queue(), threading.Event(), None
+        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=username or "anon",
+                                  protocol=paho.MQTTv311)
+        if username is not None:
+            self.client.username_pw_set(username, password)
+        self.client.on_connect = lambda c, u, f, rc, p: (setattr(self, "reason", rc),
+                                                         self.connected.set())
+        self.client.on_message = lambda c, u, m: self.messages.put((m.topic, m.payload))
+        self.client.reconnect_delay_set(5, 5)
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+
+    def ok(self):
+        assert self.connected.wait(10), "no CONNACK"
+        return not self.reason.is_failure
+
+    def subscribe(self, topic):
+        import threading
+        done = threading.Event()
+        self.client.on_subscribe = lambda *a: done.set()
+        self.client.subscribe(topic, qos=1)
+        assert done.wait(10)
+
+    def publish(self, topic, payload):
+        self.client.publish(topic, payload, qos=1).wait_for_publish(10)
+
+    def until(self, topic, payload):
+        seen = []
+        while True:
+            item = self.messages.get(timeout=10)
+            seen.append(item)
+            if item == (topic, payload):
+                return seen
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def test_pilot_broker_refuses_anonymous_and_forged_acks(tmp_path):
+    """deploy/mosquitto/mosquitto.conf with broker-config's passwd and acl, run by a real
+    mosquitto (paths moved into a temporary directory, `user` set to ours: compose's install
+    step hands the files to the broker's user): an anonymous client is refused; a device and the
+    load generator cannot publish acknowledgements or configs (a device's own ack topic
+    included); the aggregator can, and the device receives them."""
+    import csv
+    import getpass
+    from ldpfleet import broker
+    out = tmp_path / "broker"
+    broker.write_secured_config(str(out), broker.SecuredBroker(
+        "ldp-aggregator", ["dev-1"], admin_user="ldp-admin", loadgen_user="ldp-loadgen",
+        insecure_plaintext=True, run_as=getpass.getuser()))
+    with open(out / "credentials.csv") as f:
+        creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
+    port = free_port()
+    conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
+    conf = (conf.replace("listener 1883", "listener %d 127.0.0.1" % port)
+            .replace("/mosquitto/config/passwd", str(out / "passwd"))
+            .replace("/mosquitto/config/acl", str(out / "acl"))
+            .replace("/mosquitto/data/", "%s/" % (tmp_path / "data"))
+            .replace("log_dest stdout", "log_dest file %s" % (tmp_path / "mosquitto.log")))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "pilot.conf").write_text("user %s\n" % getpass.getuser() + conf)
+    proc = broker.MosquittoProcess(str(tmp_path / "pilot.conf"), port,
+                                   log_path=str(tmp_path / "mosquitto.log")).start()
+    peers = []
+    try:
+        anon = _Peer(port)
+        peers.append(anon)
+        assert not anon.ok(), "the pilot broker let an anonymous client in"
+        agg, dev, gen = (_Peer(port, u, creds[u]) for u in ("ldp-aggregator", "dev-1", "ldp-loadgen"))
+        peers += [agg, dev, gen]
+        assert agg.ok() and dev.ok() and gen.ok()
+        dev.subscribe("ldp/c1/a/dev-1")
+        dev.subscribe("ldp/c1/config")
+        for who in (dev, gen):
+            who.publish("ldp/c1/a/dev-1", b"forged ack")
+            who.publish("ldp/c1/a/ldp-loadgen/sim-1", b"forged ack")
+            who.publish("ldp/c1/config", b"forged config")
+        agg.publish("ldp/c1/config", b"signed config")
+        agg.publish("ldp/c1/a/dev-1", b"the aggregator's ack")
+        assert dev.until("ldp/c1/a/dev-1", b"the aggregator's ack") == [
+            ("ldp/c1/config", b"signed config"), ("ldp/c1/a/dev-1", b"the aggregator's ack")]
+    finally:
+        for p in peers:
+            p.close()
+        proc.stop()

@@ -165,12 +165,36 @@ def c_cmd(work, state, port, campaign, value):
     return argv, dict(client_env(), LDPC_TEST_RANDOM_SEED="12345")
 
 
-def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=False):
+class AckingCollector(ReportCollector):
+    """A collector that answers every report as a forger and then as the aggregator would
+    (spec §6): first the 12-byte ack with the report's nonce (what anyone who read the report
+    can publish), then the ack MAC'd under the reporting device's key."""
+
+    def __init__(self, port, ack_root):
+        self.ack_root = ack_root
+        super().__init__(port)
+
+    def _on_message(self, client, userdata, msg):
+        super()._on_message(client, userdata, msg)
+        parts = msg.topic.split("/")
+        if len(parts) == 4 and parts[2] == "r" and parts[1] != "sentinel":
+            from ldpfleet import ackkeys
+            plain = protocol.ack_for(bytes(msg.payload), protocol.ACK_ACCEPTED)
+            topic = protocol.ack_topic(parts[1], parts[3])
+            client.publish(topic, plain, qos=0)
+            client.publish(topic, ackkeys.mac_ack(ackkeys.device_key(self.ack_root, parts[3]), plain),
+                           qos=0)
+
+
+def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=False, ack_root=None):
     """Run every value of one campaign in parallel; per value, what is observable. `prior`: a
-    ledger document every device starts from (generation 1); `bodies`: keep whole reports."""
+    ledger document every device starts from (generation 1); `bodies`: keep whole reports;
+    `ack_root`: devices provisioned with their ack keys, and every report answered by a forged
+    and then a MAC'd acknowledgement (AckingCollector)."""
     campaign = doc["campaign"]
     ids = device_ids(doc, len(values))
-    collector = ReportCollector(broker.port)
+    collector = ReportCollector(broker.port) if ack_root is None else AckingCollector(broker.port,
+                                                                                     ack_root)
     try:
         collector.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, SIGNING_KEY))
         if p2 is not None:
@@ -179,7 +203,8 @@ def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=Fals
         procs = []
         for dev, value in zip(ids, values):
             state = device_runner.prepare_device(work / client / name / dev, dev, SIGNING_KEY,
-                                                 eps_cap_milli=8000, lifetime_budget_milli=100000)
+                                                 eps_cap_milli=8000, lifetime_budget_milli=100000,
+                                                 ack_root=ack_root)
             if prior is not None:
                 device_runner.write_ledger(state, prior, 1)
             argv, env = make(work, state, broker.port, campaign, value)
@@ -196,7 +221,8 @@ def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=Fals
             results[json.dumps(value)] = {"dev": dev, "code": proc.returncode,
                                           "log": out.replace(dev, "DEV").splitlines(),
                                           "spent": ledger["spent_milli"],
-                                          "memos": sorted(k.split(":")[1] for k in ledger["reports"])}
+                                          "memos": sorted(k.split(":")[1] for k in ledger["reports"]),
+                                          "bound": ledger.get("bound"), "closed": ledger.get("closed")}
         reports = collector.barrier()  # every report the broker acknowledged has arrived
     finally:
         collector.close()
@@ -332,3 +358,51 @@ def test_micropython_shc_phase2_never_reads_the_value(tmp_path):
     assert outbox[1][1][24:32] == memo[24:32]  # phase 2 repeats the phase-1 row
     ledger = device_runner.read_ledger(state)
     assert ledger["reports"]["%d:2" % cid][2] == outbox[1][1] and ledger["shc"] == prior["shc"]
+
+
+def eq_config(name, **kw):
+    return config_doc(name, mechanism="olh", eps_milli=2000, params={"g": 4},
+                      domain={"type": "int", "size": 4}, **kw)
+
+
+@pytest.mark.parametrize("client", ["micropython", "c"])
+def test_mac_acks_do_not_depend_on_the_value(broker, tmp_path, client):
+    """Spec §6 with keys: every device (each value) is provisioned with its own ack key; its
+    report is answered by a forged 12-byte ack (ignored) and the MAC'd one (acked, the --once run
+    ends). Log lines, packets (the 28-byte acks included), headers and the ledger are the same
+    for every value."""
+    doc = eq_config("eq-macs", delivery={"ack": True, "retry_s": 30, "retry_max_s": 60})
+    results = observe(client, broker, tmp_path, "macs", doc, None, INT_VALUES,
+                      ack_root=bytes(range(7, 39)))
+    reference = results[json.dumps(INT_VALUES[0])]
+    assert reference["code"] == 0, reference["log"]
+    log = "\n".join(reference["log"])
+    assert "ack-ignored bytes=12" in log and "acked phase=1 status=0" in log, log
+    assert any(p.startswith("Sending PUBLISH") and "(28 bytes)" in p for p in reference["packets"]), \
+        reference["packets"]
+    for value, got in results.items():
+        assert got == reference, "value %s behaves differently from %r" % (value, INT_VALUES[0])
+
+
+@pytest.mark.parametrize("client", ["micropython", "c"])
+def test_binding_and_closed_refusals_do_not_depend_on_the_value(broker, tmp_path, client):
+    """Spec §7.2-§7.3: devices whose ledgers bound the campaign id to another config body are
+    refused (`bound`); devices whose ledgers closed the id, or whose closed_floor is above the
+    config's not_before, are refused (`closed`): the same exit code, log, packets and ledger for
+    every value; nothing published, nothing spent."""
+    doc = eq_config("eq-bound")
+    cid = str(doc["campaign_id"])
+    priors = {"bound": {"spent_milli": 0, "reports": {}, "closed": [], "bound": {cid: "ab" * 16}},
+              "closed": {"spent_milli": 0, "reports": {}, "closed": [[doc["campaign_id"], 5]]},
+              "floor": {"spent_milli": 0, "reports": {}, "closed": [],
+                        "closed_floor": doc["not_before"]}}
+    for label, prior in priors.items():
+        results = observe(client, broker, tmp_path / label, label, doc, None, INT_VALUES, prior=prior)
+        reference = results[json.dumps(INT_VALUES[0])]
+        field = "bound" if label == "bound" else "closed"
+        assert reference["code"] == device_runner.EXIT_REFUSED, reference["log"]
+        assert any(("refused config %s:" % field) in line for line in reference["log"]), reference
+        assert reference["reports"] == [] and reference["spent"] == 0
+        for value, got in results.items():
+            assert got == reference, "%s: value %s behaves differently from %r" % (label, value,
+                                                                                 INT_VALUES[0])

@@ -206,7 +206,8 @@ for job in jobs:
     # the ledger as a restarted device finds it (in memory only: the driver writes no file)
     cid = doc["campaign_id"]
     if job.get("memo_hex") is not None:
-        dev.ledger.reports = {"%d:1" % cid: [1, doc["phases"][0]["eps_milli"], job["memo_hex"]]}
+        eps1 = job.get("memo_eps_milli") or doc["phases"][0]["eps_milli"]
+        dev.ledger.reports = {"%d:1" % cid: [1, eps1, job["memo_hex"]]}
     if job.get("x", -1) >= 0:
         dev.ledger.shc = {"%d" % cid: job["x"]}
     try:
@@ -264,6 +265,19 @@ def phase2_jobs():
                     jobs.append({"config": cfg, "phase2": p2, "value": values[seq % len(values)],
                                  "nonce": seq, "words": [w0], "memo_hex": bytes(body).hex(),
                                  "x": x, "want": {"report": want.hex()}})
+        # a config whose eps1 is not the one the memo was made (and charged) with, e.g. an id
+        # re-signed before bindings existed: phase 2's thresholds come from the memo's eps1
+        eps1, eps2 = (ph["eps_milli"] for ph in cfg["phases"])
+        resigned = copy.deepcopy(cfg)
+        resigned["phases"][0]["eps_milli"] = 4 * eps1
+        for n, (memo, x) in enumerate(phase1_memos(cfg, 4, 7)):
+            t = int.from_bytes(memo[12:16], "little")
+            for w0 in (a - 1, a, b - 1, b):
+                seq += 1
+                want = mech2.reference_phase2({"t": t, "y1": memo[16], "x": x}, [w0], seq)
+                jobs.append({"config": resigned, "phase2": ldpminer.phase2_message(resigned, cands),
+                             "value": [1], "nonce": seq, "words": [w0], "memo_hex": memo.hex(),
+                             "x": x, "memo_eps_milli": eps1, "want": {"report": want.hex()}})
         memo, x = phase1_memos(cfg, 1, 99)[0]
         good = ldpminer.phase2_message(cfg, cands)
         sh_memo = bytearray(memo)
@@ -290,8 +304,9 @@ def run_micropython(jobs, work):
     before = ledger_bytes(state)
     (work / "driver.py").write_text(DRIVER)
     shutil.copy(device_runner.DEVICE_DIR / "tests" / "word_source.py", work / "word_source.py")
-    job_file.write_text(json.dumps([{k: j[k] for k in ("config", "phase2", "value", "nonce", "words",
-                                                       "memo_hex", "x")} for j in jobs]))
+    job_file.write_text(json.dumps([{k: j.get(k) for k in ("config", "phase2", "value", "nonce", "words",
+                                                           "memo_hex", "x", "memo_eps_milli")}
+                                    for j in jobs]))
     proc = subprocess.run([device_runner.micropython_binary(), str(work / "driver.py"), str(job_file),
                            str(out_file), str(state)], env=device_runner.micropython_env(),
                           capture_output=True, text=True, timeout=300)
@@ -304,7 +319,8 @@ def run_c(jobs, sanitize=False):
     binary = build_client(sanitize=sanitize)
     out = []
     for job in jobs:
-        case = {k: job[k] for k in ("config", "phase2", "nonce", "memo_hex", "x") if job[k] is not None}
+        case = {k: job[k] for k in ("config", "phase2", "nonce", "memo_hex", "x", "memo_eps_milli")
+                if job.get(k) is not None}
         proc = subprocess.run([str(binary), "vector", "--case", json.dumps(case), "--words-hex",
                                struct.pack("<%dI" % len(job["words"]), *job["words"]).hex()],
                               capture_output=True, text=True, env=client_env(), timeout=60)
@@ -330,6 +346,15 @@ def test_phase2_jobs_have_teeth():
     # the memo's row is what phase 2 reports (t repeated), for rows across the whole range
     assert all(j["want"]["report"][24:32] == j["memo_hex"][24:32] for j in jobs)
     assert len({j["memo_hex"][24:32] for j in jobs}) > 8
+    # the re-signed configs' own eps1 would give other reports than the memo's eps1 does
+    resigned = [j for j in jobs if j.get("memo_eps_milli")]
+    differ = 0
+    for j in resigned:
+        own = ldpminer.phase2_mechanism(j["config"], j["phase2"]["candidates"])
+        memo = bytes.fromhex(j["memo_hex"])
+        value = {"t": int.from_bytes(memo[12:16], "little"), "y1": memo[16], "x": j["x"]}
+        differ += own.reference_phase2(value, j["words"], j["nonce"]).hex() != j["want"]["report"]
+    assert resigned and differ > 0
 
 
 @pytest.mark.parametrize("client,sanitize", [("micropython", False), ("c", False), ("c", True)],

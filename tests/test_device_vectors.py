@@ -95,9 +95,11 @@ def test_threshold_vectors(device_results):
 
 
 def test_ack_vectors(device_results):
-    """Spec §6: the device accepts exactly the acks acks.json says name its report."""
-    cases = load("acks.json")["matching"]
-    assert device_results["acks"] == [c["matches"] for c in cases]
+    """Spec §6: the device accepts exactly the acks acks.json says name its report; with its
+    ack_key only MAC'd ones whose tag verifies, without one plain acks and MAC'd acks' prefix."""
+    vec = load("acks.json")
+    assert device_results["acks"] == [c["matches"] for c in vec["matching"]]
+    assert device_results["mac_acks"] == [c["matches"] for c in vec["mac"]["matching"]]
 
 
 def test_signature_vectors(device_results):
@@ -107,6 +109,7 @@ def test_signature_vectors(device_results):
     got = device_results["signatures"]
     assert got["rfc8032"] == [True] * len(vec["rfc8032"])
     assert got["signed"] == [c["kind"] for c in vec["signed"]]
+    assert got["body_digests"] == [c["body_digest_hex"] for c in vec["signed"]]  # §7.2 binding
     assert got["verify"] == [c["error"] for c in vec["verify"]]
 
 

@@ -43,6 +43,8 @@ class BoardOptions:
     wifi_password: str = None
     credentials: str = None
     """broker-config's credentials.csv: a client certificate only for its device rows."""
+    ack_root: bytes = None
+    """The fleet's ack root key: each board gets its own ack key from it (ackkeys.py)."""
 
     def check(self):
         if not self.broker_host:
@@ -120,7 +122,7 @@ def parse_value(text):
 def board_identity(device_id: str, options: BoardOptions, login: Login = None,
                    tls: dict = None) -> dict:
     """THE identity.json of a board (device/README.md): id, trusted public keys, ε cap and
-    lifetime budget, broker (host, port, login, TLS files) and Wi-Fi."""
+    lifetime budget, broker (host, port, login, TLS files), Wi-Fi and its own ack key."""
     port = options.broker_port or (8883 if options.broker_ca else 1883)
     broker = {"host": options.broker_host, "port": port}
     if login is not None:
@@ -131,7 +133,7 @@ def board_identity(device_id: str, options: BoardOptions, login: Login = None,
             if options.wifi_ssid else None)
     return device_runner.identity_doc(device_id, options.trusted_keys,
                                       protocol.eps_to_milli(options.eps_cap),
-                                      budget_milli(options.budget), broker, wifi)
+                                      budget_milli(options.budget), broker, wifi, options.ack_root)
 
 
 def _client_certificate(out: Path, device_id: str, options: BoardOptions) -> dict:

@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "ldpfleet.commands.flash",      # flash, provision, device-cert
     "ldpfleet.commands.devices",    # devices silent
     "ldpfleet.commands.configcmd",  # config check
+    "ldpfleet.commands.ackkey",     # ack-key
 ]
 
 

@@ -525,9 +525,10 @@ def mechanism_for_phase(doc: dict, phase: int, fallback: bool = False, **extra):
 
 def make_close(config: dict) -> dict:
     """The close body of a campaign (spec §5.4): published retained on the config topic, so a
-    device that arrives after the close never sees the config and never spends on it."""
+    device that arrives after the close never sees the config and never spends on it. It
+    carries the config's `not_before`, which devices keep with the closed id (spec §7.3)."""
     return {"type": "close", "protocol": protocol.PROTOCOL_VERSION, "campaign": config["campaign"],
-            "campaign_id": config["campaign_id"]}
+            "campaign_id": config["campaign_id"], "not_before": config["not_before"]}
 
 
 def check_close(doc: dict) -> dict:
@@ -540,6 +541,8 @@ def check_close(doc: dict) -> dict:
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
     if not 0 <= _need(doc, "campaign_id", int) < protocol.WORD:
         raise ConfigError("campaign_id", "out of u32 range")
+    if "not_before" in doc:  # optional (closes written before it had none)
+        _need(doc, "not_before", int)
     return doc
 
 

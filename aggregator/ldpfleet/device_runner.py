@@ -65,9 +65,12 @@ def device_sources(src_dir=None):
 
 
 def identity_doc(device_id, trusted_keys, eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
-                 lifetime_budget_milli=DEFAULT_LIFETIME_BUDGET_MILLI, broker=None, wifi=None):
+                 lifetime_budget_milli=DEFAULT_LIFETIME_BUDGET_MILLI, broker=None, wifi=None,
+                 ack_root=None):
     """A device's identity.json: its id, the public keys it trusts (spec §5.2; `trusted_keys`
-    as signing.trusted_set takes them: never a secret), its own ε cap and lifetime budget."""
+    as signing.trusted_set takes them: never a secret), its own ε cap and lifetime budget; with
+    the fleet's `ack_root` key (bytes), `ack_key`: this device's own acknowledgement key (spec
+    §6, ackkeys.device_key: it can forge acks for this device alone)."""
     from .signing import trusted_set
     keys = [k.to_doc() for k in trusted_set(trusted_keys).values()]
     doc = {"device_id": device_id, "trusted_keys": keys,
@@ -76,6 +79,9 @@ def identity_doc(device_id, trusted_keys, eps_cap_milli=DEFAULT_EPS_CAP_MILLI,
         doc["broker"] = dict(broker)
     if wifi:
         doc["wifi"] = dict(wifi)
+    if ack_root is not None:
+        from .ackkeys import device_key
+        doc["ack_key"] = device_key(ack_root, device_id).hex()
     return doc
 
 
@@ -125,7 +131,8 @@ def prepare_device(state_dir, device_id, trusted_keys, value=None, campaign=None
     """Write identity.json (and value.json when `value` or `campaign` is given) into
     `state_dir` and provision the ledger (generation 0) unless one exists. `value`: int or str
     item, or a list of items for set-valued campaigns; `high`: LDPLCM phase-2 decision;
-    `identity`: identity_doc's eps_cap_milli, lifetime_budget_milli, broker. Returns the dir."""
+    `identity`: identity_doc's eps_cap_milli, lifetime_budget_milli, broker, ack_root. Returns
+    the dir."""
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     doc = identity_doc(device_id, trusted_keys, **identity)

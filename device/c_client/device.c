@@ -10,6 +10,7 @@
 #include "lcm_model.h"
 #include "ldp_hash.h"
 #include "ldp_report.h"
+#include "ldp_sha256.h"
 #include "mech.h"
 
 enum { INBOX_KEYS = 0, INBOX_CONFIG = 1, INBOX_PHASE2 = 2 };
@@ -92,6 +93,16 @@ int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_r
     }
     id->eps_cap_milli = cap;
     id->lifetime_budget_milli = budget;
+    key = cJSON_GetObjectItemCaseSensitive(doc, "ack_key");
+    if (key != NULL && !cJSON_IsNull(key)) {
+        if (!cJSON_IsString(key) || strlen(key->valuestring) != 64
+            || ldpc_hex_decode(key->valuestring, id->ack_key, sizeof id->ack_key) != 0) {
+            cJSON_Delete(doc);
+            ldpc_reason_set(why, "ack_key", "ack_key must be 64 hex digits (32 bytes)");
+            return -1;
+        }
+        id->has_ack_key = 1;
+    }
     if (broker_load(doc, &id->broker, why) != 0) {
         cJSON_Delete(doc);
         return -1;
@@ -156,7 +167,7 @@ void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const vo
     uint8_t *copy;
     if (strcmp(topic, dev->topic_ack) == 0) {
         if (dev->n_acks < LDPC_MAX_ACKS) {
-            memcpy(dev->acks[dev->n_acks], payload, len < LDPC_ACK_SIZE ? len : LDPC_ACK_SIZE);
+            memcpy(dev->acks[dev->n_acks], payload, len < LDPC_ACK_MAC_SIZE ? len : LDPC_ACK_MAC_SIZE);
             dev->ack_len[dev->n_acks++] = len;
         }
         return;
@@ -257,8 +268,9 @@ static int64_t int_of(const cJSON *obj, const char *key)
 }
 
 /* Phases of `doc` (checked by ldpc_config_check) this device takes part in: all of them,
- * unless the phases set `sample_rate_ppm` (LDPLCM): then phase 1 iff
- * H(utf8(device_id), salt) % 10^6 < rate, phase 2 otherwise (spec §5). */
+ * unless the phases set `sample_rate_ppm` (LDPLCM, svim): then phase 1 iff
+ * H(utf8(device_id), salt) % 10^6 < rate, phase 2 otherwise (spec §5) -- or, once the device
+ * has reported one phase of the campaign id, that phase alone. */
 static void participating(const struct ldpc_device *dev, const cJSON *doc, int in_phase[3])
 {
     const cJSON *phases = cJSON_GetObjectItemCaseSensitive(doc, "phases"), *ph;
@@ -272,6 +284,13 @@ static void participating(const struct ldpc_device *dev, const cJSON *doc, int i
     in_phase[2] = count == 2;
     if (rate < 0 || count == 1)
         return;
+    /* a phase already reported for this id decides, whatever a config says: never both */
+    if (ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 1)
+        || ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 2)) {
+        in_phase[1] = ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 1);
+        in_phase[2] = !in_phase[1];
+        return;
+    }
     h = ldp_murmur3_32((const uint8_t *)dev->id.device_id, strlen(dev->id.device_id),
                        (uint32_t)int_of(doc, "salt"));
     in_phase[1] = (int64_t)(h % LDPC_PPM) < rate;
@@ -283,8 +302,10 @@ static const cJSON *phase_entry(const cJSON *doc, int phase)
     return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "phases"), phase - 1);
 }
 
-static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, struct ldpc_mech *mech,
-                     struct ldpc_reason *why)
+/* The mechanism of `phase` of `doc`. shc phase 2's thresholds need phase 1's eps (spec §3.1):
+ * `eps1_milli`, what the device's phase-1 memo was made with (unused otherwise). */
+static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, int64_t eps1_milli,
+                     struct ldpc_mech *mech, struct ldpc_reason *why)
 {
     const cJSON *ph = phase_entry(doc, phase);
     const char *name = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
@@ -293,10 +314,9 @@ static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, struc
     cJSON *params = NULL;
     int rc;
     if (phase == 2 && ldp_mechanism_id(name) == LDP_MECHANISM_ID_SHC) {
-        /* shc phase 2's thresholds need phase 1's eps (spec §3.1) */
         params = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(ph, "params"), 1);
         if (params == NULL || !cJSON_IsObject(params)
-            || cJSON_AddNumberToObject(params, "eps1_milli", (double)int_of(phase_entry(doc, 1), "eps_milli")) == NULL) {
+            || cJSON_AddNumberToObject(params, "eps1_milli", (double)eps1_milli) == NULL) {
             cJSON_Delete(params);
             ldpc_reason_set(why, "phases.params", "must be an object");
             return -1;
@@ -467,6 +487,7 @@ static int resend_memo(struct ldpc_device *dev, uint32_t cid, int phase)
 static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *mech, const struct ldpc_input *in)
 {
     uint32_t cid = (uint32_t)int_of(dev->config, "campaign_id"), nonce, *words;
+    struct ldpc_spend spend;
     struct ldpc_reason why;
     size_t len;
     uint8_t *report;
@@ -489,7 +510,15 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     }
     shc_x = ldpc_mech_shc_x(mech, words, report); /* shc phase 1: x goes with the memo (spec §7.4) */
     free(words);
-    if (ldpc_ledger_commit(&dev->ledger, cid, phase, mech->eps_milli, nonce, report, len, shc_x, &why) != 0) {
+    spend.campaign_id = cid;
+    spend.phase = phase;
+    spend.eps_milli = mech->eps_milli;
+    spend.nonce = nonce;
+    spend.report = report;
+    spend.len = len;
+    spend.digest = dev->config_digest; /* the id's first spend binds it (spec §7.2) */
+    spend.shc_bit = shc_x;
+    if (ldpc_ledger_commit(&dev->ledger, &spend, &why) != 0) {
         free(report);
         refuse(dev, "report", &why);
         return;
@@ -504,10 +533,38 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     ldpc_device_enqueue(dev, phase, report, len);
 }
 
+/* Spec §7.2-§7.3 (device.py::check_binding), public inputs only: a closed id, or a config issued
+ * at or before the closed-campaign watermark whose id is not bound (`closed`); a bound id whose
+ * config body digest is not the one it spent under (`bound`). */
+static int check_binding(const struct ldpc_ledger *ledger, const cJSON *doc, const char *digest,
+                         struct ldpc_reason *why)
+{
+    uint32_t cid = (uint32_t)int_of(doc, "campaign_id");
+    const char *bound = ldpc_ledger_bound_digest(ledger, cid);
+    if (ldpc_ledger_is_closed(ledger, cid)) {
+        ldpc_reason_set(why, "closed", "campaign id %lu was closed", (unsigned long)cid);
+        return -1;
+    }
+    if (bound == NULL && ldpc_ledger_below_floor(ledger, int_of(doc, "not_before"))) {
+        ldpc_reason_set(why, "closed", "campaign id %lu was issued (not_before %lld) at or before the "
+                        "closed-campaign watermark %lld", (unsigned long)cid, (long long)int_of(doc, "not_before"),
+                        (long long)ledger->closed_floor);
+        return -1;
+    }
+    if (bound != NULL && strcmp(bound, digest) != 0) {
+        ldpc_reason_set(why, "bound", "campaign id %lu is bound to the config this device reported under "
+                        "(%s); this one differs (%s)", (unsigned long)cid, bound, digest);
+        return -1;
+    }
+    return 0;
+}
+
 /* Every check of device.py::on_config, in its order; 0 and the phase-1 mechanism/input
- * (when this device takes part in phase 1) or -1 with the reason. */
-static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase[3], struct ldpc_mech *mech,
-                         int *have_mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+ * (when this device takes part in phase 1) or -1 with the reason. `digest`: the config
+ * body's (spec §7.2). */
+static int accept_config(struct ldpc_device *dev, const cJSON *doc, const char *digest, int in_phase[3],
+                         struct ldpc_mech *mech, int *have_mech, struct ldpc_input *in, uint32_t **keys,
+                         struct ldpc_reason *why)
 {
     const cJSON *ph;
     int64_t need = 0;
@@ -521,12 +578,10 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase
                         cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring);
         return -1;
     }
-    if (ldpc_ledger_is_closed(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"))) {
-        ldpc_reason_set(why, "closed", "campaign id %lld was closed", (long long)int_of(doc, "campaign_id"));
-        return -1;
-    }
-    participating(dev, doc, in_phase);
     cid = (uint32_t)int_of(doc, "campaign_id");
+    if (check_binding(&dev->ledger, doc, digest, why) != 0)
+        return -1;
+    participating(dev, doc, in_phase);
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
         int64_t eps = int_of(ph, "eps_milli"), number = int_of(ph, "phase");
         if (eps > dev->ledger.eps_cap_milli) {
@@ -544,7 +599,7 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, int in_phase
     }
     if (!in_phase[1] || ldpc_ledger_has(&dev->ledger, cid, 1))
         return 0; /* memo first: a paid phase is re-sent untouched, nothing computed */
-    if (make_mech(doc, 1, NULL, mech, why) != 0)
+    if (make_mech(doc, 1, NULL, 0, mech, why) != 0)
         return -1;
     if (build_input(dev->value, dev->high, doc, mech, in, keys, why) != 0) {
         ldpc_mech_free(mech);
@@ -585,14 +640,31 @@ static void stop_awaiting(struct ldpc_device *dev, const char *why)
     }
 }
 
-/* An ack counts iff 12 bytes, version 2, kind "A", and (phase, campaign_id, nonce) of a report
- * being re-sent; it arrived on our own ack topic (the only one we read). */
+int ldpc_ack_accepts(const struct ldpc_identity *id, const uint8_t *report, size_t report_len,
+                     const uint8_t *ack, size_t len)
+{
+    uint8_t tag[LDP_ACK_TAG_SIZE];
+    int tag_ok = 1;
+    if (id->has_ack_key) {
+        if (len != LDPC_ACK_MAC_SIZE)
+            return 0;
+        ldp_ack_tag(id->ack_key, ack, tag);
+        tag_ok = ldp_ct_equal(tag, ack + LDPC_ACK_SIZE, LDP_ACK_TAG_SIZE);
+    } else if (len != LDPC_ACK_SIZE && len != LDPC_ACK_MAC_SIZE) {
+        return 0;
+    }
+    return tag_ok && ack[0] == LDP_PROTOCOL_VERSION && ack[1] == 0x41 && report_len >= 12 && ack[2] == report[2]
+           && memcmp(report + 4, ack + 4, 8) == 0;
+}
+
+/* Stop re-sending the report an ack names (ldpc_ack_accepts); it arrived on our own ack topic
+ * (the only one we read). */
 static void on_ack(struct ldpc_device *dev, const uint8_t *ack, size_t len)
 {
     struct ldpc_awaiting *a;
-    if (len == LDPC_ACK_SIZE && ack[0] == LDP_PROTOCOL_VERSION && ack[1] == 0x41 && ack[2] >= 1 && ack[2] <= 2) {
+    if ((len == LDPC_ACK_SIZE || len == LDPC_ACK_MAC_SIZE) && ack[2] >= 1 && ack[2] <= 2) {
         a = &dev->awaiting[ack[2]];
-        if (a->data != NULL && a->len >= 12 && memcmp(a->data + 4, ack + 4, 8) == 0) {
+        if (a->data != NULL && ldpc_ack_accepts(&dev->id, a->data, a->len, ack, len)) {
             free(a->data);
             a->data = NULL;
             ldpc_log(dev->id.device_id, "acked", "phase=%d status=%d", ack[2], ack[3]);
@@ -628,12 +700,15 @@ void ldpc_device_resend_due(struct ldpc_device *dev)
     }
 }
 
-/* A signed close of our campaign (spec §5.4): the id goes into the ledger (a replayed config is
- * refused from then on), nothing more is sent; with --once the device is done. */
+/* A signed close (spec §5.4, §7.3; device.py::on_close): the id goes into the ledger with its
+ * not_before (the close's, else the held config's of that id; a replayed config is refused
+ * from then on). A close of the id held (or of any id while none is held) ends the campaign:
+ * nothing more is sent; with --once the device is done. A close of another id is only
+ * recorded: the campaign held goes on. */
 static void on_close(struct ldpc_device *dev, const cJSON *doc)
 {
     struct ldpc_reason why;
-    int64_t cid;
+    int64_t cid, held = -1, not_before = 0;
     if (ldpc_close_check(doc, &why) != 0) {
         refuse(dev, "config", &why);
         return;
@@ -645,8 +720,19 @@ static void on_close(struct ldpc_device *dev, const cJSON *doc)
         refuse(dev, "config", &why);
         return;
     }
-    if (ldpc_ledger_close_campaign(&dev->ledger, (uint32_t)cid, &why) != 0) {
+    if (dev->config != NULL)
+        held = int_of(dev->config, "campaign_id");
+    if (cJSON_GetObjectItemCaseSensitive(doc, "not_before") != NULL)
+        not_before = int_of(doc, "not_before");
+    else if (held == cid)
+        not_before = int_of(dev->config, "not_before");
+    if (ldpc_ledger_close_campaign(&dev->ledger, (uint32_t)cid, not_before, &why) != 0) {
         refuse(dev, "config", &why);
+        return;
+    }
+    if (held >= 0 && held != cid) {
+        ldpc_log(dev->id.device_id, "close-recorded", "campaign_id=%lld (the campaign held, %lld, goes on)",
+                 (long long)cid, (long long)held);
         return;
     }
     while (dev->n_out)
@@ -654,6 +740,7 @@ static void on_close(struct ldpc_device *dev, const cJSON *doc)
     stop_awaiting(dev, NULL);
     cJSON_Delete(dev->config);
     dev->config = NULL;
+    dev->config_digest[0] = '\0';
     ldpc_log(dev->id.device_id, "closed", "campaign_id=%lld", (long long)cid);
     if (dev->once)
         dev->exit_code = LDPC_EXIT_DONE;
@@ -666,14 +753,15 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     struct ldpc_input in;
     uint32_t *keys = NULL;
     int in_phase[3], have_mech = 0;
-    cJSON *doc = ldpc_envelope_verify(payload, len, &dev->id.trusted, &why);
+    char digest[LDPC_BODY_DIGEST_HEX] = "";
+    cJSON *doc = ldpc_envelope_open(payload, len, &dev->id.trusted, digest, &why);
     if (doc != NULL && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "type"))
         && strcmp(cJSON_GetObjectItemCaseSensitive(doc, "type")->valuestring, "close") == 0) {
         on_close(dev, doc);
         cJSON_Delete(doc);
         return;
     }
-    if (doc == NULL || accept_config(dev, doc, in_phase, &mech, &have_mech, &in, &keys, &why) != 0) {
+    if (doc == NULL || accept_config(dev, doc, digest, in_phase, &mech, &have_mech, &in, &keys, &why) != 0) {
         cJSON_Delete(doc);
         keep_kid_refused(dev, INBOX_CONFIG, payload, len, &why);
         refuse(dev, "config", &why);
@@ -683,6 +771,7 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
         memset(dev->delivered, 0, sizeof dev->delivered);
     cJSON_Delete(dev->config);
     dev->config = doc;
+    memcpy(dev->config_digest, digest, sizeof dev->config_digest);
     memcpy(dev->in_phase, in_phase, sizeof in_phase);
     ldpc_log(dev->id.device_id, "accepted", "config campaign_id=%lld phases=%s",
              (long long)int_of(doc, "campaign_id"),
@@ -713,12 +802,12 @@ static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const cJSON *value
         return -1;
     }
     if (listed) {
-        if (make_mech(doc, 2, cands, mech, why) != 0)
+        if (make_mech(doc, 2, cands, 0, mech, why) != 0)
             return -1;
     } else {
         if (ldpc_candidates_parse(&own, cands, why) != 0)
             return -1;
-        if (make_mech(doc, 2, NULL, mech, why) != 0) {
+        if (make_mech(doc, 2, NULL, 0, mech, why) != 0) {
             ldpc_candidates_free(&own);
             return -1;
         }
@@ -734,7 +823,7 @@ static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const cJSON *value
     return 0;
 }
 
-int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const uint8_t *memo, size_t memo_len, int x,
+int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_shc_memo *memo,
                           struct ldpc_mech *mech, struct ldpc_input *in, struct ldpc_reason *why)
 {
     const cJSON *cands = cJSON_GetObjectItemCaseSensitive(p2, "candidates");
@@ -746,9 +835,9 @@ int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const uint8_t *memo
     if (ldpc_candidates_parse(&own, cands, why) != 0) /* checked as for sh, not used */
         return -1;
     ldpc_candidates_free(&own);
-    if (ldpc_shc_memo_input(memo, memo_len, x, in) != 0)
+    if (memo->report == NULL || ldpc_shc_memo_input(memo->report, memo->len, memo->x, in) != 0)
         return 1;
-    return make_mech(doc, 2, NULL, mech, why);
+    return make_mech(doc, 2, NULL, memo->eps1_milli, mech, why);
 }
 
 int ldpc_phase2_is_shc(const cJSON *doc)
@@ -786,7 +875,7 @@ int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int
         return fallback_phase2(doc, value, mech, in, keys, why);
     if (ldpc_mech_set_valued_name(name))
         return ldpminer_phase2(doc, p2, value, mech, in, keys, why);
-    if (make_mech(doc, 2, NULL, mech, why) != 0)
+    if (make_mech(doc, 2, NULL, 0, mech, why) != 0)
         return -1;
     if (build_input(value, caller_high, doc, mech, in, keys, why) != 0) {
         ldpc_mech_free(mech);
@@ -827,10 +916,14 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
     if (rc == 0 && !memo && ldpc_phase2_is_shc(dev->config)) {
         /* shc: the phase-1 memo and the ledger's bit x, never the value (spec §3.1) */
         uint32_t cid = (uint32_t)int_of(dev->config, "campaign_id");
-        size_t len1 = 0;
-        uint8_t *memo1 = ldpc_ledger_memo(&dev->ledger, cid, 1, &len1);
-        rc = ldpc_shc_phase2_input(dev->config, p2, memo1, len1, ldpc_ledger_shc_bit(&dev->ledger, cid), &mech,
-                                   &in, &why);
+        struct ldpc_shc_memo m1;
+        uint8_t *memo1;
+        m1.len = 0;
+        memo1 = ldpc_ledger_memo(&dev->ledger, cid, 1, &m1.len);
+        m1.report = memo1;
+        m1.x = ldpc_ledger_shc_bit(&dev->ledger, cid);
+        m1.eps1_milli = ldpc_ledger_memo_eps(&dev->ledger, cid, 1); /* what phase 1 was charged */
+        rc = ldpc_shc_phase2_input(dev->config, p2, &m1, &mech, &in, &why);
         free(memo1);
         if (rc == 1) { /* no phase-1 report of this campaign: a function of the ledger */
             ldpc_log(dev->id.device_id, "skip", "phase 2 (no shc phase-1 report of this campaign)");

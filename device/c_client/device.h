@@ -46,6 +46,8 @@ struct ldpc_identity {
     struct ldpc_keyset trusted; /* public keys only (spec §5.2) */
     int64_t eps_cap_milli, lifetime_budget_milli;
     struct ldpc_broker broker;
+    uint8_t ack_key[32];        /* this device's acknowledgement key (spec §6), when has_ack_key */
+    int has_ack_key;
 };
 
 struct ldpc_report {
@@ -55,7 +57,8 @@ struct ldpc_report {
     double not_before; /* ldpc_monotonic() seconds: published from then on (spec §6 spread) */
 };
 
-#define LDPC_ACK_SIZE 12
+#define LDPC_ACK_SIZE 12     /* a plain acknowledgement (spec §6) */
+#define LDPC_ACK_MAC_SIZE 28 /* one with its 16-byte tag */
 #define LDPC_MAX_ACKS 8
 
 /* A published report waiting for its acknowledgement (spec §6): re-sent at `due`
@@ -74,6 +77,7 @@ struct ldpc_device {
     cJSON *value;              /* number, string or array of them */
     int high, once, crash_after_commit;
     cJSON *config;             /* the accepted config body */
+    char config_digest[LDPC_BODY_DIGEST_HEX]; /* its digest: a campaign id binds to it (spec §7.2) */
     int in_phase[3];           /* phases of the accepted config this device takes part in */
     int delivered[3];          /* phases whose report got its PUBACK */
     uint8_t *inbox[3];         /* latest keys / config / phase-2 payload not yet processed */
@@ -84,14 +88,15 @@ struct ldpc_device {
     struct ldpc_report outbox[2];
     size_t n_out;
     struct ldpc_awaiting awaiting[3];      /* by phase */
-    uint8_t acks[LDPC_MAX_ACKS][LDPC_ACK_SIZE]; /* received, not yet processed */
+    uint8_t acks[LDPC_MAX_ACKS][LDPC_ACK_MAC_SIZE]; /* received, not yet processed */
     size_t ack_len[LDPC_MAX_ACKS], n_acks;
     int exit_code;             /* LDPC_RUNNING until the device is done */
 };
 
-/* Reads {device_id, trusted_keys, eps_cap_milli, lifetime_budget_milli, broker}; device_id may
- * be missing (then it comes from the command line and id->device_id is empty), so may broker
- * and each of its entries (strings; port an integer in 1..65535). */
+/* Reads {device_id, trusted_keys, eps_cap_milli, lifetime_budget_milli, broker, ack_key};
+ * device_id may be missing (then it comes from the command line and id->device_id is empty), so
+ * may broker and each of its entries (strings; port an integer in 1..65535) and ack_key (64 hex
+ * digits: this device's acknowledgement key, spec §6). */
 int ldpc_identity_load(struct ldpc_identity *id, const char *path, struct ldpc_reason *why);
 
 /* `value_text`: JSON (5, "cpu", [1, 2]) or, if not JSON, the raw string. */
@@ -99,6 +104,13 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
                      const char *campaign, const char *value_text, int high, int once,
                      struct ldpc_reason *why);
 void ldpc_device_free(struct ldpc_device *dev);
+
+/* Spec §6: 1 if `ack` (from the device's own ack topic) acknowledges `report`. With the
+ * identity's ack_key only a 28-byte ack whose tag verifies (constant-time compare); without
+ * one a 12-byte ack or the first 12 bytes of a 28-byte one; then version 2, kind "A" and the
+ * report's (phase, campaign_id, nonce). */
+int ldpc_ack_accepts(const struct ldpc_identity *id, const uint8_t *report, size_t report_len,
+                     const uint8_t *ack, size_t len);
 
 /* Store a received message (the last one per topic wins); process them with process_inbox. */
 void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const void *payload, size_t len);
@@ -136,13 +148,23 @@ int ldpc_device_done(const struct ldpc_device *dev);
 int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
                       struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why);
 
+/* What the ledger holds of an shc campaign's phase 1 (spec §3.1, §7.4): the memoised report
+ * (NULL: none), the bit x (-1: none) and the eps_milli phase 1 was made with and charged. */
+struct ldpc_shc_memo {
+    const uint8_t *report;
+    size_t len;
+    int x;
+    int64_t eps1_milli;
+};
+
 /* shc (spec §3.1): 1 if the accepted config's phase 2 is shc. Its phase-2 input
  * (device.py::_shc_phase2): the phase-2 message's candidates are checked as for sh, not used;
- * the input is the row and sign of the phase-1 memo `memo` and the ledger's bit `x` (-1: none),
- * never the value. 0 with the mechanism (free it) and input, 1 when the memo or the bit is
- * missing (the device skips phase 2, logged), -1 with the reason. */
+ * the input is the row and sign of the phase-1 memo and the ledger's bit x, never the value;
+ * the thresholds use the memo's eps1, never a config's. 0 with the mechanism (free it) and
+ * input, 1 when the memo or the bit is missing (the device skips phase 2, logged), -1 with
+ * the reason. */
 int ldpc_phase2_is_shc(const cJSON *doc);
-int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const uint8_t *memo, size_t memo_len, int x,
+int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_shc_memo *memo,
                           struct ldpc_mech *mech, struct ldpc_input *in, struct ldpc_reason *why);
 
 #endif

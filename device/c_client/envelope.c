@@ -82,18 +82,17 @@ static const struct ldpc_trusted_key *find_key(const struct ldpc_keyset *keys, c
     return NULL;
 }
 
-/* Ed25519 (RFC 8032 §5.1.7) over the 44-byte signed message of `body` (spec §5.1). */
-static int signature_ok(const uint8_t pub[32], const char *body, const uint8_t sig[64])
+/* Ed25519 (RFC 8032 §5.1.7) over the 44-byte signed message of a body whose SHA-256 is
+ * `body_sha256` (spec §5.1). */
+static int signature_ok(const uint8_t pub[32], const uint8_t body_sha256[32], const uint8_t sig[64])
 {
     static const char tag[] = "ldpfleet-v2";
     uint8_t msg[sizeof tag + 32];
-    unsigned int mdlen = 0;
     EVP_PKEY *pkey;
     EVP_MD_CTX *ctx;
     int ok = 0;
     memcpy(msg, tag, sizeof tag); /* 11 bytes + the terminating NUL = the spec's \x00 */
-    if (EVP_Digest(body, strlen(body), msg + sizeof tag, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
-        return 0;
+    memcpy(msg + sizeof tag, body_sha256, 32);
     pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, 32);
     ctx = EVP_MD_CTX_new();
     if (pkey != NULL && ctx != NULL && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pkey) == 1)
@@ -106,9 +105,16 @@ static int signature_ok(const uint8_t pub[32], const char *body, const uint8_t s
 cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const struct ldpc_keyset *keys,
                             struct ldpc_reason *why)
 {
+    return ldpc_envelope_open(payload, len, keys, NULL, why);
+}
+
+cJSON *ldpc_envelope_open(const uint8_t *payload, size_t len, const struct ldpc_keyset *keys,
+                          char body_digest[LDPC_BODY_DIGEST_HEX], struct ldpc_reason *why)
+{
     const struct ldpc_trusted_key *key;
     const cJSON *body, *kid, *sig;
-    uint8_t raw[64];
+    uint8_t raw[64], body_sha256[32];
+    unsigned int mdlen = 0;
     cJSON *env, *doc;
     char *text;
 
@@ -140,14 +146,17 @@ cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const struct ldp
         ldpc_reason_set(why, "kid", "signed by a key this device does not trust");
         return NULL;
     }
-    if (strlen(sig->valuestring) != 128 || ldpc_hex_decode(sig->valuestring, raw, 64) != 0
-        || !signature_ok(key->pub, body->valuestring, raw)) {
+    if (EVP_Digest(body->valuestring, strlen(body->valuestring), body_sha256, &mdlen, EVP_sha256(), NULL) != 1
+        || mdlen != 32 || strlen(sig->valuestring) != 128 || ldpc_hex_decode(sig->valuestring, raw, 64) != 0
+        || !signature_ok(key->pub, body_sha256, raw)) {
         cJSON_Delete(env);
         ldpc_reason_set(why, "sig", "signature does not verify");
         return NULL;
     }
     doc = parse_exact(body->valuestring, strlen(body->valuestring));
     cJSON_Delete(env);
+    if (body_digest != NULL)
+        ldpc_hex_encode(body_sha256, LDPC_BODY_DIGEST_BYTES, body_digest);
     if (doc == NULL) {
         ldpc_reason_set(why, "body", "not JSON");
         return NULL;
@@ -587,7 +596,7 @@ int ldpc_keys_check(const cJSON *doc, struct ldpc_keyset *set, int64_t *serial, 
 int ldpc_close_check(const cJSON *doc, struct ldpc_reason *why)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "campaign");
-    int64_t protocol, cid;
+    int64_t protocol, cid, not_before;
     if (!str_equals(cJSON_GetObjectItemCaseSensitive(doc, "type"), "close")) {
         ldpc_reason_set(why, "type", "not a close message");
         return -1;
@@ -606,6 +615,9 @@ int ldpc_close_check(const cJSON *doc, struct ldpc_reason *why)
         ldpc_reason_set(why, "campaign_id", "out of u32 range");
         return -1;
     }
+    if (cJSON_GetObjectItemCaseSensitive(doc, "not_before") != NULL
+        && !need_int(doc, "not_before", "not_before", &not_before, why))
+        return -1;
     return 0;
 }
 

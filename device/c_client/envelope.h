@@ -33,6 +33,13 @@ int ldpc_keyset_load(struct ldpc_keyset *set, const cJSON *entries, struct ldpc_
 cJSON *ldpc_envelope_verify(const uint8_t *payload, size_t len, const struct ldpc_keyset *keys,
                             struct ldpc_reason *why);
 
+/* The same, also writing the hex of the first 16 bytes of SHA-256 of the signed body (when
+ * `body_digest` is not NULL): what a device binds a campaign id to (spec §7.2). */
+#define LDPC_BODY_DIGEST_BYTES 16
+#define LDPC_BODY_DIGEST_HEX (2 * LDPC_BODY_DIGEST_BYTES + 1)
+cJSON *ldpc_envelope_open(const uint8_t *payload, size_t len, const struct ldpc_keyset *keys,
+                          char body_digest[LDPC_BODY_DIGEST_HEX], struct ldpc_reason *why);
+
 /* Key rotation (spec §5.3): retained on this topic. */
 #define LDPC_KEYS_TOPIC "ldpfleet/keys"
 
@@ -63,7 +70,8 @@ int ldpc_json_int(const cJSON *v, int64_t *out);
 
 uint64_t ldpc_domain_size(const cJSON *config);
 
-/* A signed close body (spec §5.4): 0, or -1 with the field. */
+/* A signed close body (spec §5.4; `not_before` an integer when present): 0, or -1 with the
+ * field. */
 int ldpc_close_check(const cJSON *doc, struct ldpc_reason *why);
 
 /* Item key of a domain item (spec §1): the integer itself, or H(utf8(s), KEY_SEED). */

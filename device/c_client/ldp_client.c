@@ -24,6 +24,10 @@
  *   ldp_client shc-thresholds --eps1 E1 --eps2 E2     (spec §3.1 shc_ok, T1, T_shc_a, T_shc_b)
  *   ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]
  *                                                    (stdin by default; --envelope-only: spec §5.1 only)
+ *   ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]
+ *                                                    (spec §6: "accepted" or "ignored")
+ *   ldp_client replay --state-dir DIR --campaign C --value V --messages FILE
+ *                                                    (the device logic fed [topic, payload]s)
  *
  * Exit codes (as the MicroPython client): 0 done, 1 usage/setup error (including a missing or
  * corrupt ledger: the device stops rather than reset its budget), 2 config refused
@@ -37,6 +41,7 @@
 #include "device.h"
 #include "envelope.h"
 #include "lcm_model.h"
+#include "ldp_bignum.h"
 #include "ldp_report.h"
 #include "ldp_thresholds.h"
 #include "mech.h"
@@ -54,7 +59,10 @@
     "       ldp_client check-model [--model-file F] [--d D]\n" \
     "       ldp_client thresholds --eps-milli E [--n N]...\n" \
     "       ldp_client shc-thresholds --eps1 E1 --eps2 E2\n" \
-    "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n"
+    "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n" \
+    "                                [--print-digest]\n" \
+    "       ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]\n" \
+    "       ldp_client replay --state-dir DIR --campaign C --value V --messages FILE\n"
 
 static int usage(const char *problem)
 {
@@ -374,12 +382,20 @@ static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *i
     return code;
 }
 
+/* `key` of `obj` as an integer, or `fallback` when absent or not one. */
+static int64_t int_or(const cJSON *obj, const char *key, int64_t fallback)
+{
+    int64_t v;
+    return ldpc_json_int(cJSON_GetObjectItemCaseSensitive(obj, key), &v) ? v : fallback;
+}
+
 /* shc phase 2 through the live device's own code (ldpc_shc_phase2_input): the case's
  * "memo_hex" (the phase-1 report, may be absent) and "x" (the ledger's bit, -1 or absent: none)
  * stand for the ledger. No memo or bit prints "skip phase 2" and exits 0. */
 static int shc_device_vector(const cJSON *c, const cJSON *config, const cJSON *p2, const char *hex, uint32_t nonce)
 {
     const cJSON *memo_hex = cJSON_GetObjectItemCaseSensitive(c, "memo_hex");
+    struct ldpc_shc_memo m1;
     struct ldpc_reason why;
     struct ldpc_mech mech;
     struct ldpc_input in;
@@ -394,7 +410,14 @@ static int shc_device_vector(const cJSON *c, const cJSON *config, const cJSON *p
     }
     if (cJSON_GetObjectItemCaseSensitive(c, "x") != NULL && !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "x"), &x))
         return usage("x must be an integer");
-    rc = ldpc_shc_phase2_input(config, p2, len ? memo : NULL, len, (int)x, &mech, &in, &why);
+    m1.report = len ? memo : NULL;
+    m1.len = len;
+    m1.x = (int)x;
+    m1.eps1_milli = int_or(c, "memo_eps_milli",
+                           (int64_t)cJSON_GetObjectItemCaseSensitive(
+                               cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(config, "phases"), 0),
+                               "eps_milli")->valuedouble);
+    rc = ldpc_shc_phase2_input(config, p2, &m1, &mech, &in, &why);
     if (rc == 1) {
         puts("skip phase 2");
         return LDPC_EXIT_DONE;
@@ -540,8 +563,9 @@ static int check_model(int argc, char **argv)
 static int verify_config(int argc, char **argv)
 {
     static const char *const options[] = {"--trusted-keys", "--now", "--payload-file", NULL};
-    static const char *const flags[] = {"--envelope-only", NULL};
+    static const char *const flags[] = {"--envelope-only", "--print-digest", NULL};
     const char *keys_file = opt(argc, argv, "--trusted-keys"), *file = opt(argc, argv, "--payload-file");
+    char digest[LDPC_BODY_DIGEST_HEX] = "";
     struct ldpc_keyset keys;
     struct ldpc_reason why;
     double now = (double)ldpc_unix_now();
@@ -563,7 +587,7 @@ static int verify_config(int argc, char **argv)
     payload = ldpc_read_file(file ? file : "/dev/stdin", &len);
     if (payload == NULL)
         return usage("cannot read the payload");
-    doc = ldpc_envelope_verify((const uint8_t *)payload, len, &keys, &why);
+    doc = ldpc_envelope_open((const uint8_t *)payload, len, &keys, digest, &why);
     free(payload);
     rc = doc == NULL ? -1 : flag(argc, argv, "--envelope-only") ? 0
                                           : ldpc_config_check(doc, (int64_t)now, &why);
@@ -572,52 +596,52 @@ static int verify_config(int argc, char **argv)
         printf("refused %s: %s\n", why.field, why.message);
         return LDPC_EXIT_REFUSED;
     }
-    puts("accepted");
+    if (flag(argc, argv, "--print-digest"))
+        printf("accepted %s\n", digest); /* the binding digest of the body (spec §7.2) */
+    else
+        puts("accepted");
     return LDPC_EXIT_DONE;
 }
 
-/* Decimal digits of hi * 2^64 + lo. */
-static void u128_decimal(uint64_t hi, uint64_t lo, char *out)
+/* Decimal digits of a big integer (at most 155 digits: 512 bits). */
+static void big_decimal(const ldp_big *value, char *out)
 {
-    uint32_t limb[4];
-    char rev[48];
+    ldp_big x = *value;
+    char rev[160];
     int n = 0, i;
-    limb[0] = (uint32_t)(hi >> 32);
-    limb[1] = (uint32_t)hi;
-    limb[2] = (uint32_t)(lo >> 32);
-    limb[3] = (uint32_t)lo;
     do {
-        uint64_t rem = 0;
-        for (i = 0; i < 4; i++) {
-            uint64_t cur = (rem << 32) | limb[i];
-            limb[i] = (uint32_t)(cur / 10);
-            rem = cur % 10;
-        }
-        rev[n++] = (char)('0' + rem);
-    } while (limb[0] | limb[1] | limb[2] | limb[3]);
+        rev[n++] = (char)('0' + ldp_big_div_u32(&x, &x, 10));
+    } while (!ldp_big_is_zero(&x));
     for (i = 0; i < n; i++)
         out[i] = rev[n - 1 - i];
     out[n] = '\0';
 }
 
+/* `thresholds --eps-milli E [--n N]...`: spec §2's E_full, E_half and thresholds as JSON, for
+ * every eps_milli the spec allows (1..64000: E_full reaches 2^157, so E is printed from the
+ * big-integer E of ldp_bignum.h; the thresholds saturate where E outgrows 128 bits). An
+ * eps_milli outside [1, 64000] is refused with the config field, as a device refuses it. */
 static int thresholds(int argc, char **argv)
 {
     static const char *const options[] = {"--eps-milli", "--n", NULL};
     static const char *const flags[] = {NULL};
     double eps_d, n_d;
     uint32_t eps, t_rr, t_q, t_flip, t;
-    uint64_t hi, lo;
-    char full[48], half[48];
+    ldp_big e_full, e_half;
+    char full[160], half[160];
     int i, first = 1;
-    if (!check_args(argc, argv, options, flags) || !parse_number(opt(argc, argv, "--eps-milli"), 1, 4294967295.0, &eps_d))
-        return usage("thresholds needs --eps-milli E");
+    if (!check_args(argc, argv, options, flags) || !parse_number(opt(argc, argv, "--eps-milli"), -9e15, 9e15, &eps_d)
+        || eps_d != (double)(int64_t)eps_d)
+        return usage("thresholds needs --eps-milli E (an integer)");
+    if (eps_d < 1 || eps_d > LDPC_MAX_EPS_MILLI) {
+        printf("refused phases.eps_milli: must be an integer in [1, %d] (spec §2)\n", LDPC_MAX_EPS_MILLI);
+        return LDPC_EXIT_REFUSED;
+    }
     eps = (uint32_t)eps_d;
-    if (ldp_exp_lower(eps, 1000, &hi, &lo) != 0)
+    if (!ldp_big_exp_lower(eps, 1000, &e_full) || !ldp_big_exp_lower(eps, 2000, &e_half))
         return usage("eps_milli out of range");
-    u128_decimal(hi, lo, full);
-    if (ldp_exp_lower(eps, 2000, &hi, &lo) != 0)
-        return usage("eps_milli out of range");
-    u128_decimal(hi, lo, half);
+    big_decimal(&e_full, full);
+    big_decimal(&e_half, half);
     if (ldp_t_rr(eps, &t_rr) != 0 || ldp_t_oue_q(eps, &t_q) != 0 || ldp_t_flip(eps, &t_flip) != 0)
         return usage("eps_milli out of range");
     for (i = 0; i < argc - 1; i++)
@@ -666,6 +690,104 @@ static int shc_thresholds(int argc, char **argv)
 
 #endif /* LDPC_TEST_MODES */
 
+#ifdef LDPC_TEST_MODES
+/* `replay --state-dir DIR --campaign C --value V --messages FILE`: the device's own logic
+ * (device.c, the ledger in DIR) fed a sequence of MQTT messages without a broker: FILE is a JSON
+ * list of [topic, payload text] delivered one at a time, each followed by processing the inbox
+ * and publishing the outbox (each report printed as "report <phase> <hex>", then handed back as
+ * delivered, as the session does after its PUBACK). Randomness as in `run` (the test seam
+ * LDPC_TEST_RANDOM_SEED makes it a known stream). Tests drive both clients through the same
+ * sequences of signed messages (tests/test_privacy_resigning.py). */
+static int replay(int argc, char **argv)
+{
+    static const char *const options[] = {"--state-dir", "--campaign", "--value", "--messages", "--identity", NULL};
+    static const char *const flags[] = {NULL};
+    const char *state_dir = opt(argc, argv, "--state-dir"), *file = opt(argc, argv, "--messages");
+    const char *identity_path = opt(argc, argv, "--identity");
+    struct ldpc_identity id;
+    struct ldpc_device dev;
+    struct ldpc_reason why;
+    char path[4096];
+    const cJSON *msg;
+    cJSON *messages;
+    size_t len;
+    char *text;
+    if (!check_args(argc, argv, options, flags) || state_dir == NULL || file == NULL
+        || opt(argc, argv, "--campaign") == NULL || opt(argc, argv, "--value") == NULL)
+        return usage("replay needs --state-dir DIR --campaign C --value V --messages FILE");
+    if (identity_path == NULL) {
+        snprintf(path, sizeof path, "%s/identity.json", state_dir);
+        identity_path = path;
+    }
+    if (ldpc_identity_load(&id, identity_path, &why) != 0
+        || ldpc_device_init(&dev, &id, state_dir, opt(argc, argv, "--campaign"), opt(argc, argv, "--value"), 0, 0,
+                            &why) != 0) {
+        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_USAGE;
+    }
+    text = ldpc_read_file(file, &len);
+    messages = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    if (!cJSON_IsArray(messages)) {
+        cJSON_Delete(messages);
+        ldpc_device_free(&dev);
+        return usage("--messages FILE must hold a JSON list of [topic, payload]");
+    }
+    cJSON_ArrayForEach(msg, messages) {
+        const cJSON *topic = cJSON_GetArrayItem(msg, 0), *payload = cJSON_GetArrayItem(msg, 1);
+        const struct ldpc_report *r;
+        if (!cJSON_IsString(topic) || !cJSON_IsString(payload))
+            continue;
+        ldpc_device_on_message(&dev, topic->valuestring, payload->valuestring, strlen(payload->valuestring));
+        ldpc_device_process_inbox(&dev);
+        while ((r = ldpc_device_peek(&dev)) != NULL) {
+            int phase = r->phase;
+            size_t n = r->len;
+            char *hex = malloc(2 * n + 1);
+            uint8_t *data;
+            if (hex != NULL) {
+                ldpc_hex_encode(r->data, n, hex);
+                printf("report %d %s\n", phase, hex);
+                free(hex);
+            }
+            data = ldpc_device_pop(&dev);
+            ldpc_device_delivered(&dev, phase, data, n);
+        }
+    }
+    cJSON_Delete(messages);
+    ldpc_device_free(&dev);
+    return LDPC_EXIT_DONE;
+}
+
+/* `ack-check --report-hex H --ack-hex H [--ack-key HEX]`: the device's own decision on one ack
+ * (ldpc_ack_accepts, spec §6): prints "accepted" or "ignored" (the ack vectors). */
+static int ack_check(int argc, char **argv)
+{
+    static const char *const options[] = {"--report-hex", "--ack-hex", "--ack-key", NULL};
+    static const char *const flags[] = {NULL};
+    const char *report_hex = opt(argc, argv, "--report-hex"), *ack_hex = opt(argc, argv, "--ack-hex");
+    const char *key_hex = opt(argc, argv, "--ack-key");
+    struct ldpc_identity id;
+    uint8_t report[256], ack[256];
+    size_t report_len, ack_len;
+    memset(&id, 0, sizeof id);
+    if (!check_args(argc, argv, options, flags) || report_hex == NULL || ack_hex == NULL
+        || strlen(report_hex) % 2 || strlen(ack_hex) % 2 || strlen(report_hex) > 512 || strlen(ack_hex) > 512)
+        return usage("ack-check needs --report-hex H --ack-hex H [--ack-key HEX] (at most 256 bytes each)");
+    report_len = strlen(report_hex) / 2;
+    ack_len = strlen(ack_hex) / 2;
+    if (ldpc_hex_decode(report_hex, report, report_len) != 0 || ldpc_hex_decode(ack_hex, ack, ack_len) != 0)
+        return usage("ack-check: bad hex");
+    if (key_hex != NULL) {
+        if (strlen(key_hex) != 64 || ldpc_hex_decode(key_hex, id.ack_key, sizeof id.ack_key) != 0)
+            return usage("--ack-key must be 64 hex digits");
+        id.has_ack_key = 1;
+    }
+    puts(ldpc_ack_accepts(&id, report, report_len, ack, ack_len) ? "accepted" : "ignored");
+    return LDPC_EXIT_DONE;
+}
+#endif
+
 /* `provision --state-dir DIR`: generation 0 of the ledger (spec §7.4), unless one exists. */
 static int provision(int argc, char **argv)
 {
@@ -700,10 +822,15 @@ int main(int argc, char **argv)
         return thresholds(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "shc-thresholds") == 0)
         return shc_thresholds(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "ack-check") == 0)
+        return ack_check(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "replay") == 0)
+        return replay(argc - 2, argv + 2);
 #else
     if (argc >= 2 && (strcmp(argv[1], "vector") == 0 || strcmp(argv[1], "verify-config") == 0
                       || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0
-                      || strcmp(argv[1], "shc-thresholds") == 0))
+                      || strcmp(argv[1], "shc-thresholds") == 0 || strcmp(argv[1], "ack-check") == 0
+                      || strcmp(argv[1], "replay") == 0))
         return usage("this is a production build: the test modes need `make TEST_MODES=1`");
 #endif
     if (argc >= 2 && strcmp(argv[1], "provision") == 0)

@@ -87,27 +87,96 @@ static const cJSON **sorted_members(const cJSON *obj, size_t *n)
     return sorted;
 }
 
+/* A ledger document as the canonical writer and a commit see it: the members of the ledger,
+ * one of which a commit replaces. */
+struct doc_view {
+    int64_t spent, floor;
+    int has_floor;
+    const cJSON *reports, *closed, *keys, *shc, *bound;
+};
+
+static struct doc_view view_of(const struct ldpc_ledger *l)
+{
+    struct doc_view v;
+    v.spent = l->spent_milli;
+    v.floor = l->closed_floor;
+    v.has_floor = l->has_closed_floor;
+    v.reports = l->reports;
+    v.closed = l->closed;
+    v.keys = l->keys;
+    v.shc = l->shc;
+    v.bound = l->bound;
+    return v;
+}
+
+/* {"<cid>": value, ...} members sorted as strings; `strings`: the values are (checked hex)
+ * strings, else integers. */
+static int put_id_map(struct text *t, const char *name, const cJSON *map, int strings)
+{
+    const cJSON **sorted;
+    size_t n = 0, i;
+    put(t, name);
+    put(t, ":{");
+    sorted = sorted_members(map, &n);
+    if (sorted == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        put(t, i ? ",\"" : "\"");
+        put(t, sorted[i]->string);
+        put(t, "\":");
+        if (strings) {
+            put(t, "\"");
+            put(t, sorted[i]->valuestring);
+            put(t, "\"");
+        } else {
+            put_int(t, (int64_t)sorted[i]->valuedouble);
+        }
+    }
+    free(sorted);
+    put(t, "}");
+    return 0;
+}
+
 /* The canonical JSON of a ledger document (sorted keys, no spaces: Python's
  * json.dumps(doc, sort_keys=True, separators=(",", ":"))), heap string or NULL. */
-static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed, const cJSON *keys,
-                       const cJSON *shc)
+static char *canonical(const struct doc_view *d)
 {
     struct text t = {NULL, 0, 0, 0};
     const cJSON *e, **sorted;
     size_t n = 0, i;
     int first = 1;
-    put(&t, "{\"closed\":[");
-    cJSON_ArrayForEach(e, closed) {
+    put(&t, "{");
+    if (d->bound != NULL) {
+        if (put_id_map(&t, "\"bound\"", d->bound, 1) != 0) {
+            free(t.s);
+            return NULL;
+        }
+        put(&t, ",");
+    }
+    put(&t, "\"closed\":[");
+    cJSON_ArrayForEach(e, d->closed) { /* a bare id, or [id, not_before] */
         if (!first)
             put(&t, ",");
-        put_int(&t, (int64_t)e->valuedouble);
+        if (cJSON_IsArray(e)) {
+            put(&t, "[");
+            put_int(&t, (int64_t)cJSON_GetArrayItem(e, 0)->valuedouble);
+            put(&t, ",");
+            put_int(&t, (int64_t)cJSON_GetArrayItem(e, 1)->valuedouble);
+            put(&t, "]");
+        } else {
+            put_int(&t, (int64_t)e->valuedouble);
+        }
         first = 0;
     }
     put(&t, "]");
-    if (keys != NULL) { /* {"keys":[{"kid","pub"}...],"serial":N}; kid/pub are checked hex */
+    if (d->has_floor) {
+        put(&t, ",\"closed_floor\":");
+        put_int(&t, d->floor);
+    }
+    if (d->keys != NULL) { /* {"keys":[{"kid","pub"}...],"serial":N}; kid/pub are checked hex */
         put(&t, ",\"keys\":{\"keys\":[");
         first = 1;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(keys, "keys")) {
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d->keys, "keys")) {
             put(&t, first ? "{\"kid\":\"" : ",{\"kid\":\"");
             put(&t, cJSON_GetObjectItemCaseSensitive(e, "kid")->valuestring);
             put(&t, "\",\"pub\":\"");
@@ -116,13 +185,13 @@ static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed,
             first = 0;
         }
         put(&t, "],\"serial\":");
-        put_int(&t, (int64_t)cJSON_GetObjectItemCaseSensitive(keys, "serial")->valuedouble);
+        put_int(&t, (int64_t)cJSON_GetObjectItemCaseSensitive(d->keys, "serial")->valuedouble);
         put(&t, ",\"sha256\":\"");
-        put(&t, cJSON_GetObjectItemCaseSensitive(keys, "sha256")->valuestring);
+        put(&t, cJSON_GetObjectItemCaseSensitive(d->keys, "sha256")->valuestring);
         put(&t, "\"}");
     }
     put(&t, ",\"reports\":{");
-    sorted = sorted_members(reports, &n);
+    sorted = sorted_members(d->reports, &n);
     if (sorted == NULL) {
         free(t.s);
         return NULL;
@@ -142,24 +211,15 @@ static char *canonical(int64_t spent, const cJSON *reports, const cJSON *closed,
     }
     free(sorted);
     put(&t, "}");
-    if (shc != NULL) { /* {"<cid>": 0|1, ...}: decimal keys (checked), sorted as strings */
-        put(&t, ",\"shc\":{");
-        sorted = sorted_members(shc, &n);
-        if (sorted == NULL) {
+    if (d->shc != NULL) { /* {"<cid>": 0|1, ...}: decimal keys (checked), sorted as strings */
+        put(&t, ",");
+        if (put_id_map(&t, "\"shc\"", d->shc, 0) != 0) {
             free(t.s);
             return NULL;
         }
-        for (i = 0; i < n; i++) {
-            put(&t, i ? ",\"" : "\"");
-            put(&t, sorted[i]->string);
-            put(&t, "\":");
-            put_int(&t, (int64_t)sorted[i]->valuedouble);
-        }
-        free(sorted);
-        put(&t, "}");
     }
     put(&t, ",\"spent_milli\":");
-    put_int(&t, spent);
+    put_int(&t, d->spent);
     put(&t, "}");
     if (t.failed) {
         free(t.s);
@@ -197,39 +257,80 @@ int ldpc_ledger_keys_valid(const cJSON *keys)
     return 1;
 }
 
-/* The ledger's "shc" (spec §3.1, §7.4): {"<campaign_id>": 0 | 1}, keys decimal u32 without
- * leading zeros. */
+/* A campaign id as an object key: decimal u32 without leading zeros. */
+static int id_key_valid(const char *k)
+{
+    size_t n = strlen(k), i;
+    if (n < 1 || n > 10 || (n > 1 && k[0] == '0'))
+        return 0;
+    for (i = 0; i < n; i++)
+        if (k[i] < '0' || k[i] > '9')
+            return 0;
+    return strtoull(k, NULL, 10) <= 0xffffffffull;
+}
+
+/* The ledger's "shc" (spec §3.1, §7.4): {"<campaign_id>": 0 | 1}. */
 static int shc_valid(const cJSON *shc)
 {
     const cJSON *e;
     if (!cJSON_IsObject(shc))
         return 0;
     cJSON_ArrayForEach(e, shc) {
-        const char *k = e->string;
-        size_t n = strlen(k), i;
         int64_t bit;
-        if (n < 1 || n > 10 || (n > 1 && k[0] == '0') || !ldpc_json_int(e, &bit) || (bit != 0 && bit != 1))
-            return 0;
-        for (i = 0; i < n; i++)
-            if (k[i] < '0' || k[i] > '9')
-                return 0;
-        if (strtoull(k, NULL, 10) > 0xffffffffull)
+        if (!id_key_valid(e->string) || !ldpc_json_int(e, &bit) || (bit != 0 && bit != 1))
             return 0;
     }
     return 1;
 }
 
-/* One generation file: 0 and its gen/spent/reports/closed/keys (detached, caller owns; keys NULL
- * when absent), -1 if it is missing (errno ENOENT) or invalid (any other reason). */
-static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON **reports, cJSON **closed,
-                           cJSON **keys, cJSON **shc)
+/* The ledger's "bound" (spec §7.2): {"<campaign_id>": 32 lowercase hex digits}. */
+static int bound_valid(const cJSON *bound)
+{
+    const cJSON *e;
+    if (!cJSON_IsObject(bound))
+        return 0;
+    cJSON_ArrayForEach(e, bound) {
+        size_t i;
+        if (!id_key_valid(e->string) || !cJSON_IsString(e) || strlen(e->valuestring) != 32)
+            return 0;
+        for (i = 0; i < 32; i++) {
+            char c = e->valuestring[i];
+            if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* A closed entry: a bare campaign id, or [campaign_id, not_before] (integers). */
+static int closed_entry_valid(const cJSON *e)
+{
+    int64_t a, b;
+    if (cJSON_IsArray(e))
+        return cJSON_GetArraySize(e) == 2 && ldpc_json_int(cJSON_GetArrayItem(e, 0), &a)
+               && ldpc_json_int(cJSON_GetArrayItem(e, 1), &b);
+    return ldpc_json_int(e, &a);
+}
+
+/* The members of one generation, owned by the caller (optional ones NULL when absent). */
+struct loaded {
+    int64_t gen, spent, floor;
+    int has_floor;
+    cJSON *reports, *closed, *keys, *shc, *bound;
+};
+
+/* One generation file: 0 and its members (detached into `out`), -1 if it is missing (errno
+ * ENOENT) or invalid (any other reason). */
+static int read_generation(const char *path, struct loaded *out)
 {
     size_t len;
     char *text = ldpc_read_file(path, &len), *canon, hex[65];
-    cJSON *rec, *doc, *rep, *clo, *sum, *entry, *kys, *bits;
+    cJSON *rec, *doc, *rep, *clo, *sum, *entry, *kys, *bits, *bnd, *flr;
+    struct doc_view v;
     int ok;
     if (text == NULL)
         return -1;
+    memset(out, 0, sizeof *out);
     rec = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
     free(text);
     doc = cJSON_GetObjectItemCaseSensitive(rec, "doc");
@@ -238,8 +339,12 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
     sum = cJSON_GetObjectItemCaseSensitive(rec, "sha256");
     kys = cJSON_GetObjectItemCaseSensitive(doc, "keys");
     bits = cJSON_GetObjectItemCaseSensitive(doc, "shc");
-    ok = rec != NULL && (kys == NULL || ldpc_ledger_keys_valid(kys)) && (bits == NULL || shc_valid(bits)) && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), gen) && *gen >= 0
-         && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "spent_milli"), spent) && *spent >= 0
+    bnd = cJSON_GetObjectItemCaseSensitive(doc, "bound");
+    flr = cJSON_GetObjectItemCaseSensitive(doc, "closed_floor");
+    ok = rec != NULL && (kys == NULL || ldpc_ledger_keys_valid(kys)) && (bits == NULL || shc_valid(bits))
+         && (bnd == NULL || bound_valid(bnd)) && (flr == NULL || ldpc_json_int(flr, &out->floor))
+         && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), &out->gen) && out->gen >= 0
+         && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "spent_milli"), &out->spent) && out->spent >= 0
          && cJSON_IsObject(rep) && cJSON_IsArray(clo) && cJSON_IsString(sum);
     if (ok) {
         cJSON_ArrayForEach(entry, rep) {
@@ -250,10 +355,18 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
                   && cJSON_IsString(hx) && strlen(hx->valuestring) % 2 == 0;
         }
         cJSON_ArrayForEach(entry, clo)
-            ok &= cJSON_IsNumber(entry);
+            ok &= closed_entry_valid(entry);
     }
     if (ok) {
-        canon = canonical(*spent, rep, clo, kys, bits);
+        v.spent = out->spent;
+        v.floor = out->floor;
+        v.has_floor = flr != NULL;
+        v.reports = rep;
+        v.closed = clo;
+        v.keys = kys;
+        v.shc = bits;
+        v.bound = bnd;
+        canon = canonical(&v);
         ok = canon != NULL;
         if (ok) {
             sha256_hex(canon, hex);
@@ -266,12 +379,23 @@ static int read_generation(const char *path, int64_t *gen, int64_t *spent, cJSON
         errno = EINVAL;
         return -1;
     }
-    *reports = cJSON_DetachItemViaPointer(doc, rep);
-    *closed = cJSON_DetachItemViaPointer(doc, clo);
-    *keys = kys ? cJSON_DetachItemViaPointer(doc, kys) : NULL;
-    *shc = bits ? cJSON_DetachItemViaPointer(doc, bits) : NULL;
+    out->has_floor = flr != NULL;
+    out->reports = cJSON_DetachItemViaPointer(doc, rep);
+    out->closed = cJSON_DetachItemViaPointer(doc, clo);
+    out->keys = kys ? cJSON_DetachItemViaPointer(doc, kys) : NULL;
+    out->shc = bits ? cJSON_DetachItemViaPointer(doc, bits) : NULL;
+    out->bound = bnd ? cJSON_DetachItemViaPointer(doc, bnd) : NULL;
     cJSON_Delete(rec);
     return 0;
+}
+
+static void loaded_free(struct loaded *g)
+{
+    cJSON_Delete(g->reports);
+    cJSON_Delete(g->closed);
+    cJSON_Delete(g->keys);
+    cJSON_Delete(g->shc);
+    cJSON_Delete(g->bound);
 }
 
 static int write_all(int fd, const char *data, size_t len)
@@ -301,10 +425,10 @@ static void crash_point(const char *step)
 }
 
 /* Generation `gen` of the document into its file (gen mod 2): write, fsync, fsync the dir. */
-static int write_generation(const char *dir, const char *path, int64_t gen, int64_t spent, const cJSON *reports,
-                            const cJSON *closed, const cJSON *keys, const cJSON *shc, struct ldpc_reason *why)
+static int write_generation(const char *dir, const char *path, int64_t gen, const struct doc_view *d,
+                            struct ldpc_reason *why)
 {
-    char *canon = canonical(spent, reports, closed, keys, shc), hex[65], head[48], *rec;
+    char *canon = canonical(d), hex[65], head[48], *rec;
     size_t n;
     int fd, dfd, rc = -1;
     if (canon == NULL) {
@@ -369,7 +493,11 @@ int ldpc_ledger_provision(const char *state_dir, struct ldpc_reason *why)
     } else if (access(p0, F_OK) == 0 || access(p1, F_OK) == 0) {
         rc = 0; /* already provisioned: never overwrite a ledger */
     } else {
-        rc = write_generation(dir, p0, 0, 0, reports, closed, NULL, NULL, why);
+        struct doc_view v;
+        memset(&v, 0, sizeof v);
+        v.reports = reports;
+        v.closed = closed;
+        rc = write_generation(dir, p0, 0, &v, why);
     }
     free(dir);
     free(p0);
@@ -395,30 +523,30 @@ int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_c
         return -1;
     }
     for (i = 0; i < 2; i++) {
-        int64_t gen, spent;
-        cJSON *reports, *closed, *keys, *shc;
-        if (read_generation(l->files[i], &gen, &spent, &reports, &closed, &keys, &shc) != 0) {
+        struct loaded g;
+        if (read_generation(l->files[i], &g) != 0) {
             present |= errno != ENOENT;
             continue;
         }
         present = 1;
-        if (found && gen <= l->gen) {
-            cJSON_Delete(reports);
-            cJSON_Delete(closed);
-            cJSON_Delete(keys);
-            cJSON_Delete(shc);
+        if (found && g.gen <= l->gen) {
+            loaded_free(&g);
             continue;
         }
         cJSON_Delete(l->reports);
         cJSON_Delete(l->closed);
         cJSON_Delete(l->keys);
         cJSON_Delete(l->shc);
-        l->keys = keys;
-        l->shc = shc;
-        l->gen = gen;
-        l->spent_milli = spent;
-        l->reports = reports;
-        l->closed = closed;
+        cJSON_Delete(l->bound);
+        l->keys = g.keys;
+        l->shc = g.shc;
+        l->bound = g.bound;
+        l->gen = g.gen;
+        l->spent_milli = g.spent;
+        l->reports = g.reports;
+        l->closed = g.closed;
+        l->closed_floor = g.floor;
+        l->has_closed_floor = g.has_floor;
         found = 1;
     }
     if (!found) {
@@ -443,6 +571,7 @@ void ldpc_ledger_close(struct ldpc_ledger *l)
     cJSON_Delete(l->closed);
     cJSON_Delete(l->keys);
     cJSON_Delete(l->shc);
+    cJSON_Delete(l->bound);
     memset(l, 0, sizeof *l);
 }
 
@@ -495,60 +624,114 @@ int ldpc_ledger_check(const struct ldpc_ledger *l, int64_t eps_milli, struct ldp
     return 0;
 }
 
-int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,
-                       uint32_t nonce, const uint8_t *report, size_t len, int shc_bit, struct ldpc_reason *why)
+/* Write `v` as the next generation; 0 (l->gen advanced: the caller installs the members it
+ * replaced) or -1 with the reason. */
+static int commit_view(struct ldpc_ledger *l, const struct doc_view *v, struct ldpc_reason *why)
 {
-    char key[32], *hex;
-    cJSON *reports, *entry, *shc = NULL;
     int64_t gen = l->gen + 1;
-    if (ldpc_ledger_check(l, eps_milli, why) != 0)
+    if (write_generation(l->dir, l->files[gen % 2], gen, v, why) != 0)
         return -1;
-    if (ldpc_ledger_has(l, campaign_id, phase)) {
-        ldpc_reason_set(why, "memo", "campaign %lu phase %d already reported", (unsigned long)campaign_id, phase);
+    l->gen = gen;
+    return 0;
+}
+
+/* A copy of an id map with `key` set to `value` (taken), or NULL when out of memory. */
+static cJSON *map_with(const cJSON *map, const char *key, cJSON *value)
+{
+    cJSON *copy = map != NULL ? cJSON_Duplicate(map, 1) : cJSON_CreateObject();
+    if (copy == NULL || value == NULL) {
+        cJSON_Delete(copy);
+        cJSON_Delete(value);
+        return NULL;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(copy, key);
+    cJSON_AddItemToObject(copy, key, value);
+    return copy;
+}
+
+int ldpc_ledger_commit(struct ldpc_ledger *l, const struct ldpc_spend *sp, struct ldpc_reason *why)
+{
+    char key[32], cid[16], *hex;
+    const char *held;
+    cJSON *reports, *entry, *shc = NULL, *bound = NULL;
+    struct doc_view v = view_of(l);
+    if (ldpc_ledger_check(l, sp->eps_milli, why) != 0)
+        return -1;
+    if (ldpc_ledger_has(l, sp->campaign_id, sp->phase)) {
+        ldpc_reason_set(why, "memo", "campaign %lu phase %d already reported", (unsigned long)sp->campaign_id,
+                        sp->phase);
         return -1;
     }
-    memo_key(key, sizeof key, campaign_id, phase);
-    hex = malloc(2 * len + 1);
+    held = ldpc_ledger_bound_digest(l, sp->campaign_id);
+    if (sp->digest == NULL || strlen(sp->digest) != 32 || (held != NULL && strcmp(held, sp->digest) != 0)) {
+        ldpc_reason_set(why, "bound", "campaign id %lu is bound to another config", (unsigned long)sp->campaign_id);
+        return -1;
+    }
+    memo_key(key, sizeof key, sp->campaign_id, sp->phase);
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)sp->campaign_id);
+    hex = malloc(2 * sp->len + 1);
     reports = cJSON_Duplicate(l->reports, 1);
     entry = cJSON_CreateArray();
-    if (shc_bit >= 0) { /* shc phase 1: its bit x in the same generation as the memo (spec §7.4) */
-        char cid[16];
-        shc = l->shc != NULL ? cJSON_Duplicate(l->shc, 1) : cJSON_CreateObject();
-        snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
-        if (shc != NULL) {
-            cJSON_DeleteItemFromObjectCaseSensitive(shc, cid);
-            cJSON_AddItemToObject(shc, cid, cJSON_CreateNumber(shc_bit ? 1 : 0));
-        }
-    }
-    if (hex == NULL || reports == NULL || entry == NULL || (shc_bit >= 0 && shc == NULL)) {
+    if (held == NULL) /* the id's first spend binds it to its config (spec §7.2) */
+        bound = map_with(l->bound, cid, cJSON_CreateString(sp->digest));
+    if (sp->shc_bit >= 0) /* shc phase 1: its bit x in the same generation as the memo (spec §7.4) */
+        shc = map_with(l->shc, cid, cJSON_CreateNumber(sp->shc_bit ? 1 : 0));
+    if (hex == NULL || reports == NULL || entry == NULL || (held == NULL && bound == NULL)
+        || (sp->shc_bit >= 0 && shc == NULL)) {
         free(hex);
         cJSON_Delete(reports);
         cJSON_Delete(entry);
         cJSON_Delete(shc);
+        cJSON_Delete(bound);
         ldpc_reason_set(why, "ledger", "out of memory");
         return -1;
     }
-    ldpc_hex_encode(report, len, hex);
-    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)nonce));
-    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)eps_milli));
+    ldpc_hex_encode(sp->report, sp->len, hex);
+    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)sp->nonce));
+    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)sp->eps_milli));
     cJSON_AddItemToArray(entry, cJSON_CreateString(hex));
     free(hex);
     cJSON_AddItemToObject(reports, key, entry);
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli + eps_milli, reports, l->closed, l->keys,
-                         shc != NULL ? shc : l->shc, why) != 0) {
+    v.spent = l->spent_milli + sp->eps_milli;
+    v.reports = reports;
+    if (shc != NULL)
+        v.shc = shc;
+    if (bound != NULL)
+        v.bound = bound;
+    if (commit_view(l, &v, why) != 0) {
         cJSON_Delete(reports);
         cJSON_Delete(shc);
+        cJSON_Delete(bound);
         return -1;
     }
-    l->gen = gen;
-    l->spent_milli += eps_milli;
+    l->spent_milli = v.spent;
     cJSON_Delete(l->reports);
     l->reports = reports;
     if (shc != NULL) {
         cJSON_Delete(l->shc);
         l->shc = shc;
     }
+    if (bound != NULL) {
+        cJSON_Delete(l->bound);
+        l->bound = bound;
+    }
     return 0;
+}
+
+const char *ldpc_ledger_bound_digest(const struct ldpc_ledger *l, uint32_t campaign_id)
+{
+    char cid[16];
+    const cJSON *d;
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
+    d = l->bound != NULL ? cJSON_GetObjectItemCaseSensitive(l->bound, cid) : NULL;
+    return cJSON_IsString(d) ? d->valuestring : NULL;
+}
+
+int64_t ldpc_ledger_memo_eps(const struct ldpc_ledger *l, uint32_t campaign_id, int phase)
+{
+    const cJSON *entry = entry_of(l, campaign_id, phase);
+    int64_t eps;
+    return entry != NULL && ldpc_json_int(cJSON_GetArrayItem(entry, 1), &eps) ? eps : -1;
 }
 
 int ldpc_ledger_shc_bit(const struct ldpc_ledger *l, uint32_t campaign_id)
@@ -560,36 +743,75 @@ int ldpc_ledger_shc_bit(const struct ldpc_ledger *l, uint32_t campaign_id)
     return bit != NULL && cJSON_IsNumber(bit) ? (bit->valuedouble != 0) : -1;
 }
 
+/* A closed entry's id and not_before (0 for a bare id: written before closes carried it). */
+static uint32_t closed_id(const cJSON *e)
+{
+    return (uint32_t)(cJSON_IsArray(e) ? cJSON_GetArrayItem(e, 0) : e)->valuedouble;
+}
+
+static int64_t closed_not_before(const cJSON *e)
+{
+    return cJSON_IsArray(e) ? (int64_t)cJSON_GetArrayItem(e, 1)->valuedouble : 0;
+}
+
 int ldpc_ledger_is_closed(const struct ldpc_ledger *l, uint32_t campaign_id)
 {
     const cJSON *e;
     cJSON_ArrayForEach(e, l->closed)
-        if (cJSON_IsNumber(e) && (uint32_t)e->valuedouble == campaign_id)
+        if (closed_id(e) == campaign_id)
             return 1;
     return 0;
 }
 
-int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, struct ldpc_reason *why)
+int ldpc_ledger_below_floor(const struct ldpc_ledger *l, int64_t not_before)
 {
-    cJSON *closed;
-    int64_t gen = l->gen + 1;
+    return l->has_closed_floor && not_before <= l->closed_floor;
+}
+
+int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, int64_t not_before,
+                               struct ldpc_reason *why)
+{
+    cJSON *closed, *entry;
+    struct doc_view v = view_of(l);
     if (ldpc_ledger_is_closed(l, campaign_id))
         return 0;
     closed = cJSON_Duplicate(l->closed, 1);
-    if (closed == NULL) {
+    entry = cJSON_CreateArray();
+    if (closed == NULL || entry == NULL) {
+        cJSON_Delete(closed);
+        cJSON_Delete(entry);
         ldpc_reason_set(why, "ledger", "out of memory");
         return -1;
     }
-    cJSON_AddItemToArray(closed, cJSON_CreateNumber((double)campaign_id));
-    while (cJSON_GetArraySize(closed) > LDPC_LEDGER_MAX_CLOSED)
-        cJSON_DeleteItemFromArray(closed, 0);
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, closed, l->keys, l->shc, why) != 0) {
+    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)campaign_id));
+    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)not_before));
+    cJSON_AddItemToArray(closed, entry);
+    while (cJSON_GetArraySize(closed) > LDPC_LEDGER_MAX_CLOSED) {
+        /* evict the lowest not_before (the first such); the watermark rises to it */
+        int i = 0, low = 0;
+        int64_t evicted;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, closed) {
+            if (closed_not_before(e) < closed_not_before(cJSON_GetArrayItem(closed, low)))
+                low = i;
+            i++;
+        }
+        evicted = closed_not_before(cJSON_GetArrayItem(closed, low));
+        cJSON_DeleteItemFromArray(closed, low);
+        if (evicted > 0 && (!v.has_floor || evicted > v.floor)) {
+            v.floor = evicted;
+            v.has_floor = 1;
+        }
+    }
+    v.closed = closed;
+    if (commit_view(l, &v, why) != 0) {
         cJSON_Delete(closed);
         return -1;
     }
-    l->gen = gen;
     cJSON_Delete(l->closed);
     l->closed = closed;
+    l->closed_floor = v.floor;
+    l->has_closed_floor = v.has_floor;
     return 0;
 }
 
@@ -602,7 +824,7 @@ int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key
                          struct ldpc_reason *why)
 {
     cJSON *keys = cJSON_CreateObject(), *list = cJSON_Duplicate(key_list, 1);
-    int64_t gen = l->gen + 1;
+    struct doc_view v;
     if (keys == NULL || list == NULL) {
         cJSON_Delete(keys);
         cJSON_Delete(list);
@@ -617,11 +839,12 @@ int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key
         ldpc_reason_set(why, "keys", "not a valid trusted set");
         return -1;
     }
-    if (write_generation(l->dir, l->files[gen % 2], gen, l->spent_milli, l->reports, l->closed, keys, l->shc, why) != 0) {
+    v = view_of(l);
+    v.keys = keys;
+    if (commit_view(l, &v, why) != 0) {
         cJSON_Delete(keys);
         return -1;
     }
-    l->gen = gen;
     cJSON_Delete(l->keys);
     l->keys = keys;
     return 0;

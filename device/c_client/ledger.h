@@ -2,11 +2,17 @@
  * MicroPython client's (device/ldp/ledger.py), so a state directory means the same thing to both:
  *   <state-dir>/ledger.0, ledger.1: one JSON record each,
  *   {"gen": G, "doc": {...}, "sha256": "<hex SHA-256 of the canonical JSON of doc>"}
- *   doc = {"closed": [cid, ...], "keys": {"keys": [{"kid", "pub"}, ...], "serial": int, "sha256": hex},
+ *   doc = {"bound": {"<campaign_id>": "<32 hex>"}, "closed": [[cid, not_before], ...],
+ *          "closed_floor": int,
+ *          "keys": {"keys": [{"kid", "pub"}, ...], "serial": int, "sha256": hex},
  *          "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
  *          "shc": {"<campaign_id>": 0 | 1}, "spent_milli": int}
  *   ("keys": the last key rotation applied, spec §5.3; absent before the first one. "shc": the
- *   bit x of each shc phase-1 report, spec §3.1, written with its memo; absent before the first)
+ *   bit x of each shc phase-1 report, spec §3.1, written with its memo; absent before the first.
+ *   "bound": the digest of the config each campaign id was first spent under, written with that
+ *   spend, spec §7.2. "closed_floor": the not_before watermark of closed ids evicted from the
+ *   bounded list, spec §7.3. A closed entry written before closes carried not_before is a bare
+ *   id.)
  * A commit writes generation G+1 over the OLDER file (G+1 mod 2), fsyncs it and the directory;
  * nothing is deleted or renamed, so a crash at any point leaves the previous generation intact.
  * At start the valid generation with the highest G wins; none valid (or none at all) is an error:
@@ -29,6 +35,9 @@ struct ldpc_ledger {
     cJSON *closed;  /* array of closed campaign ids */
     cJSON *keys;    /* {"keys": [...], "serial": n} of the last rotation applied, or NULL */
     cJSON *shc;     /* {"<cid>": 0|1}: x of shc phase-1 reports (spec §3.1), or NULL */
+    cJSON *bound;   /* {"<cid>": "<32 hex>"}: config digest of each spent id (spec §7.2), or NULL */
+    int64_t closed_floor; /* spec §7.3 watermark, when has_closed_floor */
+    int has_closed_floor;
 };
 
 /* Writes generation 0 (nothing spent) into `state_dir` unless a ledger file exists there. */
@@ -50,12 +59,22 @@ int ldpc_ledger_has(const struct ldpc_ledger *l, uint32_t campaign_id, int phase
  * (field "eps_cap" or "lifetime_budget"). */
 int ldpc_ledger_check(const struct ldpc_ledger *l, int64_t eps_milli, struct ldpc_reason *why);
 
-/* 1 if `campaign_id` was closed (spec §5.4), else 0. */
+/* 1 if `campaign_id` is in the closed list (spec §5.4), else 0. */
 int ldpc_ledger_is_closed(const struct ldpc_ledger *l, uint32_t campaign_id);
+/* 1 if a config issued at `not_before` is at or below the closed-campaign watermark (§7.3). */
+int ldpc_ledger_below_floor(const struct ldpc_ledger *l, int64_t not_before);
 
-/* Remember a closed campaign id durably (the oldest of LDPC_LEDGER_MAX_CLOSED dropped). */
-int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, struct ldpc_reason *why);
+/* Remember a closed campaign id durably with its not_before (0: unknown). Past
+ * LDPC_LEDGER_MAX_CLOSED entries the one with the lowest not_before is dropped and
+ * closed_floor rises to it (spec §7.3). */
+int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, int64_t not_before,
+                               struct ldpc_reason *why);
 #define LDPC_LEDGER_MAX_CLOSED 64
+
+/* The hex digest (32 digits) of the config `campaign_id` is bound to, or NULL (spec §7.2). */
+const char *ldpc_ledger_bound_digest(const struct ldpc_ledger *l, uint32_t campaign_id);
+/* The eps_milli a memoised campaign phase was reported (and charged) at, or -1. */
+int64_t ldpc_ledger_memo_eps(const struct ldpc_ledger *l, uint32_t campaign_id, int phase);
 
 /* Key rotations (spec §5.3): the serial held (0 before the first), and persisting a new set
  * (`key_list`: the message's list of {kid, pub}) before the device uses it. */
@@ -66,10 +85,24 @@ int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key
 const char *ldpc_ledger_keys_digest(const struct ldpc_ledger *l);
 int ldpc_ledger_keys_valid(const cJSON *keys);
 
+/* One fresh report to commit: its campaign phase, charge, nonce and bytes, the digest (32 hex
+ * digits) of the config it was made under, and for an shc phase-1 report its bit x (else -1). */
+struct ldpc_spend {
+    uint32_t campaign_id;
+    int phase;
+    int64_t eps_milli;
+    uint32_t nonce;
+    const uint8_t *report;
+    size_t len;
+    const char *digest;
+    int shc_bit;
+};
+
 /* Record spend + nonce + report durably; 0 on success (only then may the report be published).
- * `shc_bit` >= 0 (an shc phase-1 report's x, 1 for +1) is recorded in the same generation. */
-int ldpc_ledger_commit(struct ldpc_ledger *l, uint32_t campaign_id, int phase, int64_t eps_milli,
-                       uint32_t nonce, const uint8_t *report, size_t len, int shc_bit, struct ldpc_reason *why);
+ * The id is bound to the spend's digest in the same generation when this is its first spend; a
+ * spend under another digest of a bound id is refused (field "bound"). `shc_bit` >= 0 (an shc
+ * phase-1 report's x, 1 for +1) is recorded in the same generation. */
+int ldpc_ledger_commit(struct ldpc_ledger *l, const struct ldpc_spend *spend, struct ldpc_reason *why);
 
 /* The bit x of this campaign's shc phase-1 report (0 or 1), or -1 if the ledger has none. */
 int ldpc_ledger_shc_bit(const struct ldpc_ledger *l, uint32_t campaign_id);

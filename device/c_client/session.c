@@ -22,6 +22,7 @@ struct session {
     struct ldpc_device *dev;
     const struct ldpc_session_opts *opts;
     int connected;
+    int pending_subacks; /* SUBSCRIBEs of this connection not yet acknowledged */
     int loss_logged; /* the current connection's loss has been logged */
     double backoff;
     struct {
@@ -63,10 +64,23 @@ static void on_connect(struct mosquitto *mosq, void *obj, int rc)
     topics[1] = s->dev->topic_config;
     topics[2] = s->dev->topic_phase2;
     rc = mosquitto_subscribe_multiple(mosq, NULL, 3, (char *const *)topics, 1, 0, NULL);
+    s->pending_subacks = rc == MOSQ_ERR_SUCCESS;
     if (rc == MOSQ_ERR_SUCCESS)
         rc = mosquitto_subscribe(mosq, NULL, s->dev->topic_ack, 0);
+    s->pending_subacks += rc == MOSQ_ERR_SUCCESS;
     if (rc != MOSQ_ERR_SUCCESS)
         ldpc_log(s->dev->id.device_id, "connection-lost", "subscribe: %s", mosquitto_strerror(rc));
+}
+
+static void on_subscribe(struct mosquitto *mosq, void *obj, int mid, int count, const int *granted)
+{
+    struct session *s = obj;
+    (void)mosq;
+    (void)mid;
+    (void)count;
+    (void)granted;
+    if (s->pending_subacks > 0)
+        s->pending_subacks--;
 }
 
 static void on_disconnect(struct mosquitto *mosq, void *obj, int rc)
@@ -205,6 +219,7 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
     mosquitto_disconnect_callback_set(mosq, on_disconnect);
     mosquitto_message_callback_set(mosq, on_message);
     mosquitto_publish_callback_set(mosq, on_publish);
+    mosquitto_subscribe_callback_set(mosq, on_subscribe);
     while (!ldpc_device_done(dev) && !stop_signal && !expired(stop_at)) {
         int rc;
         if (!socket_up) {
@@ -235,8 +250,17 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
         flush(&s, mosq);
     }
     if (socket_up) {
+        /* a clean goodbye whenever the device is done: first read what the broker still owes
+         * (the SUBACKs), so that closing the socket sends FIN and not RST (on which the broker
+         * may drop our DISCONNECT unread: the goodbye would depend on timing), then DISCONNECT
+         * until the socket is closed (at most ~1 s each) */
+        int i;
+        for (i = 0; i < 10 && s.connected && s.pending_subacks > 0; i++)
+            if (mosquitto_loop(mosq, 100, 1) != MOSQ_ERR_SUCCESS)
+                break;
         mosquitto_disconnect(mosq);
-        mosquitto_loop(mosq, 100, 1);
+        for (i = 0; i < 10 && mosquitto_loop(mosq, 100, 1) == MOSQ_ERR_SUCCESS; i++)
+            ;
     }
     mosquitto_destroy(mosq);
     mosquitto_lib_cleanup();

@@ -234,7 +234,8 @@ def check_shc(phases):
 
 
 def check_close(doc):
-    """A close body (spec §5.4; the aggregator's config.check_close)."""
+    """A close body (spec §5.4; the aggregator's config.check_close): `not_before` (the
+    campaign's, optional) an integer when present."""
     if doc.get("type") != "close":
         raise ConfigError("type", "not a close message")
     if doc.get("protocol") != PROTOCOL:
@@ -243,6 +244,8 @@ def check_close(doc):
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}")
     if not 0 <= _need(doc, "campaign_id", int) <= 0xFFFFFFFF:
         raise ConfigError("campaign_id", "out of u32 range")
+    if "not_before" in doc:
+        _need(doc, "not_before", int)
     return doc
 
 

@@ -37,7 +37,8 @@ from .errors import BudgetExceeded, ConfigError
 from .hash import murmur3
 from .ledger import Ledger
 from .mechanisms import LISTED, SET_VALUED, make
-from .report import ACK_SIZE, ack_matches
+from .ack import ACK_MAC_SIZE, ack_accepts, ack_pads
+from .report import ACK_SIZE
 from .sets import candidate_index, trim
 
 EXIT_DONE = const(0)
@@ -63,7 +64,7 @@ class Device:
     """One device taking part in one campaign.
 
     `identity`: {device_id, trusted_keys (public keys only, spec §5.2), eps_cap_milli, lifetime_budget_milli,
-    set_capacity (optional)}.
+    set_capacity (optional), ack_key (optional: this device's acknowledgement key, spec §6)}.
     `value`: the device's item (int or str), a list of items for set-valued campaigns
     (anything else, or an item outside the campaign's domain, reports ⊥, spec §1);
     `high`: LDPLCM phase-2 decision when the phase-2 message carries no model.
@@ -84,6 +85,7 @@ class Device:
         # the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3)
         held = self.ledger.keys
         self.verifier = Verifier(trusted_keys(held["keys"] if held else identity.get("trusted_keys")))
+        self.ack_pads = ack_pads(identity.get("ack_key"))  # spec §6: MAC'd acks only, with a key
         self.kid_refused = {}  # "config"/"phase2" -> payload refused for its key id
         self.last_payload = None
         self.campaign = campaign
@@ -112,6 +114,7 @@ class Device:
         self.awaiting = {}  # phase -> [report, due (ticks_ms), wait (s)]: unacknowledged
         self.outbox = []
         self.config = None
+        self.config_digest = None  # the accepted config body's digest (spec §7.2 binding)
         self.domain = None
         self.domain_of = None
         self.phases = ()  # phases of the accepted config this device takes part in
@@ -180,29 +183,62 @@ class Device:
 
     def participating(self, doc):
         """Phases of `doc` (checked by cfg.check_config) this device takes part in: all of
-        them, unless the phases set `sample_rate_ppm` (LDPLCM): then phase 1 iff
-        H(utf8(device_id), salt) % 10^6 < sample_rate_ppm, phase 2 otherwise (spec §5)."""
+        them, unless the phases set `sample_rate_ppm` (LDPLCM, svim): then phase 1 iff
+        H(utf8(device_id), salt) % 10^6 < sample_rate_ppm, phase 2 otherwise (spec §5) -- or,
+        once it has reported one phase of the campaign id, that phase alone (what it recorded
+        decides, whatever a config of the id says: never both phases)."""
         phases = doc["phases"]
         rates = cfg.sample_rates(phases)
         numbers = [ph["phase"] for ph in phases]
         if not rates or len(phases) == 1:
             return numbers
+        for p in (1, 2):
+            if self.ledger.memo(doc["campaign_id"], p) is not None:
+                return [p]
         data = self.device_id.encode()
         sampled = murmur3(data, len(data), doc["salt"]) % cfg.PPM < rates[0]
         return [1] if sampled else [2]
 
     def on_close(self, doc):
-        """A signed close of our campaign (spec §5.4): remember the id in the ledger (a replayed
-        config of it is refused from then on), send nothing more; `--once` is done."""
+        """A signed close (spec §5.4, §7.3): its id goes into the ledger with its not_before
+        (the close's, else the held config's of that id; a replayed config of it is refused
+        from then on). A close of the id the device holds (or of any id while it holds none)
+        ends the campaign: nothing more is sent, `--once` is done. A close of another id (an
+        older campaign of the same name) is only recorded: the campaign held goes on."""
         if doc["campaign"] != self.campaign:
             raise ConfigError("campaign", "close of campaign %r on our topic" % doc["campaign"])
-        self.ledger.close(doc["campaign_id"])
+        cid = doc["campaign_id"]
+        held = self.config["campaign_id"] if self.config is not None else None
+        not_before = doc.get("not_before")
+        if not_before is None:
+            not_before = self.config["not_before"] if held == cid else 0
+        self.ledger.close(cid, not_before)
+        if held is not None and held != cid:
+            self.log("close-recorded", "campaign_id=%d (the campaign held, %d, goes on)" % (cid, held))
+            return
         self.outbox = []
         self.awaiting = {}
         self.config = None
-        self.log("closed", "campaign_id=%d" % doc["campaign_id"])
+        self.config_digest = None
+        self.log("closed", "campaign_id=%d" % cid)
         if self.once:
             self.exit_code = EXIT_DONE
+
+    def check_binding(self, doc, digest):
+        """Spec §7.2-§7.3, public inputs only: a closed id, or a config issued at or before the
+        closed-campaign watermark whose id this device is not bound to (`closed`); a bound id
+        whose config body is not the one it spent under (`bound`)."""
+        cid = doc["campaign_id"]
+        bound = self.ledger.bound_digest(cid)
+        if self.ledger.is_closed(cid):
+            raise ConfigError("closed", "campaign id %d was closed" % cid)
+        if bound is None and self.ledger.below_floor(doc["not_before"]):
+            raise ConfigError("closed", "campaign id %d was issued (not_before %d) at or before "
+                              "the closed-campaign watermark %d" % (cid, doc["not_before"],
+                                                                   self.ledger.closed_floor))
+        if bound is not None and bound != digest:
+            raise ConfigError("bound", "campaign id %d is bound to the config this device "
+                              "reported under (%s); this one differs (%s)" % (cid, bound, digest))
 
     def on_config(self, payload):
         self.last_payload = payload
@@ -211,11 +247,11 @@ class Device:
             if doc.get("type") == "close":
                 self.on_close(cfg.check_close(doc))
                 return
+            digest = self.verifier.body_digest
             doc = cfg.check_config(doc)
             if doc["campaign"] != self.campaign:
                 raise ConfigError("campaign", "config of campaign %r on our topic" % doc["campaign"])
-            if self.ledger.is_closed(doc["campaign_id"]):
-                raise ConfigError("closed", "campaign id %d was closed" % doc["campaign_id"])
+            self.check_binding(doc, digest)
             phases = self.participating(doc)
             need = 0
             for ph in doc["phases"]:
@@ -237,6 +273,7 @@ class Device:
         if self.config is None or self.config["campaign_id"] != doc["campaign_id"]:
             self.delivered = set()
         self.config = doc
+        self.config_digest = digest
         self.phases = phases
         self.log("accepted", "config campaign_id=%d phases=%s" % (doc["campaign_id"], phases))
         if memo is not None:
@@ -283,7 +320,8 @@ class Device:
         mechanism to the phase-2 `l`; the candidates are required and, for srappor, psgrr and
         psolh, also the items' order (LISTED).
         shc (spec §3.1): the candidates are checked, not used; the input is {"t", "y1", "x"}
-        from the phase-1 memo and the ledger's bit, never the value; (None, None) without them.
+        from the phase-1 memo and the ledger's bit, never the value, and the thresholds use the
+        memo's eps1 (what phase 1 was charged), never a config's; (None, None) without them.
         LDPLCM: {"key", "high"} with high = g(index) >= P of the signed `model`.
         svim's flat branch (`"fallback": true`, spec §5.4): the config's fallback over the whole
         integer domain at the full l, on the untrimmed set."""
@@ -313,14 +351,15 @@ class Device:
 
     def _shc_phase2(self, doc):
         """shc phase 2's mechanism and input {"t", "y1", "x"}: the phase-1 memo's row and sign
-        and the ledger's bit x (spec §3.1, §7.4); (None, None) if either is missing."""
+        and the ledger's bit x (spec §3.1, §7.4), thresholds at the memo's eps1 (the ε phase 1
+        was made with and charged); (None, None) if the memo or the bit is missing."""
         from .shc import memo_input
         cid = doc["campaign_id"]
         memo = self.ledger.memo(cid, 1)
         value = None if memo is None else memo_input(memo[1], self.ledger.shc_bit(cid))
         if value is None:
             return None, None
-        return self._mechanism(doc, 2, {"eps1_milli": doc["phases"][0]["eps_milli"]}), value
+        return self._mechanism(doc, 2, {"eps1_milli": self.ledger.memo_eps_milli(cid, 1)}), value
 
     def _mechanism(self, doc, phase, extra):
         ph = doc["phases"][phase - 1]
@@ -372,7 +411,11 @@ class Device:
         report = mech.report(value, nonce, self.rand)
         # shc phase 1: its bit x goes into the same ledger generation as the memo (spec §7.4)
         bit = mech.x if mech.name == "shc" and phase == 1 else None
-        self.ledger.commit(cid, phase, mech.eps_milli, nonce, report, bit)
+        try:  # binds the id to the config on its first spend (spec §7.2)
+            self.ledger.commit(cid, phase, mech.eps_milli, nonce, report, self.config_digest, bit)
+        except (BudgetExceeded, ConfigError) as exc:
+            self._refuse("report", exc)
+            return
         self.log("spent", "phase=%d eps_milli=%d remaining=%d"
                  % (phase, mech.eps_milli, self.ledger.remaining_milli))
         if self.crash_point == "after-commit":
@@ -424,10 +467,11 @@ class Device:
         return time.ticks_add(time.ticks_ms(), (wait * (32768 + u) * 1000) >> 16)
 
     def on_ack(self, msg):
-        """Stop re-sending the report an ack names: own topic (the subscription), 12 bytes,
+        """Stop re-sending the report an ack names: own topic (the subscription); with an
+        `ack_key`, 28 bytes whose tag verifies, else 12 bytes (or a 28-byte ack's first 12);
         version 2, kind "A", (campaign_id, phase, nonce) of a report being re-sent."""
-        entry = self.awaiting.get(msg[2]) if len(msg) == ACK_SIZE else None
-        if entry is not None and ack_matches(msg, entry[0]):
+        entry = self.awaiting.get(msg[2]) if len(msg) in (ACK_SIZE, ACK_MAC_SIZE) else None
+        if entry is not None and ack_accepts(msg, entry[0], self.ack_pads):
             del self.awaiting[msg[2]]
             self.log("acked", "phase=%d status=%d" % (msg[2], msg[3]))
             return

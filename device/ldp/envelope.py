@@ -6,7 +6,8 @@ Ed25519 signature (RFC 8032, section 5.1.7; ed25519.py) over
 `b"ldpfleet-v2\\x00" || SHA-256(body)` (`sig`), then parses the body (`body`). The device holds
 only public keys. The SHA-256 of envelopes that verified is cached (a few entries), so a
 retained re-delivery costs one hash instead of a signature check; the cache belongs to the
-trusted set and is dropped with it.
+trusted set and is dropped with it. `body_digest` is the hex of the first 16 bytes of SHA-256 of
+the last body opened: what a device binds a campaign id to (spec §7.2).
 """
 import hashlib
 import json
@@ -49,6 +50,7 @@ class Verifier:
     def __init__(self, trusted):
         self.trusted = trusted
         self.cache = []  # SHA-256 digests of envelopes that verified under `trusted`
+        self.body_digest = None  # hex of SHA-256(body)[:16] of the last envelope opened
 
     def set_trusted(self, trusted):
         self.trusted = trusted
@@ -68,17 +70,19 @@ class Verifier:
         if pub is None:
             raise ConfigError("kid", "signed by a key this device does not trust")
         body = env["body"]
+        body_hash = hashlib.sha256(body.encode()).digest()
         if digest not in self.cache:
             try:
                 sig = unhexlify(env["sig"])
             except ValueError:
                 sig = b""
-            message = TAG + hashlib.sha256(body.encode()).digest()
+            message = TAG + body_hash
             if len(sig) != 64 or not ed25519_verify(pub, message, sig):
                 raise ConfigError("sig", "signature does not verify")
             self.cache.append(digest)
             if len(self.cache) > CACHE:
                 self.cache.pop(0)
+        self.body_digest = hexlify(body_hash[:16]).decode()
         try:
             doc = json.loads(body)
         except ValueError as exc:

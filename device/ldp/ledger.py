@@ -15,11 +15,14 @@ Provisioning writes generation 0 (`provision`, the device runner); `ldpfleet fla
 `ledger.init`, which a board adopts only while it has no ledger file at all.
 
 doc: {"spent_milli": int, "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
-      "closed": [campaign_id, ...],
+      "closed": [[campaign_id, not_before], ...], "closed_floor": int,
       "keys": {"serial": int, "keys": [{"kid", "pub"}, ...], "sha256": "<hex of the message>"},
-      "shc": {"<campaign_id>": 0 | 1}}
+      "shc": {"<campaign_id>": 0 | 1}, "bound": {"<campaign_id>": "<32 hex>"}}
 ("keys" appears with the first key rotation the device applies, spec §5.3; "shc" with the first
-`shc` phase-1 report: its bit x, committed with that report's memo, spec §3.1.)
+`shc` phase-1 report: its bit x, committed with that report's memo, spec §3.1; "bound" with the
+first spend: each campaign id's config digest, committed with the id's first spend, spec §7.2;
+"closed_floor" with the first closed id evicted from the bounded list, spec §7.3. A closed entry
+written before closes carried `not_before` is a bare campaign id.)
 """
 import json
 import os
@@ -30,10 +33,11 @@ try:
 except ImportError:  # pragma: no cover - every port we run has it
     sha256 = None
 
-from .errors import BudgetExceeded, LedgerCorrupt, LedgerMissing
+from .errors import BudgetExceeded, ConfigError, LedgerCorrupt, LedgerMissing
 
 FILES = ("ledger.0", "ledger.1")
-MAX_CLOSED = 64  # closed campaign ids remembered (oldest dropped first)
+MAX_CLOSED = 64  # closed ids listed; past it the oldest (lowest not_before) raises closed_floor
+OPTIONAL = ("keys", "shc", "bound", "closed_floor")  # absent until first written
 CRASH_STEP = None  # tests only: (step name) at which `commit` raises SystemExit
 
 
@@ -69,7 +73,9 @@ def _read(path):
         if not isinstance(gen, int) or rec["sha256"] != _digest(doc):
             return None
         doc["spent_milli"], doc["reports"], doc["closed"]  # noqa: B018 (shape check)
-        if not isinstance(doc.get("shc", {}), dict):
+        if not isinstance(doc.get("shc", {}), dict) or not isinstance(doc.get("bound", {}), dict):
+            return None
+        if not isinstance(doc.get("closed_floor", 0), int):
             return None
         return gen, doc
     except (OSError, ValueError, KeyError, TypeError):
@@ -131,6 +137,8 @@ class Ledger:
         self.closed = doc["closed"]
         self.keys = doc.get("keys")  # the last rotation applied (spec §5.3), or None
         self.shc = doc.get("shc")  # {"<campaign_id>": x bit} of shc phase-1 reports, or None
+        self.bound = doc.get("bound")  # {"<campaign_id>": config digest} (spec §7.2), or None
+        self.closed_floor = doc.get("closed_floor")  # spec §7.3 watermark, or None
 
     @staticmethod
     def _adopt_initial(state_dir):
@@ -158,8 +166,25 @@ class Ledger:
         entry = self.reports.get("%d:%d" % (campaign_id, phase))
         return None if entry is None else (entry[0], unhexlify(entry[2]))
 
+    def memo_eps_milli(self, campaign_id, phase):
+        """The eps_milli this campaign phase was reported (and charged) at, or None."""
+        entry = self.reports.get("%d:%d" % (campaign_id, phase))
+        return None if entry is None else entry[1]
+
     def is_closed(self, campaign_id):
-        return campaign_id in self.closed
+        """The id is in the closed list (entries [campaign_id, not_before], or a bare id)."""
+        for entry in self.closed:
+            if (entry[0] if isinstance(entry, list) else entry) == campaign_id:
+                return True
+        return False
+
+    def below_floor(self, not_before):
+        """A config issued at or before the closed-campaign watermark (spec §7.3)."""
+        return self.closed_floor is not None and not_before <= self.closed_floor
+
+    def bound_digest(self, campaign_id):
+        """The digest of the config this id is bound to (its first spend), or None."""
+        return (self.bound or {}).get("%d" % campaign_id)
 
     def check(self, eps_milli):
         """BudgetExceeded unless a fresh report of `eps_milli` fits the device's limits."""
@@ -170,18 +195,18 @@ class Ledger:
             raise BudgetExceeded("lifetime_budget", "eps_milli %d above the remaining budget %d"
                                  % (eps_milli, self.remaining_milli))
 
-    def _commit(self, spent, reports, closed, keys=None, shc=None):
-        keys = keys or self.keys
-        shc = shc or self.shc
-        doc = {"spent_milli": spent, "reports": reports, "closed": closed}
-        if keys is not None:
-            doc["keys"] = keys
-        if shc is not None:
-            doc["shc"] = shc
+    def _commit(self, **changes):
+        """Write the next generation: the current document with `changes` applied."""
+        doc = {"spent_milli": self.spent_milli, "reports": self.reports, "closed": self.closed}
+        for name in OPTIONAL:
+            if getattr(self, name) is not None:
+                doc[name] = getattr(self, name)
+        doc.update(changes)
         write_generation(self.state_dir, self.gen + 1, doc)
         self.gen += 1
-        self.spent_milli, self.reports, self.closed, self.keys = spent, reports, closed, keys
-        self.shc = shc
+        self.spent_milli, self.reports, self.closed = doc["spent_milli"], doc["reports"], doc["closed"]
+        for name in OPTIONAL:
+            setattr(self, name, doc.get(name))
 
     @property
     def keys_serial(self):
@@ -190,31 +215,63 @@ class Ledger:
     def set_keys(self, serial, keys, digest):
         """Persist a key rotation (spec §5.3) and the SHA-256 hex of its message before the
         device uses the new set."""
-        self._commit(self.spent_milli, self.reports, self.closed,
-                     {"serial": serial, "keys": keys, "sha256": digest})
+        self._commit(keys={"serial": serial, "keys": keys, "sha256": digest})
 
-    def commit(self, campaign_id, phase, eps_milli, nonce, report, shc_bit=None):
-        """Record the spend, nonce and report bytes durably (call before publishing); with
+    def commit(self, campaign_id, phase, eps_milli, nonce, report, digest, shc_bit=None):
+        """Record the spend, nonce and report bytes durably (call before publishing). The id is
+        bound to `digest` (hex, its config's, spec §7.2) in the same generation when this is its
+        first spend; a spend under another config of a bound id is refused (`bound`). With
         `shc_bit` (an shc phase-1 report's x, spec §3.1) the same generation records it."""
         self.check(eps_milli)
         key = "%d:%d" % (campaign_id, phase)
         if key in self.reports:
             raise BudgetExceeded("memo", "campaign %s phase already reported" % key)
+        cid = "%d" % campaign_id
+        held = self.bound_digest(campaign_id)
+        if not isinstance(digest, str) or len(digest) != 32:
+            raise ConfigError("bound", "no config digest to bind campaign id %s to" % cid)
+        if held is not None and held != digest:
+            raise ConfigError("bound", "campaign id %s is bound to another config" % cid)
         reports = dict(self.reports)
         reports[key] = [nonce, eps_milli, hexlify(report).decode()]
-        shc = None
+        changes = {"spent_milli": self.spent_milli + eps_milli, "reports": reports}
+        if held is None:
+            bound = dict(self.bound or {})
+            bound[cid] = digest
+            changes["bound"] = bound
         if shc_bit is not None:
             shc = dict(self.shc or {})
-            shc["%d" % campaign_id] = shc_bit
-        self._commit(self.spent_milli + eps_milli, reports, self.closed, shc=shc)
+            shc[cid] = shc_bit
+            changes["shc"] = shc
+        self._commit(**changes)
 
     def shc_bit(self, campaign_id):
         """The x bit of this campaign's shc phase-1 report (spec §3.1), or None."""
         return (self.shc or {}).get("%d" % campaign_id)
 
-    def close(self, campaign_id):
-        """Remember a closed campaign id (spec §5.4): never spent on again."""
-        if campaign_id in self.closed:
+    def close(self, campaign_id, not_before=0):
+        """Remember a closed campaign id with its not_before (spec §5.4, §7.3; 0: unknown):
+        never spent on again. Past MAX_CLOSED entries the one with the lowest not_before is
+        dropped and closed_floor rises to it: configs issued at or before the floor are refused
+        unless their id is bound."""
+        if self.is_closed(campaign_id):
             return
-        closed = (self.closed + [campaign_id])[-MAX_CLOSED:]
-        self._commit(self.spent_milli, self.reports, closed)
+        closed = self.closed + [[campaign_id, not_before]]
+        floor = self.closed_floor
+        while len(closed) > MAX_CLOSED:
+            low = 0
+            for i in range(1, len(closed)):
+                if _not_before(closed[i]) < _not_before(closed[low]):
+                    low = i
+            evicted = _not_before(closed.pop(low))
+            if evicted > 0 and (floor is None or evicted > floor):
+                floor = evicted
+        changes = {"closed": closed}
+        if floor is not None:
+            changes["closed_floor"] = floor
+        self._commit(**changes)
+
+
+def _not_before(entry):
+    """not_before of a closed entry (0 for a bare id, written before closes carried it)."""
+    return entry[1] if isinstance(entry, list) else 0

@@ -4,7 +4,9 @@
 
 Writes {"hash": {...}, "thresholds": [...], "module_file": where ldp.hash came from,
 "acks": [does the ack match the report, per acks.json "matching" case],
-"signatures": {"rfc8032": [verifies?], "signed": [body type], "verify": [refusal field or null]},
+"mac_acks": [does a device with the case's ack_key (or none) accept it, per "mac" "matching" case],
+"signatures": {"rfc8032": [verifies?], "signed": [body type], "body_digests": [binding digest],
+"verify": [refusal field or null]},
 "reports": {mech: [report hex | "error: ..."]}, "enrol": [per enrol_longitudinal.json case (run
 with losue): {state_hex, thresholds, state_bytes, charge_milli} | "error: ..."], "numeric_grid": [grid point per case], "shc_x": [x bit of each shc phase-1 case, None for
 phase 2], "thresholds_shc": [{eps1_milli, eps2_milli, shc_ok[, E2, T1, T_shc_a, T_shc_b]}]}.
@@ -25,7 +27,7 @@ from ldp.ed25519 import verify as ed25519_verify
 from ldp.envelope import Verifier, trusted_keys
 from ldp.errors import ConfigError
 from ldp.numeric_domain import check_numeric_domain, domain_metrics, grid_point
-from ldp.report import ack_matches
+from ldp.ack import ack_accepts, ack_pads
 from word_source import WordSource
 
 
@@ -139,17 +141,19 @@ def signature_results(vec):
             return exc.field
         return None
     mine = [vec["keys"]["trusted"]]
-    signed = []
+    signed, digests = [], []
     for c in vec["signed"]:
-        doc = Verifier(trusted_keys(mine)).open(c["payload"].encode())
+        verifier = Verifier(trusted_keys(mine))
+        doc = verifier.open(c["payload"].encode())
         if doc["type"] == "keys":
             check_keys(doc)
         elif doc["type"] == "config":
             check_config(doc, doc["not_before"])
         signed.append(doc["type"])
+        digests.append(verifier.body_digest)
     return {"rfc8032": [ed25519_verify(unhexlify(c["public_hex"]), unhexlify(c["message_hex"]),
                                        unhexlify(c["signature_hex"])) for c in vec["rfc8032"]],
-            "signed": signed,
+            "signed": signed, "body_digests": digests,
             "verify": [field(c["trusted"], c["payload"]) for c in vec["verify"]]}
 
 
@@ -161,8 +165,11 @@ def main(argv):
         result["thresholds"] = threshold_results(json.load(f))
     result["module_file"] = ldp.hash.__file__
     with open(vdir + "/acks.json") as f:
-        result["acks"] = [ack_matches(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]))
-                          for c in json.load(f)["matching"]]
+        acks = json.load(f)
+    result["acks"] = [ack_accepts(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]), None)
+                      for c in acks["matching"]]
+    result["mac_acks"] = [ack_accepts(unhexlify(c["ack_hex"]), unhexlify(c["report_hex"]),
+                                      ack_pads(c["key_hex"])) for c in acks["mac"]["matching"]]
     with open(vdir + "/signatures.json") as f:
         result["signatures"] = signature_results(json.load(f))
     if "losue" in argv[2:]:

@@ -46,7 +46,57 @@ def ack_cases() -> dict:
                 (b"", False)]
     return {"acks": acks,
             "matching": [{"report_hex": reports[0].hex(), "ack_hex": a.hex(), "matches": m}
-                         for a, m in matching]}
+                         for a, m in matching],
+            "mac": mac_ack_cases(reports)}
+
+
+def mac_ack_cases(reports) -> dict:
+    """acks.json "mac" (spec §6): the key derivations from a fleet root key (a device id, and a
+    load generator's "L/id" under its login's key), the 28-byte MAC'd ack of each report, and
+    what a device with its key, or without one, does with MAC'd, plain and forged acks."""
+    from ldpfleet import ackkeys
+    root = bytes(range(100, 132))
+    devices = ["dev-7", "gen1/sim-3", "a"]
+    keys = [{"device": d, "key_hex": ackkeys.device_key(root, d).hex()} for d in devices]
+    keys[1]["login_key_hex"] = ackkeys.login_key(root, "gen1").hex()
+    key = ackkeys.device_key(root, "dev-7")
+    other = ackkeys.device_key(root, "dev-8")
+    signed = [{"device": d, "ack_hex": protocol.ack_for(r, s).hex(),
+               "mac_ack_hex": ackkeys.mac_ack(ackkeys.device_key(root, d),
+                                              protocol.ack_for(r, s)).hex()}
+              for d, r, s in zip(devices, reports, (0, 1, 2))]
+    report = reports[0]
+    plain = protocol.ack_for(report, protocol.ACK_ACCEPTED)
+    good = ackkeys.mac_ack(key, plain)
+
+    def flip(data, pos):
+        out = bytearray(data)
+        out[pos] ^= 1
+        return bytes(out)
+
+    cases = [  # (case, ack, the device's key or None, counts)
+        ("mac, right key", good, key, True),
+        ("mac of status rejected", ackkeys.mac_ack(key, protocol.ack_for(report, 2)), key, True),
+        ("plain 12 bytes to a keyed device", plain, key, False),
+        ("first tag byte flipped", flip(good, 12), key, False),
+        ("last tag byte flipped", flip(good, 27), key, False),
+        ("another device's key", ackkeys.mac_ack(other, plain), key, False),
+        ("tag of the ack, nonce changed", good[:11] + bytes([good[11] ^ 1]) + good[12:], key, False),
+        ("another report, rightly tagged", ackkeys.mac_ack(key, protocol.ack_for(reports[1], 0)),
+         key, False),
+        ("27 bytes", good[:27], key, False),
+        ("29 bytes", good + b"\0", key, False),
+        ("zero tag", plain + bytes(16), key, False),
+        ("mac to a device without a key", good, None, True),
+        ("forged tag to a device without a key", plain + bytes(16), None, True),
+        ("plain to a device without a key", plain, None, True),
+        ("27 bytes to a device without a key", good[:27], None, False),
+        ("29 bytes to a device without a key", good + b"\0", None, False),
+    ]
+    return {"root_hex": root.hex(), "keys": keys, "acks": signed,
+            "matching": [{"case": c, "report_hex": report.hex(), "ack_hex": a.hex(),
+                          "key_hex": k.hex() if k is not None else None, "matches": m}
+                         for c, a, k, m in cases]}
 
 
 def _flip_hex(text: str, i: int) -> str:
@@ -97,6 +147,8 @@ def signature_cases() -> dict:
         body = json.loads(payload)["body"]
         signed.append({"kind": kind, "body": body, "signed_message_hex":
                        (b"ldpfleet-v2\x00" + hashlib.sha256(body.encode()).digest()).hex(),
+                       # what a device binds a campaign id to (spec §7.2)
+                       "body_digest_hex": hashlib.sha256(body.encode()).digest()[:16].hex(),
                        "payload": payload.decode()})
     good = json.loads(signed[0]["payload"])
     there = json.loads(config.sign(elsewhere, key))

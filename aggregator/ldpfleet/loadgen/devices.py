@@ -104,6 +104,8 @@ class RealDevices:
     wait: float = 60.0
     binary: str = None
     """The C client binary (default `c_client_binary()`)."""
+    ack_root: bytes = None
+    """The fleet's ack root key: each device is provisioned with its own ack key (spec §6)."""
     acked: int = 0
     """After `run`: how many devices logged the aggregator's acknowledgement."""
 
@@ -162,7 +164,8 @@ class RealDevices:
                 value = self.dist.value(indices[i])
                 state = device_runner.prepare_device(os.path.join(root, ids[i]), ids[i],
                                                      self.trusted_keys, value=value,
-                                                     campaign=doc["campaign"], broker=self._login(i))
+                                                     campaign=doc["campaign"], broker=self._login(i),
+                                                     ack_root=self.ack_root)
                 running.append((i, _DeviceProcess(ids[i], self._launch(state, value), phase,
                                                   acknowledged(doc))))
             deadline = time.monotonic() + self.wait

@@ -62,6 +62,12 @@ class FleetOptions:
     """[(username, password)] of provisioned devices for the real devices (MicroPython first,
     then C): needed when the load generator logs in (a broker-config broker binds a client id
     to its login, so the devices cannot share the load generator's)."""
+    ack_root: bytes = None
+    """The fleet's ack root key (`fleet --ack-key`): the simulated devices take only acks MAC'd
+    under their keys (spec §6) and the real devices are provisioned with theirs."""
+    ack_login_key: bytes = None
+    """Instead, the key of the generator's own login (`fleet --ack-login-key`, `ack-key
+    login`): enough to check the acks of its simulated devices <login>/<id>."""
 
     def check(self, broker: mqtt.BrokerSettings):
         if broker.tls and broker.cafile is None and (self.micropython or self.c_clients):
@@ -81,6 +87,9 @@ class FleetOptions:
             raise ValueError("rate must be > 0, got %r" % self.rate)
         if self.set_size is not None and self.set_size < 1:
             raise ValueError("set_size must be >= 1, got %r" % self.set_size)
+        if self.ack_login_key is not None and (self.ack_root is not None or not broker.username):
+            raise ConfigError("ack_login_key", "a login's ack key checks the acks of that login's "
+                              "simulated devices: give it with --username (and without --ack-key)")
 
     def device_prefix(self, seed: int) -> str:
         """`--id-prefix`, else `sim<seed>`: the same seed, the same devices."""
@@ -203,7 +212,7 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
                     mine, logins = logins[:count], logins[count:]
                 devices = RealDevices(kind, broker, view, distribution, trusted_keys, id_prefix,
                                       logins=mine, workdir=opts.workdir, binary=c_client,
-                                      wait=wait)
+                                      wait=wait, ack_root=opts.ack_root)
                 indices = draw_indices(count, distribution, rng, set_size)
                 real.append((kind, count, (devices, pool.submit(devices.run, indices))))
         device_ids = simulated_device_ids(opts.devices, path_prefix)
@@ -214,7 +223,8 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
         tracker = None
         try:
             if campaign_config.acknowledged(view.config):
-                tracker = AckTracker(campaign, path_prefix, reports, chosen)
+                tracker = AckTracker(campaign, path_prefix, reports, chosen,
+                                     ack_root=opts.ack_root, ack_login_key=opts.ack_login_key)
                 publisher.subscribe(tracker.topic_filter, tracker.on_message)
             schedule = DeviceSchedule(opts.devices, chosen, delivery, np.random.default_rng(),
                                       time.monotonic())

@@ -189,14 +189,16 @@ class ReportBatch:
 
 class AckBatch:
     """The spec §6 acknowledgements of a committed batch: `topics` (uint8) with per ack
-    `topic_off`/`topic_len`, and `payloads` ((n, 12) uint8). `packets(version)` is them as QoS 0
+    `topic_off`/`topic_len` and the device id's offset in it (`device_off`: the topic's tail),
+    and `payloads` ((n, 12) uint8, or (n, 28) once `tagged`). `packets(version)` is them as QoS 0
     PUBLISH packets, built in one C call (`ldp_mqtt_build_publishes`)."""
 
-    def __init__(self, topics=None, topic_off=None, topic_len=None, payloads=None):
+    def __init__(self, topics=None, topic_off=None, topic_len=None, payloads=None, device_off=None):
         self.topics = np.zeros(0, np.uint8) if topics is None else topics
         self.topic_off = np.zeros(0, np.uint32) if topic_off is None else topic_off
         self.topic_len = np.zeros(0, np.uint32) if topic_len is None else topic_len
         self.payloads = np.zeros((0, protocol.ACK_SIZE), np.uint8) if payloads is None else payloads
+        self.device_off = self.topic_off if device_off is None else device_off
 
     def __len__(self):
         return self.topic_off.shape[0]
@@ -212,8 +214,9 @@ class AckBatch:
         rows = np.empty((idx.size, width), np.uint8)  # prefix + device, padded to one width
         rows[:, :plen] = np.frombuffer(prefix, np.uint8)
         rows[:, plen:] = batch.gather(doff, dlen, idx, width - plen)
-        return cls(rows.ravel(), (np.arange(idx.size, dtype=np.uint32) * np.uint32(width)),
-                   (plen + dev_len).astype(np.uint32), np.ascontiguousarray(payloads, np.uint8))
+        topic_off = np.arange(idx.size, dtype=np.uint32) * np.uint32(width)
+        return cls(rows.ravel(), topic_off, (plen + dev_len).astype(np.uint32),
+                   np.ascontiguousarray(payloads, np.uint8), topic_off + np.uint32(plen))
 
     @classmethod
     def concat(cls, parts) -> "AckBatch":
@@ -224,7 +227,19 @@ class AckBatch:
         return cls(np.concatenate([p.topics for p in parts]),
                    np.concatenate([p.topic_off + np.uint32(s) for p, s in zip(parts, shift)]),
                    np.concatenate([p.topic_len for p in parts]),
-                   np.concatenate([p.payloads for p in parts]))
+                   np.concatenate([p.payloads for p in parts]),
+                   np.concatenate([p.device_off + np.uint32(s) for p, s in zip(parts, shift)]))
+
+    def tagged(self, root: bytes) -> "AckBatch":
+        """The same acknowledgements MAC'd under the ack root key (spec §6: 28 bytes each, the
+        tag under each topic's device key), computed in one C call."""
+        from ..ackkeys import sign_batch
+        if len(self) == 0 or self.payloads.shape[1] != protocol.ACK_SIZE:
+            return self
+        dev_len = self.topic_off + self.topic_len - self.device_off
+        return AckBatch(self.topics, self.topic_off, self.topic_len,
+                        sign_batch(root, self.topics, self.device_off, dev_len, self.payloads),
+                        self.device_off)
 
     def pairs(self) -> list:
         """(topic str, payload bytes) of every acknowledgement (tests, logs)."""
@@ -236,11 +251,12 @@ class AckBatch:
         n = len(self)
         if n == 0:
             return b""
-        cap = int(self.topic_len.sum()) + n * (protocol.ACK_SIZE + 12)
+        width = int(self.payloads.shape[1])
+        cap = int(self.topic_len.sum()) + n * (width + 12)
         out = np.empty(cap, np.uint8)
         size = lib.ldp_mqtt_build_publishes(
             ffi.from_buffer("uint8_t[]", self.topics), _u32(self.topic_off), _u32(self.topic_len),
-            ffi.from_buffer("uint8_t[]", self.payloads), protocol.ACK_SIZE, n, 0, version,
+            ffi.from_buffer("uint8_t[]", np.ascontiguousarray(self.payloads)), width, n, 0, version,
             ffi.NULL, ffi.from_buffer("uint8_t[]", out), cap)
         if size < 0:
             raise ValueError("acknowledgements not encodable: %s"

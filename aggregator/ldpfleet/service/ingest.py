@@ -137,6 +137,10 @@ class IngestOptions:
     max_devices_per_login: int = DEFAULT_MAX_DEVICES_PER_LOGIN
     """New device ids one load-generator login may bring into a campaign phase (0: no bound;
     login_bound.py)."""
+    ack_key: bytes = None
+    """The fleet's ack root key (`serve --ack-key FILE`, ackkeys.py): acknowledgements are MAC'd
+    (28 bytes, spec §6), so only the aggregator can stop a device's re-sends; None: plain
+    12-byte acknowledgements (warned about once at start)."""
 
 
 class BoundedLog:
@@ -220,6 +224,8 @@ class Ingestor:
             messages = ReportBatch.from_pairs(messages)
         counts = self.folder.process(messages)
         self.acks = self.folder.acks
+        if self.options.ack_key is not None:
+            self.acks = self.acks.tagged(self.options.ack_key)
         return counts
 
     @property
