@@ -162,10 +162,10 @@ class KeySet:
         self.kinds = bytearray(n)
 
     @classmethod
-    def of(cls, keys):
-        """A KeySet of a list of u32 keys (its distinct ones, first occurrence order kept):
-        the mechanisms' list form (vectors, tests); allocates."""
-        ks = cls(max(1, len(keys)))
+    def of(cls, keys, n=1):
+        """A KeySet of a list of u32 keys (its distinct ones, first occurrence order kept) in
+        max(n, len(keys)) slots: the mechanisms' list form (vectors, tests); allocates."""
+        ks = cls(max(n, len(keys)))
         for j, k in enumerate(keys):
             ks.keys[j] = k
             ks.kinds[j] = 1
