@@ -20,6 +20,17 @@ static uint32_t sampled_index(uint32_t w0, uint64_t s, uint32_t l)
     return ldp_bucket_inline(w0, big);
 }
 
+void ldp_sh_body(uint32_t key, uint32_t real, uint32_t salt, uint32_t m, uint32_t t_rr,
+                 const uint32_t *w, uint8_t *o)
+{
+    uint32_t t = ldp_bucket_inline(w[1], m);
+    uint32_t phi_plus = ldp_hash_mixed(ldp_key_mix(key), salt + t) < SH_HALF;
+    uint32_t keep = w[2] < t_rr;
+    uint32_t plus = ldp_select(real, phi_plus == keep, w[2] < SH_HALF);
+    put_le32(o, t);
+    o[4] = (uint8_t)plus;
+}
+
 void ldp_sh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
                     uint32_t salt, uint32_t m, uint32_t t_rr, const uint32_t *words,
                     uint8_t *out, size_t stride)
@@ -27,24 +38,10 @@ void ldp_sh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uin
     size_t u;
     for (u = 0; u < n; u++) {
         const uint32_t *w = words + 3 * u;
-        uint8_t *o = out + u * stride;
         uint64_t s = offsets[u + 1] - offsets[u];
         uint32_t i = sampled_index(w[0], s, l);
-        uint32_t t = ldp_bucket_inline(w[1], m);
-        unsigned plus;
-        if ((uint64_t)i >= s) {
-            plus = w[2] < SH_HALF;
-        } else {
-            uint32_t h = ldp_hash_mixed(ldp_key_mix(keys[offsets[u] + i]), salt + t);
-            unsigned phi_plus = h < SH_HALF;
-            unsigned keep = w[2] < t_rr;
-            plus = phi_plus == keep;
-        }
-        o[0] = (uint8_t)(t & 0xffu);
-        o[1] = (uint8_t)((t >> 8) & 0xffu);
-        o[2] = (uint8_t)((t >> 16) & 0xffu);
-        o[3] = (uint8_t)(t >> 24);
-        o[4] = (uint8_t)plus;
+        uint32_t real = (uint64_t)i < s;
+        ldp_sh_body(real ? keys[offsets[u] + i] : 0u, real, salt, m, t_rr, w, out + u * stride);
     }
 }
 
@@ -151,6 +148,12 @@ void ldp_srappor_sort_candidates(const uint32_t *candidates, uint32_t kc, uint32
     }
 }
 
+void ldp_srappor_body(uint32_t c, uint32_t kc, uint32_t t_flip, const uint32_t *w, uint8_t *o)
+{
+    ldp_flip_bitmap(w + 1, kc + 1, t_flip, o);
+    o[c >> 3] ^= (uint8_t)(1u << (c & 7u));
+}
+
 void ldp_srappor_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
                          const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
                          uint32_t t_flip, const uint32_t *words, uint8_t *out, size_t stride)
@@ -158,14 +161,12 @@ void ldp_srappor_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n
     size_t u, per_user = (size_t)kc + 2;
     for (u = 0; u < n; u++) {
         const uint32_t *w = words + u * per_user;
-        uint8_t *o = out + u * stride;
         uint64_t s = offsets[u + 1] - offsets[u];
         uint32_t i = sampled_index(w[0], s, l);
         uint32_t bit = kc;
         if ((uint64_t)i < s)
             bit = candidate_bit(cand_sorted, cand_index, kc, keys[offsets[u] + i]);
-        ldp_flip_bitmap(w + 1, kc + 1, t_flip, o);
-        o[bit >> 3] ^= (uint8_t)(1u << (bit & 7u));
+        ldp_srappor_body(bit, kc, t_flip, w, out + u * stride);
     }
 }
 
@@ -196,6 +197,12 @@ static uint32_t ps_index(const uint32_t *keys, const uint64_t *offsets, size_t u
     return candidate_bit(cand_sorted, cand_index, kc, key);
 }
 
+void ldp_psgrr_body(uint32_t c, uint32_t kc, uint32_t t_keep, const uint32_t *w, uint8_t *o)
+{
+    uint32_t r = ldp_bucket_inline(w[2], kc);
+    put_le32(o, ldp_select(w[1] < t_keep, c, r + (r >= c)));
+}
+
 void ldp_psgrr_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
                        const uint32_t *cand_sorted, const uint32_t *cand_index, uint32_t kc,
                        uint32_t t_keep, const uint32_t *words, uint8_t *out, size_t stride)
@@ -203,13 +210,21 @@ void ldp_psgrr_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, 
     size_t u;
     for (u = 0; u < n; u++) {
         const uint32_t *w = words + 3 * u;
-        uint32_t y = ps_index(keys, offsets, u, w[0], l, cand_sorted, cand_index, kc);
-        if (w[1] >= t_keep) {
-            uint32_t r = ldp_bucket_inline(w[2], kc);
-            y = r + (r >= y ? 1u : 0u);
-        }
-        put_le32(out + u * stride, y);
+        uint32_t c = ps_index(keys, offsets, u, w[0], l, cand_sorted, cand_index, kc);
+        ldp_psgrr_body(c, kc, t_keep, w, out + u * stride);
     }
+}
+
+void ldp_psolh_body(uint32_t key, uint32_t real, uint32_t g, uint32_t t_keep, const uint32_t *w,
+                    uint8_t *o)
+{
+    uint32_t v = ldp_bucket_inline(ldp_hash_key(key, w[1]), g);
+    uint32_t r = ldp_bucket_inline(w[3], g - 1u);
+    uint32_t held = ldp_select(w[2] < t_keep, v, r + (r >= v));
+    uint32_t y = ldp_select(real, held, ldp_bucket_inline(w[3], g));
+    put_le32(o, w[1]);
+    o[4] = (uint8_t)y;
+    o[5] = (uint8_t)(y >> 8);
 }
 
 void ldp_psolh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
@@ -220,25 +235,12 @@ void ldp_psolh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, 
     size_t u;
     for (u = 0; u < n; u++) {
         const uint32_t *w = words + 4 * u;
-        uint8_t *o = out + u * stride;
         uint64_t s = offsets[u + 1] - offsets[u];
-        uint32_t i = sampled_index(w[0], s, l), y;
-        int real = (uint64_t)i < s;
+        uint32_t i = sampled_index(w[0], s, l);
+        uint32_t real = (uint64_t)i < s;
         uint32_t key = real ? keys[offsets[u] + i] : 0u;
         if (real && cand_sorted != NULL)
             real = candidate_bit(cand_sorted, cand_index, kc, key) != kc;
-        if (real) {
-            uint32_t v = ldp_bucket_inline(ldp_hash_key(key, w[1]), g);
-            y = v;
-            if (w[2] >= t_keep) {
-                uint32_t r = ldp_bucket_inline(w[3], g - 1u);
-                y = r + (r >= v ? 1u : 0u);
-            }
-        } else {
-            y = ldp_bucket_inline(w[3], g);
-        }
-        put_le32(o, w[1]);
-        o[4] = (uint8_t)y;
-        o[5] = (uint8_t)(y >> 8);
+        ldp_psolh_body(key, real, g, t_keep, w, out + u * stride);
     }
 }

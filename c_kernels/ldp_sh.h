@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ldp_select.h"
+
 /* cdef-begin */
 void ldp_sh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, uint32_t l,
                     uint32_t salt, uint32_t m, uint32_t t_rr, const uint32_t *words,
@@ -50,5 +52,18 @@ void ldp_psolh_perturb(const uint32_t *keys, const uint64_t *offsets, size_t n, 
                        uint32_t g, uint32_t t_keep, const uint32_t *words, uint8_t *out,
                        size_t stride);
 /* cdef-end */
+
+/* One user's body given the sampled element (for a client that chooses element i itself,
+ * over fixed slots): `real` 1 for a set element (i < s), 0 for the dummy; `key` its key
+ * (any value for the dummy), `c` its index among the items (D for the dummy or a non-item).
+ * Every branch is computed and one kept with masks: the work does not depend on the element
+ * (spec §7.1). The batch kernels above call these. w: the user's words (w[0], the index word,
+ * is not read). */
+void ldp_sh_body(uint32_t key, uint32_t real, uint32_t salt, uint32_t m, uint32_t t_rr,
+                 const uint32_t *w, uint8_t *out);
+void ldp_srappor_body(uint32_t c, uint32_t kc, uint32_t t_flip, const uint32_t *w, uint8_t *out);
+void ldp_psgrr_body(uint32_t c, uint32_t kc, uint32_t t_keep, const uint32_t *w, uint8_t *out);
+void ldp_psolh_body(uint32_t key, uint32_t real, uint32_t g, uint32_t t_keep, const uint32_t *w,
+                    uint8_t *out);
 
 #endif

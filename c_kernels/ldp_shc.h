@@ -37,4 +37,10 @@ void ldp_shc_perturb2(const ldp_shc_params *p, const uint32_t *t, const uint8_t 
                       size_t stride);
 /* cdef-end */
 
+/* Phase 1 of one user given the sampled element (`real` 1 for a set element with key `key`,
+ * 0 for the dummy), both bits computed and one kept (spec §7.1); returns x (1 = +1). The
+ * batch kernel calls it. */
+uint8_t ldp_shc_body1(const ldp_shc_params *p, uint32_t key, uint32_t real, const uint32_t *w,
+                      uint8_t *out);
+
 #endif

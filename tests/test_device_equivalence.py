@@ -2,8 +2,9 @@
 
 Each client (the real MicroPython interpreter and the C client) runs once per value of a small
 domain, plus out-of-domain values (too large, negative, wrong type, no value, a list) and, for
-set-valued campaigns, sets of every size 0..l+1 with and without out-of-domain elements, for
-every mechanism and phase (one-phase campaigns, LDPMiner's sampling SH then sampling RAPPOR /
+set-valued campaigns, sets of every size 0..64 (the set capacity), sets entirely or partly out
+of the domain, with repeats, longer than the capacity, and every overlap with the phase-2
+candidate list (none, one, all, a subset, a superset), for every mechanism and phase (one-phase campaigns, LDPMiner's sampling SH then sampling RAPPOR /
 SH, SVIM's padding-and-sampling GRR / OLH over the candidates, LDPLCM's learned-sketch phase 2,
 `shc`'s correlated phases). Every run gets the SAME "OS randomness" (a test-only seam:
 a driver script on MicroPython, LDPC_TEST_RANDOM_SEED in the C client's test build), so the
@@ -34,6 +35,7 @@ from ldpfleet.protocols import ldplcm, ldpminer
 
 HERE = Path(__file__).resolve().parent
 DEVICE_ID = "eq-dev"
+PARALLEL = 16  # device processes at a time
 
 DRIVER = r'''
 import sys
@@ -68,8 +70,16 @@ sys.exit(main(sys.argv[1:]))
 INT_VALUES = [0, 1, 2, 3, 4, 1000, 2 ** 32 - 1, -1, "x", None, [1, 2], 2.5, True]
 STR_ITEMS = ["idle", "busy", "hot"]
 STR_VALUES = STR_ITEMS + ["cold", "", 3, None, ["idle"]]
-SET_VALUES = [[], [1], [1, 2], [1, 2, 3], [7, 9], [1, 99], [2, 2], None, 4, ["a", 1],
-              list(range(70)) + [1, 2], [99] * 64 + [1, 2]]  # longer than the capacity of 64
+SET_CAPACITY = 64  # identity set_capacity default (spec §7.1)
+SET_DOMAIN = 2 * SET_CAPACITY
+SET_CANDIDATES = [1, 2, 5]  # the phase-2 list of the set campaigns
+SET_VALUES = ([list(range(k)) for k in range(SET_CAPACITY + 1)]  # every size, in the domain
+              + [list(range(SET_DOMAIN, SET_DOMAIN + SET_CAPACITY)), [SET_DOMAIN + 71],  # outside
+                 [7, 9, 1000, 1, 99], [2, 2], [2] * SET_CAPACITY, [1, 2] * 32,  # repeats
+                 None, 4, ["a", 1], [True, -1, 2.5, "", [1]],  # not sets / wrong types
+                 list(range(70)) + [1, 2], [99] * 64 + [1, 2],  # longer than the capacity
+                 # overlaps with the candidates: none, one, all (exactly), a subset, a superset
+                 [10, 11, 12], [99, 5], [5, 2, 1], [2], [9, 1, 8, 2, 7, 5, 6]])
 LCM_MODEL = ldplcm.IntModel(scale_bits=0, init=0, boundary=5, roots=(0, 3), split=(1, 5, 4, 2, -3, 0),
                             right=(2, -1, -1, 5, -1, -1))
 
@@ -91,13 +101,13 @@ def campaigns():
                                       domain=strd), None, STR_VALUES))
     out.append(("olh-str", config_doc("eq-olh-str", mechanism="olh", eps_milli=2000,
                                       params={"g": 4}, domain=strd), None, STR_VALUES))
-    sets = {"type": "int", "size": 6}
+    sets = {"type": "int", "size": SET_DOMAIN}
     for phase2 in ("srappor", "sh"):
         phases = [{"phase": 1, "mechanism": "sh", "eps_milli": 1000, "params": {"m": 8, "l": 2}},
                   {"phase": 2, "mechanism": phase2, "eps_milli": 1000,
                    "params": {"l": 2} if phase2 == "srappor" else {"m": 8, "l": 2}}]
         doc = config_doc("eq-miner-" + phase2, phases=phases, domain=sets)
-        p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
+        p2 = campaign_config.make_phase2(doc, candidates=SET_CANDIDATES)
         out.append(("miner-" + phase2, doc, p2, SET_VALUES))
     # padding-and-sampling oracles: one phase over the int domain (no list), and SVIM's public
     # split (device_ids picks phase-2 devices: the set trimmed to the signed candidates)
@@ -110,12 +120,12 @@ def campaigns():
                   {"phase": 2, "mechanism": second, "eps_milli": 1000, "sample_rate_ppm": 500000,
                    "params": dict(params[second], l=2)}]
         doc = config_doc("eq-svim-" + second, phases=phases, domain=sets)
-        p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
+        p2 = campaign_config.make_phase2(doc, candidates=SET_CANDIDATES)
         out.append(("svim-" + second, doc, p2, SET_VALUES))
     # shc (spec §3.1): both phases in one run, phase 2 from the ledger (ldpminer-sh-opt)
     doc = config_doc("eq-miner-shc", phases=ldpminer.campaign_phases("lm-sho", 2000, 2, 3, 8),
                      domain=sets)
-    p2 = campaign_config.make_phase2(doc, candidates=[1, 2, 5])
+    p2 = campaign_config.make_phase2(doc, candidates=SET_CANDIDATES)
     out.append(("miner-shc", doc, p2, SET_VALUES))
     ppm = 500000
     phases = [{"phase": 1, "mechanism": "cms", "eps_milli": 1000, "sample_rate_ppm": ppm,
@@ -200,29 +210,31 @@ def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=Fals
         if p2 is not None:
             collector.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, SIGNING_KEY))
         make = micropython_cmd if client == "micropython" else c_cmd
-        procs = []
-        for dev, value in zip(ids, values):
-            state = device_runner.prepare_device(work / client / name / dev, dev, SIGNING_KEY,
-                                                 eps_cap_milli=8000, lifetime_budget_milli=100000,
-                                                 ack_root=ack_root)
-            if prior is not None:
-                device_runner.write_ledger(state, prior, 1)
-            argv, env = make(work, state, broker.port, campaign, value)
-            procs.append((dev, value, state, subprocess.Popen(
-                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
         results = {}
-        for dev, value, state, proc in procs:
-            try:
-                out, _ = proc.communicate(timeout=60)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-            ledger = device_runner.read_ledger(state) or {"spent_milli": 0, "reports": {}}
-            results[json.dumps(value)] = {"dev": dev, "code": proc.returncode,
-                                          "log": out.replace(dev, "DEV").splitlines(),
-                                          "spent": ledger["spent_milli"],
-                                          "memos": sorted(k.split(":")[1] for k in ledger["reports"]),
-                                          "bound": ledger.get("bound"), "closed": ledger.get("closed")}
+        runs = list(zip(ids, values))
+        for start in range(0, len(runs), PARALLEL):  # a bounded number of devices at a time
+            procs = []
+            for dev, value in runs[start:start + PARALLEL]:
+                state = device_runner.prepare_device(work / client / name / dev, dev, SIGNING_KEY,
+                                                     eps_cap_milli=8000, lifetime_budget_milli=100000,
+                                                     ack_root=ack_root)
+                if prior is not None:
+                    device_runner.write_ledger(state, prior, 1)
+                argv, env = make(work, state, broker.port, campaign, value)
+                procs.append((dev, value, state, subprocess.Popen(
+                    argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+            for dev, value, state, proc in procs:
+                try:
+                    out, _ = proc.communicate(timeout=60)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                ledger = device_runner.read_ledger(state) or {"spent_milli": 0, "reports": {}}
+                results[json.dumps(value)] = {"dev": dev, "code": proc.returncode,
+                                              "log": out.replace(dev, "DEV").splitlines(),
+                                              "spent": ledger["spent_milli"],
+                                              "memos": sorted(k.split(":")[1] for k in ledger["reports"]),
+                                              "bound": ledger.get("bound"), "closed": ledger.get("closed")}
         reports = collector.barrier()  # every report the broker acknowledged has arrived
     finally:
         collector.close()

@@ -76,7 +76,8 @@ for job in jobs:
     report = mech.report(value, job["nonce"], src)
     if src.pos != len(src.data):
         raise ValueError("consumed %d of %d words" % (src.pos // 4, len(job["words"])))
-    out.append({"report": "".join("%02x" % b for b in report), "input": value})
+    shown = value.as_list() if hasattr(value, "as_list") else value  # a set: its live keys
+    out.append({"report": "".join("%02x" % b for b in report), "input": shown})
 with open(sys.argv[2], "w") as f:
     json.dump(out, f)
 '''

@@ -261,6 +261,9 @@ base = gc.mem_alloc()
 from ldp.%(name)s import MECHANISM
 mech = MECHANISM(%(eps)d, %(d)d, 0x1234, 77, 1, %(params)r)
 value = %(value)r
+if isinstance(value, list):  # a set, in the device's 64 slots (as DeviceValue holds it)
+    from ldp.sets import KeySet
+    value = KeySet.of(value, 64)
 mech.report(value, 0)
 gc.collect()
 resident = gc.mem_alloc()
@@ -277,7 +280,7 @@ print(base, resident - base, cycle, dt)
 def report_cycle_script(name, eps_milli, domain_size, params, value, reports) -> str:
     """Source of a minimal MicroPython script (literals only, so the driver adds little to the
     heap it measures) that imports one mechanism, builds it, makes `reports` reports with
-    os.urandom words and prints `base resident cycle total_us`: heap before the import, heap
+    os.urandom words (a list `value` is a set in 64 slots) and prints `base resident cycle total_us`: heap before the import, heap
     held by the imported modules and the mechanism, heap allocated by one report, and the
     wall-clock µs of the loop."""
     return REPORT_CYCLE % {"name": name, "eps": eps_milli, "d": domain_size, "params": params,

@@ -11,6 +11,7 @@
 #include "ldp_hash.h"
 #include "ldp_report.h"
 #include "ldp_sha256.h"
+#include "ldp_select.h"
 #include "mech.h"
 
 enum { INBOX_KEYS = 0, INBOX_CONFIG = 1, INBOX_PHASE2 = 2 };
@@ -115,6 +116,7 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
                      const char *campaign, const char *value_text, int high, int once,
                      struct ldpc_reason *why)
 {
+    cJSON *value;
     memset(dev, 0, sizeof *dev);
     dev->exit_code = LDPC_RUNNING;
     dev->id = *id;
@@ -127,16 +129,15 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
     snprintf(dev->topic_phase2, sizeof dev->topic_phase2, "ldp/%s/phase2", campaign);
     snprintf(dev->topic_report, sizeof dev->topic_report, "ldp/%s/r/%s", campaign, id->device_id);
     snprintf(dev->topic_ack, sizeof dev->topic_ack, "ldp/%s/a/%s", campaign, id->device_id);
-    dev->value = value_text ? cJSON_Parse(value_text) : cJSON_CreateNull();
-    if (dev->value == NULL)
-        dev->value = cJSON_CreateString(value_text);
+    value = value_text ? cJSON_Parse(value_text) : cJSON_CreateNull();
+    if (value == NULL)
+        value = cJSON_CreateString(value_text);
+    ldpc_value_init(&dev->value, value); /* every key computed now, before any message */
+    cJSON_Delete(value);
     dev->high = high != 0;
     dev->once = once != 0;
-    if (ldpc_ledger_open(&dev->ledger, state_dir, id->eps_cap_milli, id->lifetime_budget_milli, why) != 0) {
-        cJSON_Delete(dev->value);
-        dev->value = NULL;
+    if (ldpc_ledger_open(&dev->ledger, state_dir, id->eps_cap_milli, id->lifetime_budget_milli, why) != 0)
         return -1;
-    }
     /* the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3) */
     if (dev->ledger.keys != NULL
         && ldpc_keyset_load(&dev->id.trusted, cJSON_GetObjectItemCaseSensitive(dev->ledger.keys, "keys"), why) != 0)
@@ -156,7 +157,6 @@ void ldpc_device_free(struct ldpc_device *dev)
     for (i = 0; i < 3; i++)
         free(dev->awaiting[i].data);
     cJSON_Delete(dev->config);
-    cJSON_Delete(dev->value);
     ldpc_ledger_close(&dev->ledger);
     memset(dev, 0, sizeof *dev);
 }
@@ -335,7 +335,7 @@ static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, int64
 struct domain_view {
     uint64_t d;
     int is_str;
-    uint32_t *keys;
+    uint32_t *keys, empty_key;
 };
 
 static int domain_view_init(struct domain_view *v, const cJSON *doc, struct ldpc_reason *why)
@@ -346,6 +346,7 @@ static int domain_view_init(struct domain_view *v, const cJSON *doc, struct ldpc
     v->is_str = !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(domain, "type"))
                 || strcmp(cJSON_GetObjectItemCaseSensitive(domain, "type")->valuestring, "int") != 0;
     v->keys = NULL;
+    v->empty_key = ldpc_string_key("");
     if (!v->is_str)
         return 0;
     v->keys = malloc((v->d ? v->d : 1) * sizeof *v->keys);
@@ -358,72 +359,59 @@ static int domain_view_init(struct domain_view *v, const cJSON *doc, struct ldpc
     return 0;
 }
 
-/* index(v) of spec §1 for one JSON item, never failing: the item's domain index, or d (⊥) for
- * anything else; *key the mechanism key of that index (key(⊥) = d, or H(b"") for a string
- * domain). A string domain is scanned whole, with no early exit, so the work is the same for
- * every value (spec §7.1). */
-static uint32_t domain_index(const struct domain_view *v, const cJSON *item, uint32_t *key)
+/* index(v) of spec §1 for one prepared item, never failing: the item's domain index, or d
+ * (⊥) for anything else; *key the mechanism key of that index (key(⊥) = d, or H(b"") for a
+ * string domain). A string domain is scanned whole, with no early exit and no branch on the
+ * item, so the work is the same for every value (spec §7.1). */
+static uint32_t domain_index(const struct domain_view *v, const struct ldpc_item *item, uint32_t *key)
 {
-    int64_t x;
+    uint32_t d = (uint32_t)v->d, idx = d;
     if (!v->is_str) {
-        int ok = !cJSON_IsString(item) && ldpc_json_int(item, &x) && x >= 0 && (uint64_t)x < v->d;
-        uint32_t i = ok ? (uint32_t)x : (uint32_t)v->d;
-        *key = i;
-        return i;
+        idx = ldp_select((item->kind == LDPC_ITEM_INT) & ((uint64_t)item->int_value < v->d), item->int_value, d);
+        *key = idx;
     } else {
-        int is_item = cJSON_IsString(item) && item->valuestring[0] != '\0';
-        uint32_t k = is_item ? ldpc_string_key(item->valuestring) : 0, idx = (uint32_t)v->d;
-        uint64_t i;
-        for (i = 0; i < v->d; i++)
-            idx = (is_item & (v->keys[i] == k)) ? (uint32_t)i : idx;
-        *key = idx < v->d ? k : ldpc_string_key("");
-        return idx;
+        uint32_t is_item = item->kind == LDPC_ITEM_STR, i;
+        for (i = 0; i < d; i++)
+            idx = ldp_select(is_item & (v->keys[i] == item->str_key), i, idx);
+        *key = ldp_select(idx < d, item->str_key, v->empty_key);
     }
+    return idx;
 }
 
-/* The device's value in the form the mechanism takes; *keys (heap) for set-valued ones. Never
- * refuses because of the value (spec §1): a value outside the domain is ⊥, set elements that
- * are not domain items are dropped. -1 only when memory runs out. */
-static int build_input(const cJSON *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
+/* The device's value in the form the mechanism takes; *keys (heap) holds a set's slots. Never
+ * refuses because of the value (spec §1): a value outside the domain is ⊥ (a list given to a
+ * one-item campaign too: its `one` is NONE), set elements that are not domain items are
+ * dropped. -1 only when memory runs out. */
+static int build_input(const struct ldpc_value *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
                        struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
-    const cJSON *item;
     struct domain_view view;
     memset(in, 0, sizeof *in);
     *keys = NULL;
     if (domain_view_init(&view, doc, why) != 0)
         return -1;
     if (ldpc_mech_set_valued(mech)) {
-        /* every slot of the fixed capacity is processed, with the same work, whatever the set's
-         * size (spec §7.1); slots past the set's end hold no item */
-        size_t n = 0, j, slot;
-        item = cJSON_IsArray(value) ? value->child : value;
-        *keys = malloc(LDPC_SET_CAPACITY * sizeof **keys);
+        /* every slot of the fixed capacity gets the same work whatever the set holds (spec
+         * §7.1): its domain lookup, and live = an item of the domain (repeats were marked at
+         * start); the slots keep the set's order */
+        size_t j;
+        uint8_t *live;
+        *keys = malloc(LDPC_SET_CAPACITY * (sizeof **keys + 1));
         if (*keys == NULL) {
             free(view.keys);
             ldpc_reason_set(why, "value", "out of memory");
             return -1;
         }
-        for (slot = 0; slot < LDPC_SET_CAPACITY; slot++) {
-            uint32_t key;
-            int seen = 0, keep = domain_index(&view, item, &key) < view.d;
-            for (j = 0; j < n; j++)
-                seen |= (*keys)[j] == key;
-            if (keep && !seen) /* a domain item not seen yet (first occurrence order); others */
-                (*keys)[n++] = key; /* (out-of-domain, repeats, empty slots) are dropped */
-            item = item != NULL && cJSON_IsArray(value) ? item->next : NULL;
-        }
+        live = (uint8_t *)(*keys + LDPC_SET_CAPACITY);
+        for (j = 0; j < LDPC_SET_CAPACITY; j++)
+            live[j] = (uint8_t)(domain_index(&view, &value->slot[j], &(*keys)[j]) < view.d);
         free(view.keys);
         in->keys = *keys;
-        in->nkeys = n;
+        in->live = live;
+        in->nslots = LDPC_SET_CAPACITY;
         return 0;
     }
-    if (cJSON_IsArray(value)) { /* a list given to a one-item campaign: ⊥ */
-        in->index = (uint32_t)view.d;
-        in->key = view.is_str ? ldpc_string_key("") : (uint32_t)view.d;
-    } else {
-        in->index = domain_index(&view, value, &in->key);
-    }
+    in->index = domain_index(&view, &value->one, &in->key);
     free(view.keys);
     in->high = high != 0;
     return 0;
@@ -599,13 +587,22 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, const char *
     }
     if (!in_phase[1] || ldpc_ledger_has(&dev->ledger, cid, 1))
         return 0; /* memo first: a paid phase is re-sent untouched, nothing computed */
+    if (ldpc_phase1_input(doc, &dev->value, dev->high, mech, in, keys, why) != 0)
+        return -1;
+    *have_mech = 1;
+    return 0;
+}
+
+int ldpc_phase1_input(const cJSON *doc, const struct ldpc_value *value, int high, struct ldpc_mech *mech,
+                      struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+{
+    *keys = NULL;
     if (make_mech(doc, 1, NULL, 0, mech, why) != 0)
         return -1;
-    if (build_input(dev->value, dev->high, doc, mech, in, keys, why) != 0) {
+    if (build_input(value, high, doc, mech, in, keys, why) != 0) {
         ldpc_mech_free(mech);
         return -1;
     }
-    *have_mech = 1;
     return 0;
 }
 
@@ -788,7 +785,7 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
 /* LDPMiner phase 2 (srappor, sh) and SVIM phase 2 (psgrr, psolh): the candidates are required;
  * for srappor, psgrr and psolh they are also the items' order (the mechanism holds them), for sh
  * they only trim the set. */
-static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const cJSON *value, struct ldpc_mech *mech,
+static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const struct ldpc_value *value, struct ldpc_mech *mech,
                            struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
     const cJSON *cands = cJSON_GetObjectItemCaseSensitive(p2, "candidates");
@@ -818,7 +815,7 @@ static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const cJSON *value
         ldpc_mech_free(mech);
         return -1;
     }
-    in->nkeys = ldpc_trim_to_candidates(*keys, in->nkeys, trim_by);
+    ldpc_trim_to_candidates(in->keys, (uint8_t *)(*keys + LDPC_SET_CAPACITY), in->nslots, trim_by);
     ldpc_candidates_free(&own);
     return 0;
 }
@@ -848,7 +845,7 @@ int ldpc_phase2_is_shc(const cJSON *doc)
 
 /* svim's flat branch (spec §5.4): the config's fallback, psgrr/psolh listless over the integer
  * domain at phase 2's eps, phase byte 2 and its own mechanism id; the set is not trimmed. */
-static int fallback_phase2(const cJSON *doc, const cJSON *value, struct ldpc_mech *mech, struct ldpc_input *in,
+static int fallback_phase2(const cJSON *doc, const struct ldpc_value *value, struct ldpc_mech *mech, struct ldpc_input *in,
                            uint32_t **keys, struct ldpc_reason *why)
 {
     const cJSON *fb = ldpc_fallback_of(doc);
@@ -864,7 +861,7 @@ static int fallback_phase2(const cJSON *doc, const cJSON *value, struct ldpc_mec
     return 0;
 }
 
-int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
+int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_value *value, int caller_high,
                       struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
     const cJSON *model_doc = cJSON_GetObjectItemCaseSensitive(p2, "model");
@@ -932,7 +929,7 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
             return;
         }
     } else if (rc == 0 && !memo) { /* memo first: nothing is computed from the value for a paid phase */
-        rc = ldpc_phase2_input(dev->config, p2, dev->value, dev->high, &mech, &in, &keys, &why);
+        rc = ldpc_phase2_input(dev->config, p2, &dev->value, dev->high, &mech, &in, &keys, &why);
     }
     if (rc == 0 && cJSON_GetObjectItemCaseSensitive(p2, "candidates") != NULL)
         snprintf(detail, sizeof detail, " candidates=%d",

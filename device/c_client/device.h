@@ -18,6 +18,7 @@
 #include "envelope.h"
 #include "ledger.h"
 #include "mech.h"
+#include "value.h"
 
 #define LDPC_EXIT_DONE 0
 #define LDPC_EXIT_USAGE 1
@@ -26,7 +27,6 @@
 #define LDPC_EXIT_CRASH_POINT 75
 #define LDPC_RUNNING (-1)
 
-#define LDPC_SET_CAPACITY 64 /* spec §7.1: a set value is processed over this many slots */
 #define LDPC_MAX_CREDENTIAL 256 /* longest broker host, user or password, NUL included */
 
 /* The identity file's optional "broker": {host, port, user, password, tls: {ca_file,
@@ -74,7 +74,7 @@ struct ldpc_device {
     char campaign[65];
     char topic_config[96], topic_phase2[96], topic_report[160], topic_ack[160];
     struct ldpc_ledger ledger;
-    cJSON *value;              /* number, string or array of them */
+    struct ldpc_value value;   /* prepared at start from the JSON value (value.h) */
     int high, once, crash_after_commit;
     cJSON *config;             /* the accepted config body */
     char config_digest[LDPC_BODY_DIGEST_HEX]; /* its digest: a campaign id binds to it (spec §7.2) */
@@ -145,7 +145,7 @@ int ldpc_device_done(const struct ldpc_device *dev);
  * LDPLCM (lcm): high = g(index) >= P of the signed `model` (lcm_model.h), `caller_high` when
  * the body has no model. *keys (heap, free it) holds a set's keys. 0, or -1 with the reason
  * (nothing to free then). The live device and `ldp_client vector` both run this. */
-int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const cJSON *value, int caller_high,
+int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_value *value, int caller_high,
                       struct ldpc_mech *mech, struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why);
 
 /* What the ledger holds of an shc campaign's phase 1 (spec §3.1, §7.4): the memoised report
@@ -156,6 +156,13 @@ struct ldpc_shc_memo {
     int x;
     int64_t eps1_milli;
 };
+
+/* The phase-1 mechanism of the accepted config `doc` and the device's input for it (the
+ * second half of device.py::on_config's checks, after memo first): a set's slots mapped to
+ * the domain with the same work for every value. *keys (heap, free it) holds a set's slots.
+ * 0, or -1 with the reason (nothing to free then). */
+int ldpc_phase1_input(const cJSON *doc, const struct ldpc_value *value, int high, struct ldpc_mech *mech,
+                      struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why);
 
 /* shc (spec §3.1): 1 if the accepted config's phase 2 is shc. Its phase-2 input
  * (device.py::_shc_phase2): the phase-2 message's candidates are checked as for sh, not used;

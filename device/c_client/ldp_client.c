@@ -281,7 +281,8 @@ static int json_u32(const cJSON *obj, const char *key, uint32_t *out)
 }
 
 /* The vector input (spec vectors' "value"): index (grr, oue), key, {"key", "high"} (lcm) or a
- * list of keys (sh, srappor, psgrr, psolh; kept distinct in first-occurrence order as on the device). */
+ * list of keys (sh, srappor, psgrr, psolh): one slot per element, live at its first occurrence
+ * (the set's distinct keys in their order, as on the device). */
 static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct ldpc_input *in, uint32_t **keys)
 {
     const cJSON *item;
@@ -302,23 +303,26 @@ static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct
         return 0;
     }
     if (ldpc_mech_set_valued(mech)) {
-        size_t n = 0, j;
+        size_t n = 0, j, size = cJSON_IsArray(value) ? (size_t)cJSON_GetArraySize(value) : 0;
+        uint8_t *live;
         if (!cJSON_IsArray(value))
             return -1;
-        *keys = malloc(((size_t)cJSON_GetArraySize(value) + 1) * sizeof **keys);
+        *keys = malloc((size + 1) * (sizeof **keys + 1));
         if (*keys == NULL)
             return -1;
+        live = (uint8_t *)(*keys + size + 1);
         cJSON_ArrayForEach(item, value) {
-            int seen = 0;
             if (!ldpc_json_int(item, &v) || v < 0 || v > 0xffffffffll)
                 return -1;
+            (*keys)[n] = (uint32_t)v;
+            live[n] = 1;
             for (j = 0; j < n; j++)
-                seen |= (*keys)[j] == (uint32_t)v;
-            if (!seen)
-                (*keys)[n++] = (uint32_t)v;
+                live[n] &= (uint8_t)((*keys)[j] != (uint32_t)v);
+            n++;
         }
         in->keys = *keys;
-        in->nkeys = n;
+        in->live = live;
+        in->nslots = n;
         return 0;
     }
     if (cJSON_IsObject(value)) {
@@ -444,6 +448,7 @@ static int device_vector(const cJSON *c, const char *hex)
     struct ldpc_reason why;
     struct ldpc_mech mech;
     struct ldpc_input in;
+    struct ldpc_value value;
     uint32_t nonce, *keys = NULL;
     int code;
     if (!cJSON_IsObject(config) || !cJSON_IsObject(p2) || !json_u32(c, "nonce", &nonce))
@@ -453,8 +458,9 @@ static int device_vector(const cJSON *c, const char *hex)
         return shc_device_vector(c, config, p2, hex, nonce);
     if (cJSON_GetObjectItemCaseSensitive(c, "value") == NULL)
         return usage("a phase-2 vector case needs config, phase2, value and nonce");
+    ldpc_value_init(&value, cJSON_GetObjectItemCaseSensitive(c, "value")); /* as the device at start */
     if (ldpc_config_check(config, ldpc_unix_now(), &why) != 0 || ldpc_phase2_check(p2, config, &why) != 0
-        || ldpc_phase2_input(config, p2, cJSON_GetObjectItemCaseSensitive(c, "value"),
+        || ldpc_phase2_input(config, p2, &value,
                              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "high")), &mech, &in, &keys,
                              &why) != 0) {
         printf("refused %s: %s\n", why.field, why.message);

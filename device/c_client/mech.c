@@ -6,10 +6,12 @@
 #include "envelope.h"
 #include "ldp_cms.h"
 #include "ldp_grr.h"
+#include "ldp_hash.h"
 #include "ldp_hcms.h"
 #include "ldp_olh.h"
 #include "ldp_oue.h"
 #include "ldp_report.h"
+#include "ldp_select.h"
 #include "ldp_sh.h"
 #include "ldp_shc.h"
 #include "ldp_thresholds.h"
@@ -93,6 +95,9 @@ int ldpc_candidates_parse(struct ldpc_candidates *c, const cJSON *list, struct l
     }
     free(pairs);
     c->kc = kc;
+    for (c->steps = 0; (1ull << c->steps) < kc; c->steps++)
+        ;
+    c->steps++;
     return 0;
 }
 
@@ -103,26 +108,49 @@ void ldpc_candidates_free(struct ldpc_candidates *c)
     memset(c, 0, sizeof *c);
 }
 
-int ldpc_candidates_contains(const struct ldpc_candidates *c, uint32_t key)
+uint32_t ldpc_candidates_position(const struct ldpc_candidates *c, uint32_t key)
 {
-    size_t lo = 0, hi = c->kc;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->sorted[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
+    uint32_t base = 0, size = c->kc, k;
+    for (k = 0; k < c->steps; k++) {
+        uint32_t half = size >> 1;
+        base += half & ldp_mask(c->sorted[base + half] <= key);
+        size -= half;
     }
-    return lo < c->kc && c->sorted[lo] == key;
+    return ldp_select(c->sorted[base] == key, c->index[base], c->kc);
 }
 
-size_t ldpc_trim_to_candidates(uint32_t *keys, size_t n, const struct ldpc_candidates *c)
+void ldpc_trim_to_candidates(const uint32_t *keys, uint8_t *live, size_t n, const struct ldpc_candidates *c)
 {
-    size_t i, kept = 0;
-    for (i = 0; i < n; i++)
-        if (ldpc_candidates_contains(c, keys[i]))
-            keys[kept++] = keys[i];
-    return kept;
+    size_t j;
+    for (j = 0; j < n; j++)
+        live[j] &= (uint8_t)(ldpc_candidates_position(c, keys[j]) != c->kc);
+}
+
+/* The sampled element of a set (spec §3): s live slots, i = bucket(w0, max(l, s)); *key and
+ * *c (its index among the mechanism's items: candidate position, or without a list the key if
+ * < D; D for the dummy) found over every slot with the same work; returns 1 for a set element
+ * (i < s), 0 for the dummy. */
+static uint32_t set_sample(const struct ldpc_mech *mech, const struct ldpc_input *in, uint32_t w0, uint32_t *key,
+                           uint32_t *c)
+{
+    uint32_t s = 0, rank = 0, i, real, items = mech->cand.kc ? mech->cand.kc : mech->items;
+    size_t j;
+    for (j = 0; j < in->nslots; j++)
+        s += in->live[j];
+    i = ldp_bucket_inline(w0, s > mech->l ? s : mech->l);
+    *key = 0;
+    *c = 0;
+    for (j = 0; j < in->nslots; j++) {
+        uint32_t k = in->keys[j], pos, hit;
+        pos = mech->cand.kc ? ldpc_candidates_position(&mech->cand, k) : ldp_select(k < items, k, items);
+        hit = ldp_mask(in->live[j] & (rank == i));
+        *key |= k & hit;
+        *c |= pos & hit;
+        rank += in->live[j];
+    }
+    real = i < s;
+    *c = ldp_select(real, *c, items);
+    return real;
 }
 
 /* PSFO's items (ldpfleet.mechanisms.psfo): the candidate list (phase 2), or without one the
@@ -371,13 +399,13 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
                      uint32_t nonce, uint8_t *report)
 {
     uint8_t *body = report + LDP_HEADER_SIZE;
-    uint64_t offsets[2];
     ldp_shc_params shc;
     uint8_t high, x, y1;
+    uint32_t key = 0, c = 0, real = 0;
     int rc = 0;
-    offsets[0] = 0;
-    offsets[1] = in->nkeys;
     high = (uint8_t)(in->high != 0);
+    if (ldpc_mech_set_valued(mech) && !(mech->id == LDP_MECHANISM_ID_SHC && mech->phase == 2))
+        real = set_sample(mech, in, words[0], &key, &c);
     memset(report, 0, ldpc_mech_report_size(mech));
     ldp_header_pack(report, (uint8_t)mech->id, mech->phase, mech->campaign_id, nonce);
     switch (mech->id) {
@@ -403,7 +431,7 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
         ldp_hcms_perturb(&in->key, 1, mech->salt, mech->k, mech->m, mech->t_keep, words, body, 0);
         break;
     case LDP_MECHANISM_ID_SH:
-        ldp_sh_perturb(in->keys, offsets, 1, mech->l, mech->salt, mech->m, mech->t_keep, words, body, 0);
+        ldp_sh_body(key, real, mech->salt, mech->m, mech->t_keep, words, body);
         break;
     case LDP_MECHANISM_ID_SHC:
         shc.l = mech->l;
@@ -413,7 +441,7 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
         shc.t_a = mech->t_a;
         shc.t_b = mech->t_b;
         if (mech->phase == 1) {
-            ldp_shc_perturb1(&shc, in->keys, offsets, 1, words, body, 0, &x);
+            ldp_shc_body1(&shc, key, real, words, body);
         } else {
             y1 = (uint8_t)(in->shc_y1 != 0);
             x = (uint8_t)(in->shc_x != 0);
@@ -421,16 +449,13 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
         }
         break;
     case LDP_MECHANISM_ID_SRAPPOR:
-        ldp_srappor_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->cand.kc,
-                            mech->t_flip, words, body, 0);
+        ldp_srappor_body(c, mech->cand.kc, mech->t_flip, words, body);
         break;
     case LDP_MECHANISM_ID_PSGRR:
-        ldp_psgrr_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->items,
-                          mech->t_keep, words, body, 0);
+        ldp_psgrr_body(c, mech->items, mech->t_keep, words, body);
         break;
-    case LDP_MECHANISM_ID_PSOLH:
-        ldp_psolh_perturb(in->keys, offsets, 1, mech->l, mech->cand.sorted, mech->cand.index, mech->items,
-                          mech->g, mech->t_keep, words, body, 0);
+    case LDP_MECHANISM_ID_PSOLH: /* a real element: any key without a list, a candidate with one */
+        ldp_psolh_body(key, real & ((c < mech->items) | (mech->cand.kc == 0)), mech->g, mech->t_keep, words, body);
         break;
     default:
         rc = ldpc_long_is(mech->id) ? ldpc_long_report(mech, in, words, body)

@@ -14,7 +14,7 @@
 
 /* A phase-2 candidate list (LDPMiner §4.1, spec §5): 1..65536 distinct u32 keys. */
 struct ldpc_candidates {
-    uint32_t kc;
+    uint32_t kc, steps;       /* steps: halvings that find any key (the same for every key) */
     uint32_t *sorted, *index; /* the keys ascending, and each one's position in the list */
 };
 
@@ -22,11 +22,14 @@ struct ldpc_candidates {
  * 0, or -1 with field "candidates". */
 int ldpc_candidates_parse(struct ldpc_candidates *c, const cJSON *list, struct ldpc_reason *why);
 void ldpc_candidates_free(struct ldpc_candidates *c);
-int ldpc_candidates_contains(const struct ldpc_candidates *c, uint32_t key);
+/* The position of `key` in the list, kc if it is not a candidate: c->steps halvings for every
+ * key, no branch on the key (spec §7.1). */
+uint32_t ldpc_candidates_position(const struct ldpc_candidates *c, uint32_t key);
 
-/* LDPMiner §4.4's phase-2 input (ldpminer.trim_to_candidates): keeps the keys that are
- * candidates, in their own order, in place; returns how many are left. */
-size_t ldpc_trim_to_candidates(uint32_t *keys, size_t n, const struct ldpc_candidates *c);
+/* LDPMiner §4.4's phase-2 input (ldpminer.trim_to_candidates) over a set's n slots: live[j]
+ * stays 1 only where keys[j] is a candidate; the set's own order is the slots'. Every slot
+ * gets the same work. */
+void ldpc_trim_to_candidates(const uint32_t *keys, uint8_t *live, size_t n, const struct ldpc_candidates *c);
 
 struct ldpc_mech {
     int id;
@@ -45,14 +48,16 @@ struct ldpc_mech {
 };
 
 /* The device's value in the form the mechanism takes (spec §3): a domain index (grr, oue),
- * an item key (olh, flh, cms, hcms, and lcm with the high-frequent flag), or a set of
- * distinct keys (sh, srappor, psgrr, psolh, shc phase 1). shc phase 2 takes no value: the row
- * t and sign y1 of its phase-1 memo and the ledger's bit x (1 = +1, spec §3.1). */
+ * an item key (olh, flh, cms, hcms, and lcm with the high-frequent flag), or a set (sh,
+ * srappor, psgrr, psolh, shc phase 1) in `nslots` slots: keys[j] and live[j] (1 = a distinct
+ * item of the set; the set's order is the slots'). shc phase 2 takes no value: the row t and
+ * sign y1 of its phase-1 memo and the ledger's bit x (1 = +1, spec §3.1). */
 struct ldpc_input {
     uint32_t index, key;
     int high;
     const uint32_t *keys;
-    size_t nkeys;
+    const uint8_t *live;
+    size_t nslots;
     uint32_t shc_t;
     int shc_y1, shc_x;
     const uint8_t *state; /* the memoised mechanisms: the enrolment state (read only) */
@@ -76,7 +81,9 @@ int ldpc_mech_set_valued_name(const char *name);          /* the same, by mechan
 int ldpc_mech_listed_name(const char *name);              /* srappor, psgrr, psolh: phase 2 takes the list */
 
 /* Header + body into `report` (ldpc_mech_report_size bytes) from exactly `mech->words`
- * random words. 0, or -1 if the input does not fit. */
+ * random words. A set's element i = bucket(w0, max(l, s)) is chosen over every slot and every
+ * branch of the body computed (c_kernels ldp_*_body): the same work for every set (spec
+ * §7.1). 0, or -1 if the input does not fit. */
 int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
                      uint32_t nonce, uint8_t *report);
 

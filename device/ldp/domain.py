@@ -8,7 +8,10 @@ steps, so how long a lookup takes does not depend on where (or whether) the valu
 """
 from array import array
 
+import micropython
+
 from .hash import KEY_SEED, item_key, murmur3
+from .sets import KeySet, first_occurrences
 
 EMPTY_KEY = murmur3(b"", 0, KEY_SEED)  # key(⊥) of a string domain: H(b"", KEY_SEED)
 SET_CAPACITY = 64  # spec §7.1 default: sets are processed over a fixed capacity
@@ -29,32 +32,61 @@ def _key_of(v):
 
 class DeviceValue:
     """The device's value prepared at start: for a one-item campaign its int / string key;
-    for a set campaign the keys of the distinct items among its first `capacity` elements
-    (slots), as the C client reads them. A longer set is
-    truncated, never refused: a device that refused (or went silent) would show that its set is
-    long; truncation is a function of the value that the mechanism then perturbs, so the report
-    stays exactly ε-LDP (spec §7.1)."""
+    for a set campaign its first `capacity` elements (slots, as the C client reads them):
+    each slot's int value, string key and kind (1 int, 2 string, 0 none: no element, not an
+    item, or a repeat of an earlier slot), and the KeySet the set-valued work fills in place.
+    A longer set is truncated, never refused: a device that refused (or went silent) would
+    show that its set is long; truncation is a function of the value that the mechanism then
+    perturbs, so the report stays exactly ε-LDP (spec §7.1)."""
 
     def __init__(self, value, capacity=SET_CAPACITY):
         self.int_value, self.str_key = _key_of(value)
         items = (value if isinstance(value, list) else [value])[:capacity]  # the C client's slots
+        n = len(items)
         self.capacity = capacity
-        self.set_ints = [-1] * capacity
-        self.set_strs = [-1] * capacity
-        n = 0
-        for v in items:
-            iv, sk = _key_of(v)
-            if iv < 0 and sk < 0:
-                continue
-            dup = False
-            for j in range(n):
-                if self.set_ints[j] == iv and self.set_strs[j] == sk:
-                    dup = True
-            if not dup:
-                self.set_ints[n] = iv
-                self.set_strs[n] = sk
-                n += 1
+        self.slot_ints = array("I", bytes(4 * capacity))
+        self.slot_strs = array("I", bytes(4 * capacity))
+        self.slot_kinds = bytearray(capacity)
+        for j in range(capacity):
+            iv, sk = _key_of(items[j] if j < n else None)
+            self.slot_ints[j] = max(iv, 0)
+            self.slot_strs[j] = max(sk, 0)
+            self.slot_kinds[j] = (iv >= 0) + 2 * (sk >= 0)
+        first_occurrences(self.slot_ints, self.slot_strs, self.slot_kinds, capacity)
+        self.keyset = KeySet(capacity)
         self.single = not isinstance(value, list)
+
+
+@micropython.viper
+def _map_ints(ints: ptr32, kinds: ptr8, d: uint, keys: ptr32, live: ptr8, n: int):
+    """Integer domain: keys[j] = the slot's int, live[j] = 1 iff it is an int item < d."""
+    j = 0
+    while j < n:
+        v = uint(ints[j])
+        keys[j] = v
+        live[j] = int(kinds[j] == 1) & int(v < d)
+        j += 1
+
+
+@micropython.viper
+def _map_strs(strs: ptr32, kinds: ptr8, sorted_keys: ptr32, d: int, steps: int, keys: ptr32,
+              live: ptr8, n: int):
+    """String domain: keys[j] = the slot's string key, live[j] = 1 iff it is one of the d
+    item keys (ascending in sorted_keys): `steps` halvings for every slot."""
+    j = 0
+    while j < n:
+        key = uint(strs[j])
+        base = 0
+        size = d
+        k = 0
+        while k < steps:
+            half = size >> 1
+            base += half * int(uint(sorted_keys[base + half]) <= key)
+            size -= half
+            k += 1
+        keys[j] = key
+        live[j] = int(kinds[j] == 2) & int(uint(sorted_keys[base]) == key)
+        j += 1
 
 
 class DomainIndex:
@@ -111,11 +143,13 @@ class DomainIndex:
         return i, self.key(i, value.str_key)
 
     def set_keys(self, value):
-        """The keys of the set's elements that are domain items, in the set's order
-        (spec §1: out-of-domain elements are dropped), over the whole capacity."""
-        out = []
-        for j in range(value.capacity):
-            i = self.index(value.set_ints[j], value.set_strs[j])
-            if i < self.d:
-                out.append(self.key(i, value.set_strs[j]))
-        return out
+        """The keys of the set's elements that are domain items, in the set's own order
+        (spec §1: other elements dropped, repeats count once): `value.keyset` refilled over
+        every slot with the same work whatever the set holds (spec §7.1)."""
+        ks = value.keyset
+        if self.is_str:
+            _map_strs(value.slot_strs, value.slot_kinds, self.keys, self.d, self.steps, ks.keys,
+                      ks.live, ks.n)
+        else:
+            _map_ints(value.slot_ints, value.slot_kinds, self.d, ks.keys, ks.live, ks.n)
+        return ks

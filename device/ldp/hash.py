@@ -145,28 +145,6 @@ def hash_bucket_w(key: uint, w: ptr8, i: int, n: uint) -> int:
 
 
 @micropython.viper
-def hash_low(key: uint, salt: uint, row: uint) -> int:
-    """1 if Hs(key, (salt + row) mod 2^32) < 2^31 else 0 (SH's ±1 projection, spec §3)."""
-    mask = (uint(0xFFFF) << 16) | uint(0xFFFF)
-    seed = (salt + row) & mask
-    k = (key & mask) * ((uint(0xCC9E) << 16) | uint(0x2D51)) & mask
-    k = ((k << 15) | (k >> 17)) & mask
-    k = (k * ((uint(0x1B87) << 16) | uint(0x3593))) & mask
-    h = seed ^ k
-    h = ((h << 13) | (h >> 19)) & mask
-    h = (h * 5 + ((uint(0xE654) << 16) | uint(0x6B64))) & mask
-    h ^= uint(4)
-    h ^= h >> 16
-    h = (h * ((uint(0x85EB) << 16) | uint(0xCA6B))) & mask
-    h ^= h >> 13
-    h = (h * ((uint(0xC2B2) << 16) | uint(0xAE35))) & mask
-    h ^= h >> 16
-    if h >> 31:
-        return 0
-    return 1
-
-
-@micropython.viper
 def word(w: ptr8, i: int) -> uint:
     """Random word i of `w` (little-endian u32)."""
     o = 4 * i

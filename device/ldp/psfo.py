@@ -9,14 +9,16 @@ L = max(l, s)). The aggregator's rules: ldpfleet.mechanisms.psfo.
 from micropython import const
 
 from .errors import ConfigError
+from .hash import word_bucket
 from .report import Report, param
-from .sets import candidate_index
+from .sets import as_keyset, candidate_index
 
 MAX_DOMAIN = const(16777216)  # 2^24: without a list the items are the int domain 0..d-1
 
 
 class PsItems(Report):
-    """A PSFO mechanism's item list: `kc` items, `index` {key: c} or None (int domain)."""
+    """A PSFO mechanism's item list: `kc` items, `index` (sets.Candidates) or None (int
+    domain)."""
 
     def _items(self, domain_size, params):
         cands = params.get("candidates")
@@ -31,8 +33,14 @@ class PsItems(Report):
             self.kc = len(cands)
         self.l = param(params, "l", 1, 65536)
 
-    def _c(self, key):
-        """c of spec §3: the key's position among the items, kc if it is not one."""
-        if self.index is None:
-            return key if key < self.kc else self.kc
-        return self.index.get(key, self.kc)
+    def _sample(self, keys, w):
+        """(keyset, real, c) of spec §3 for a KeySet (or list) and the words `w`: element
+        i = bucket(w0, L) chosen over every slot, real = i < s, c its position among the items
+        (kc for the dummy), its key in keyset.chosen[0]. The same work for every set (§7.1)."""
+        ks = as_keyset(keys)
+        ks.items_of(self.index, self.kc)
+        s = ks.count()
+        i = word_bucket(w, 0, max(self.l, s))
+        ks.pick(i)
+        real = i < s
+        return ks, real, real * ks.chosen[1] + (1 - real) * self.kc

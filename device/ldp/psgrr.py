@@ -2,7 +2,8 @@
 
 i = bucket(w0, L), L = max(l, s); c = the sampled key's index among the D items (D for the
 dummy: i >= s, or not an item); GRR over D + 1 outputs: y = c if w1 < T_grr(D + 1), else
-r = bucket(w2, D), y = r + (r >= c). `value` is a list of item keys.
+r = bucket(w2, D), y = r + (r >= c). `value` is a KeySet (or a list of item keys); both
+branches are computed and one is kept (spec §7.1).
 """
 import struct
 from os import urandom
@@ -10,7 +11,6 @@ from os import urandom
 from .errors import ConfigError
 from .hash import below, word_bucket
 from .psfo import PsItems
-from .sets import distinct_keys
 from .thresholds import grr_ok, t_grr
 
 
@@ -27,14 +27,11 @@ class PsGrr(PsItems):
         self.t_keep = t_grr(eps_milli, self.kc + 1)
 
     def report(self, keys, nonce, rand=urandom):
-        keys = distinct_keys(keys)
-        s = len(keys)
         w = rand(12)
-        i = word_bucket(w, 0, max(self.l, s))
-        y = self._c(keys[i]) if i < s else self.kc
-        if not below(w, 1, self.t_keep):
-            r = word_bucket(w, 2, self.kc)
-            y = r + (r >= y)
+        _, _, c = self._sample(keys, w)
+        keep = below(w, 1, self.t_keep)
+        r = word_bucket(w, 2, self.kc)
+        y = keep * c + (1 - keep) * (r + (r >= c))
         struct.pack_into("<I", self.buf, 12, y)
         return self._finish(nonce)
 

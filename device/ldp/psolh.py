@@ -2,16 +2,16 @@
 
 i = bucket(w0, L), L = max(l, s); seed = w1. A real element (i < s, and an item when the
 phase has a candidate list): v = bucket(Hs(key_i, seed), g), y = v if w2 < T_grr(g), else
-r = bucket(w3, g - 1), y = r + (r >= v). The dummy: y = bucket(w3, g). `value` is a list of
-item keys.
+r = bucket(w3, g - 1), y = r + (r >= v). The dummy: y = bucket(w3, g). `value` is a KeySet (or
+a list of item keys); every branch is computed and one is kept (spec §7.1).
 """
 import struct
 from os import urandom
 
-from .hash import below, copy_word, hash_bucket_w, word_bucket
+from .hash import below, copy_word, word_bucket
 from .psfo import PsItems
 from .report import param
-from .sets import distinct_keys
+from .sets import slot_bucket
 from .thresholds import t_grr
 
 
@@ -26,18 +26,15 @@ class PsOlh(PsItems):
         self.t_keep = t_grr(eps_milli, self.g)
 
     def report(self, keys, nonce, rand=urandom):
-        keys = distinct_keys(keys)
-        s = len(keys)
         w = rand(16)
         g = self.g
-        i = word_bucket(w, 0, max(self.l, s))
-        if i < s and (self.index is None or keys[i] in self.index):
-            y = hash_bucket_w(keys[i], w, 1, g)
-            if not below(w, 2, self.t_keep):
-                r = word_bucket(w, 3, g - 1)
-                y = r + (r >= y)
-        else:
-            y = word_bucket(w, 3, g)
+        ks, real, c = self._sample(keys, w)
+        real = real & ((c < self.kc) | (self.index is None))
+        v = slot_bucket(ks.chosen, 0, w, 1, g)
+        keep = below(w, 2, self.t_keep)
+        r = word_bucket(w, 3, g - 1)
+        held = keep * v + (1 - keep) * (r + (r >= v))
+        y = real * held + (1 - real) * word_bucket(w, 3, g)
         copy_word(self.buf, 12, w, 1)
         struct.pack_into("<H", self.buf, 16, y)
         return self._finish(nonce)

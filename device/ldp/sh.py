@@ -3,14 +3,15 @@ Hitter Estimation over Set-Valued Data with Local Differential Privacy", CCS 201
 
 L = max(l, s); i = bucket(w0, L); t = bucket(w1, m). If i >= s (the dummy) sign = +1 iff
 w2 < T_half; else phi = +1 iff Hs(key_i, seed_t) < 2^31 and sign = phi if w2 < T_rr else -phi.
-`value` is a list of item keys.
+`value` is a KeySet (or a list of item keys). Both branches are computed and one is kept, and
+element i is chosen over every slot (sets.KeySet.pick): the same work for every set (spec §7.1).
 """
 import struct
 from os import urandom
 
-from .hash import below, hash_low, word_bucket
+from .hash import below, word_bucket
 from .report import Report, param
-from .sets import distinct_keys
+from .sets import as_keyset, slot_sign
 from .thresholds import T_HALF, t_rr
 
 
@@ -25,17 +26,15 @@ class Sh(Report):
         self.t_keep = t_rr(eps_milli)
 
     def report(self, keys, nonce, rand=urandom):
-        keys = distinct_keys(keys)
-        s = len(keys)
+        ks = as_keyset(keys)
+        s = ks.count()
         w = rand(12)
         i = word_bucket(w, 0, max(self.l, s))
         t = word_bucket(w, 1, self.m)
-        if i >= s:
-            plus = below(w, 2, T_HALF)
-        else:
-            plus = hash_low(keys[i], self.salt, t)
-            if not below(w, 2, self.t_keep):
-                plus = 1 - plus
+        ks.pick(i)
+        real = i < s
+        signed = 1 ^ slot_sign(ks.chosen, 0, self.salt, t) ^ below(w, 2, self.t_keep)
+        plus = real * signed + (1 - real) * below(w, 2, T_HALF)
         struct.pack_into("<IB", self.buf, 12, t, plus)
         return self._finish(nonce)
 

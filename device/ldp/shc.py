@@ -2,7 +2,8 @@
 
 Phase 1 (4 words): L = max(l, s), i = bucket(w0, L), t = bucket(w1, m); x = phi(t, key_i)
 (+1 iff Hs(key_i, seed_t) < 2^31) for a real element, x = +1 iff w3 < 2^31 for the dummy
-(i >= s); sign y1 = x iff w2 < T_rr(eps1). `value` is a list of item keys; the bit x (1 for +1)
+(i >= s); sign y1 = x iff w2 < T_rr(eps1). `value` is a KeySet (or a list of item keys), its
+element i chosen over every slot (sets.KeySet.pick); the bit x (1 for +1)
 is left in `self.x` for the ledger (spec §7.4 "shc"), committed with the memo.
 Phase 2 (1 word): the same row t and bit x, from the phase-1 memo and the ledger; never the
 value. sign = x iff w0 < (y1 == x ? T_shc_a : T_shc_b). `value` is {"t", "y1", "x"}, the bits
@@ -13,9 +14,9 @@ import struct
 from os import urandom
 
 from .errors import ConfigError
-from .hash import below, hash_low, word_bucket
+from .hash import below, word_bucket
 from .report import Report, param
-from .sets import distinct_keys
+from .sets import as_keyset, slot_sign
 from .thresholds import T_HALF, shc_ok, shc_thresholds, t_rr
 
 
@@ -48,16 +49,17 @@ class Shc(Report):
         return self._finish(nonce)
 
     def _phase1(self, keys, nonce, rand):
-        keys = distinct_keys(keys)
-        s = len(keys)
+        ks = as_keyset(keys)
+        s = ks.count()
         w = rand(16)
         i = word_bucket(w, 0, max(self.l, s))
         t = word_bucket(w, 1, self.m)
-        # the same work for a real element and the dummy: both bits are drawn, one is kept
-        phi = hash_low(keys[i] if i < s else 0, self.salt, t)
-        coin = below(w, 3, T_HALF)
-        x = phi if i < s else coin
-        plus = x if below(w, 2, self.t_keep) else 1 - x
+        # the same work for a real element and the dummy: element i is chosen over every slot
+        # (key 0 for the dummy), both bits are drawn, one is kept (spec §7.1)
+        ks.pick(i)
+        real = i < s
+        x = real * slot_sign(ks.chosen, 0, self.salt, t) + (1 - real) * below(w, 3, T_HALF)
+        plus = 1 ^ x ^ below(w, 2, self.t_keep)
         self.x = x
         struct.pack_into("<IB", self.buf, 12, t, plus)
         return self._finish(nonce)

@@ -3,15 +3,17 @@ Qin et al., "Heavy Hitter Estimation over Set-Valued Data with Local Differentia
 
 Bits 0..kc-1 are the candidates, bit kc the dummy. i = bucket(w0, L), L = max(l, s); the
 chosen item's bit is set (candidate c -> bit c; not a candidate, or i >= s -> bit kc); then
-bit b is flipped iff w_{1+b} < T_flip. `value` is a list of item keys; the candidate keys
-come in `params["candidates"]` (absent: the int domain 0..d-1, as on the aggregator).
+bit b is flipped iff w_{1+b} < T_flip. `value` is a KeySet (or a list of item keys); the
+candidate keys come in `params["candidates"]` (absent: the int domain 0..d-1, as on the
+aggregator). Every slot's candidate position is found with a fixed number of steps and element
+i is chosen over every slot (sets.KeySet): the same work for every set (spec §7.1).
 """
 from os import urandom
 
 from .bitmap import Words
 from .hash import word_bucket, zero
 from .report import Report, param
-from .sets import MAX_CANDIDATES, candidate_index, distinct_keys
+from .sets import MAX_CANDIDATES, as_keyset, candidate_index
 from .thresholds import t_flip
 from .errors import ConfigError
 
@@ -36,18 +38,16 @@ class Srappor(Report):
         self.words = kc + 2
         self.t_flip = t_flip(eps_milli)
 
-    def _bit(self, key):
-        if self.index is None:
-            return key if key < self.kc else self.kc
-        return self.index.get(key, self.kc)
-
     def report(self, keys, nonce, rand=urandom):
-        keys = distinct_keys(keys)
-        s = len(keys)
+        ks = as_keyset(keys)
+        ks.items_of(self.index, self.kc)
+        s = ks.count()
         words = Words(rand, self.words)
         w, wi = words.one()
         i = word_bucket(w, wi, max(self.l, s))
-        bit = self._bit(keys[i]) if i < s else self.kc
+        ks.pick(i)
+        real = i < s
+        bit = real * ks.chosen[1] + (1 - real) * self.kc
         buf = self.buf
         zero(buf, 12, len(buf) - 12)
         buf[12 + (bit >> 3)] = 1 << (bit & 7)

@@ -1,0 +1,31 @@
+/* The device's value prepared once at start (spec §7.1 "constant work"): the key of every
+ * element is computed before any message arrives, and a set is held in LDPC_SET_CAPACITY
+ * slots whose repeats are marked once, comparing every pair of slots. A trigger then maps
+ * the slots to a campaign's domain with the same work whatever the value holds. */
+#ifndef LDPC_VALUE_H
+#define LDPC_VALUE_H
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define LDPC_SET_CAPACITY 64 /* spec §7.1: a set value is processed over this many slots */
+
+/* What one element is (spec §1): an integer item (0..2^32-1), a string item (non-empty; its
+ * key), or nothing (another type, an empty string, no element, a repeat of an earlier slot). */
+enum { LDPC_ITEM_NONE = 0, LDPC_ITEM_INT = 1, LDPC_ITEM_STR = 2 };
+
+struct ldpc_item {
+    uint32_t kind, int_value, str_key;
+};
+
+/* `one`: the value as one item (a list is NONE: ⊥ in a one-item campaign); `slot`: the
+ * first LDPC_SET_CAPACITY elements of a set (a value that is not a list is a one-element set;
+ * a longer set is truncated, never refused), in order. */
+struct ldpc_value {
+    struct ldpc_item one;
+    struct ldpc_item slot[LDPC_SET_CAPACITY];
+};
+
+void ldpc_value_init(struct ldpc_value *v, const cJSON *value);
+
+#endif
