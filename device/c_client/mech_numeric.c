@@ -144,7 +144,7 @@ int ldpc_numeric_report(const struct ldpc_mech *mech, const struct ldpc_input *i
     case LDP_MECHANISM_ID_SW:
         return ldp_window_perturb(&mech->num.window, &in->index, 1, words, body, 0);
     case LDP_MECHANISM_ID_HM:
-        if (in->keys == NULL || in->nkeys != mech->num.hm.metrics)
+        if (in->keys == NULL || in->nslots != mech->num.hm.metrics)
             return -1;
         return ldp_hm_perturb(&mech->num.hm, in->keys, 1, words, body, 0);
     default:
@@ -185,7 +185,7 @@ int ldpc_numeric_vector_input(const struct ldpc_mech *mech, const cJSON *value, 
         }
     }
     in->keys = *points;
-    in->nkeys = n;
+    in->nslots = n;
     return 0;
 }
 

@@ -28,7 +28,7 @@ int ldpc_numeric_id(int id); /* 1 for duchi, pm, hm, sw */
 int ldpc_numeric_init(struct ldpc_mech *mech, const cJSON *params, struct ldpc_reason *why);
 
 /* The body from mech->words words: in->index is the grid point (duchi, pm, sw); hm takes
- * in->keys[0..metrics) (in->nkeys == metrics). 0, or -1 if the input does not fit. */
+ * in->keys[0..metrics) (in->nslots == metrics). 0, or -1 if the input does not fit. */
 int ldpc_numeric_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const uint32_t *words,
                         uint8_t *body);
 
