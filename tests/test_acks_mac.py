@@ -204,11 +204,10 @@ def test_serve_without_an_ack_key_warns_once(mosquitto, tmp_path):
 # --- the load generator -----------------------------------------------------------------------------
 
 def tracker(prefix, **keys):
-    t = AckTracker("camp", prefix, 3, 18, FAST, np.random.default_rng(1), **keys)
     reports = np.zeros((3, 18), np.uint8)
     for i in range(3):
         reports[i, :12] = np.frombuffer(protocol.pack_header("olh", 1, 9, 100 + i), np.uint8)
-    t.keep(np.arange(3), reports)
+    t = AckTracker("camp", prefix, reports, np.arange(3), **keys)
     return t, [reports[i].tobytes() for i in range(3)]
 
 
@@ -271,6 +270,7 @@ def test_flash_writes_the_boards_own_key(tmp_path):
     stage = tmp_path / "stage"
     proc = cli("flash", "--port", "/dev/null", "--device-id", "board-1", "--trusted-keys",
                str(tmp_path / "k") + ".pub", "--march", "x64", "--ack-key", root,
+               "--broker-host", "broker.example",
                "--stage-dir", stage, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     identity = json.loads((stage / "identity.json").read_text())

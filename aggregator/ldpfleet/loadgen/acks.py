@@ -73,6 +73,11 @@ class AckTracker:
             return ackkeys.device_key_under_login(self.ack_login_key, device.partition("/")[2])
         return None
 
+    def pending(self) -> np.ndarray:
+        """The fleet indices whose report is not acknowledged yet."""
+        with self._lock:
+            return np.flatnonzero(self.active & ~self.acked)
+
     def pending_count(self) -> int:
         return self.expected - self.acked_count()
 
