@@ -453,35 +453,25 @@ def cmdline(pid: int) -> str:
 
 # --- every kind of campaign at 1280 px ----------------------------------------------------------
 
-class Collected:
-    """The load generator's publisher interface, keeping the messages (no broker): the fleet's
-    own simulation (`run_simulated`) feeds `fold` in process."""
-
-    def __init__(self):
-        self.messages = []
-
-    def publish_rows(self, topics, reports):
-        self.messages += list(zip(topics, (row.tobytes() for row in reports)))
-
-
 def simulate(state, name, devices, seed, dist="zipf:1.3", again=False):
     """`devices` simulated devices of the campaign's current phase, as `ldpfleet fleet` draws
     and perturbs them (the public phase split, the campaign's set length), folded in process;
     `again`: the same reports a second time (duplicates)."""
     from ldpfleet.loadgen.campaign import CampaignView, phase_mechanism
     from ldpfleet.loadgen.items import campaign_set_size, item_distribution
-    from ldpfleet.loadgen.simulated import run_simulated, simulated_device_ids
+    from ldpfleet.loadgen.simulated import simulated_device_ids, simulated_reports
     with Store(state) as store:
         camp = store.require_campaign(name)
     view = CampaignView(camp.config, camp.phase, camp.phase2)
     mech = phase_mechanism(view)
-    out = Collected()
-    run_simulated(out, view, mech, item_distribution(dist, camp.config),
-                  simulated_device_ids(devices, "sim%d" % seed), np.random.default_rng(seed),
-                  campaign_set_size(camp.config) if mech.set_valued else 0)
-    fold(state, out.messages)
+    ids = simulated_device_ids(devices, "sim%d" % seed)
+    chosen, _, reports = simulated_reports(
+        view, mech, item_distribution(dist, camp.config), ids, np.random.default_rng(seed),
+        campaign_set_size(camp.config) if mech.set_valued else 0)
+    messages = [("ldp/%s/r/%s" % (name, ids[i]), reports[i].tobytes()) for i in chosen.tolist()]
+    fold(state, messages)
     if again:
-        fold(state, out.messages)
+        fold(state, messages)
 
 
 def five_campaigns(state, key):

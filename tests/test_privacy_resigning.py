@@ -82,7 +82,7 @@ for job in json.load(open(sys.argv[1])):
     for topic, payload in job["messages"]:
         dev._on_message(topic.encode(), payload.encode())
         dev.process_inbox()
-        for phase, report in dev.outbox:
+        for phase, report, _due in dev.outbox:
             reports.append([phase, "".join("%02x" % b for b in report)])
         dev.flush()
     results.append({"log": lines, "reports": reports})

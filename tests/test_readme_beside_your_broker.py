@@ -38,7 +38,8 @@ def readme_commands() -> list:
 def test_the_readme_block_delivers_every_report_behind_packaged_limits(tmp_path):
     commands = readme_commands()
     assert [argv[:2] for argv, _bg in commands] == [
-        ["ldpfleet", "campaign"], ["ldpfleet", "serve"], ["ldpfleet", "campaign"],
+        ["ldpfleet", "campaign"], ["ldpfleet", "ack-key"], ["ldpfleet", "serve"],
+        ["ldpfleet", "campaign"],
         ["ldpfleet", "fleet"], ["ldpfleet", "campaign"], ["ldpfleet", "estimate"],
         ["ldpfleet", "broker-config"]]
     joined = " ".join(" ".join(argv) for argv, _bg in commands)
