@@ -1,4 +1,4 @@
-/* MQTT wire helpers for the aggregator's lean ingest client (aggregator/ldpfleet/leanmqtt.py):
+/* MQTT wire helpers for the aggregator's lean ingest client (aggregator/ldpfleet/mqtt/lean.py):
  * scan a buffer of MQTT control packets in one call, build PUBACKs and PUBLISH packets in
  * bulk, and check report topics `ldp/<campaign>/r/<device>[/<id>]` (protocol v2 §4).
  * MQTT 3.1.1 (version 4) and MQTT 5 (version 5). Portable C99, no allocation, no globals;

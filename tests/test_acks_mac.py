@@ -25,10 +25,11 @@ from support.c_client import build_client, client_env
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes, write_key_files
 from support.live import CLIENTS, read_log, start, wait_log
 from support.service import ServeProcess
-from ldpfleet import ackkeys, device_runner, protocol
-from ldpfleet import config as campaign_config
+from ldpfleet.core import ackkeys, protocol
+from ldpfleet.provision import device_runner
+from ldpfleet.core import config as campaign_config
 from ldpfleet.loadgen.acks import AckTracker
-from ldpfleet.service.batch import AckBatch
+from ldpfleet.service.ingest.batch import AckBatch
 
 VECTORS = device_runner.ROOT / "protocol_spec" / "v2" / "vectors"
 FAST = {"ack": True, "retry_s": 1, "retry_max_s": 2}
@@ -159,7 +160,7 @@ def test_serve_with_an_ack_key_acknowledges_keyed_devices(mosquitto, tmp_path):
     """serve --ack-key: both clients, provisioned with their keys, get MAC'd acks that verify
     under their keys (seen on the wire: 28 bytes) and end their --once runs on them."""
     from ldpfleet.service import Store, create_campaign
-    from ldpfleet.mqtt import BrokerSettings
+    from ldpfleet.mqtt.client import BrokerSettings
     key = tmp_path / "signing.key"
     write_key_files(key)
     root = tmp_path / "ack.key"

@@ -16,8 +16,9 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
-from ldpfleet import broker, cli
-from ldpfleet.errors import ConfigError
+from ldpfleet.broker import secured as broker
+from ldpfleet import cli
+from ldpfleet.core.errors import ConfigError
 
 DEVICES = ["dev-a", "dev-b", "dev_c"]
 
@@ -303,9 +304,9 @@ def test_fleet_runs_as_the_load_generator_on_a_secured_broker(secured):
     delivers every simulated device's report under its own prefix and the MicroPython device's
     with that device's own login (--device-logins); without device logins it refuses."""
     from support.devices import SIGNING_KEY, config_doc
-    from ldpfleet import config as campaign_config
+    from ldpfleet.core import config as campaign_config
     from ldpfleet.loadgen import FleetOptions, run_fleet
-    from ldpfleet.mqtt import BrokerSettings
+    from ldpfleet.mqtt.client import BrokerSettings
 
     connect, _, creds = secured
     agg = connect("agg")
@@ -396,10 +397,10 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
     """The generated ACL with the real parts: `serve` and `campaign create` log in as the
     aggregator user; MicroPython devices log in as themselves and get their report accepted;
     a device logging in as dev-a but reporting as dev-b is dropped by the broker."""
-    from ldpfleet import device_runner
+    from ldpfleet.provision import device_runner
     from ldpfleet.service import BrokerSettings, Store, create_campaign
     from support.service import ServeProcess
-    from ldpfleet.signing import write_signing_key
+    from ldpfleet.core.signing import write_signing_key
 
     connect, out, creds = secured
     conf = (out / "mosquitto.conf").read_text()
@@ -446,8 +447,8 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
     `--password` overrides the identity's password."""
     from support.c_client import build_client, run_client
     from support.devices import SIGNING_KEY, config_doc
-    from ldpfleet import config as campaign_config
-    from ldpfleet import device_runner
+    from ldpfleet.core import config as campaign_config
+    from ldpfleet.provision import device_runner
 
     connect, out, creds = secured
     conf = (out / "mosquitto.conf").read_text()

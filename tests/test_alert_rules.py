@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from ldpfleet.broker import free_port
+from ldpfleet.broker.secured import free_port
 from ldpfleet.service import Store, create_campaign
 
 from support.service import ServeProcess, fold_batch, report_messages, scrape_metrics_until
@@ -78,7 +78,7 @@ def test_every_series_the_rules_use_is_exported(mosquitto, tmp_path):
     names = set().union(*(metric_names(r["expr"]) for r in alerts().values()))
     assert "ldpfleet_campaign_coverage_ratio" in names and "ldpfleet_ingest_subscribed" in names
     key = str(tmp_path / "fleet.key")
-    from ldpfleet.signing import write_signing_key
+    from ldpfleet.core.signing import write_signing_key
     write_signing_key(key)
     state = "sqlite:///" + str(tmp_path / "state.db")
     with Store(state) as store:

@@ -8,11 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from ldpfleet import cli, datasets
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.psfo import choose_oracle
-from ldpfleet.errors import ConfigError
-from ldpfleet.protocols import auto, svim
+from ldpfleet import cli
+from ldpfleet.eval import datasets
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.psfo import choose_oracle
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.protocols import auto, svim
 
 
 def run_json(capsys, *args):
@@ -123,8 +124,8 @@ def test_sh_protocols_are_rated_and_cover_domains_too_large_for_the_others():
     assert rows["lm-sho"]["predicted_sd"] == pytest.approx(math.sqrt(sho), rel=1e-12)
     assert rows["lm-sho"]["phase1_sd"] == rows["lm-sh"]["phase1_sd"]
     assert auto.choose(n, eps, d, l, k)["chosen"] == "sh"
-    from ldpfleet.protocols.options import ProtocolOptions
-    from ldpfleet.service.protocol_campaigns import protocol_phases
+    from ldpfleet.core.protocols.options import ProtocolOptions
+    from ldpfleet.service.campaigns.protocols import protocol_phases
     phases, doc = protocol_phases("auto", eps, {"type": "int", "size": d},
                                   ProtocolOptions(set_size=l, top=k, fleet_size=n))
     best = min((rows[p] for p in ("lm-rp", "lm-sh", "lm-sho")), key=lambda r: r["predicted_sd"])
@@ -153,8 +154,8 @@ def test_svim_phase2_estimates_are_unbiased_within_their_variance():
     sets = datasets.draw_variable_sets(n, "geometric:5", d, "zipf:1.0", rng)
     f = np.bincount(sets.keys, minlength=d)[:d] / n
     cand = np.arange(kc, dtype=np.uint32)
-    from ldpfleet.protocols.ldpminer import trim_sets
-    from ldpfleet.protocols.svim_sim import run_phase
+    from ldpfleet.core.protocols.ldpminer import trim_sets
+    from ldpfleet.eval.svim_sim import run_phase
     trimmed = trim_sets(sets, cand)
     for name in ("psgrr", "psolh"):
         mech = make_mechanism(name, 2000, d, l=svim.phase2_length(30, kc),
@@ -198,10 +199,10 @@ def test_auto_choice_matches_predict():
 def test_listless_psfo_and_svim_refuse_a_string_domain():
     """Without a candidate list psgrr/psolh run over the int items 0..d-1; on a string domain
     they would measure nothing, so the config and the campaign are refused (domain.type)."""
-    from ldpfleet import config
-    from ldpfleet.errors import ConfigError
-    from ldpfleet.protocols.options import ProtocolOptions
-    from ldpfleet.service.protocol_campaigns import protocol_phases
+    from ldpfleet.core import config
+    from ldpfleet.core.errors import ConfigError
+    from ldpfleet.core.protocols.options import ProtocolOptions
+    from ldpfleet.service.campaigns.protocols import protocol_phases
     words = {"type": "str", "items": ["apple", "pear", "kiwi"]}
     for name in ("psgrr", "psolh"):
         with pytest.raises(ConfigError) as err:
@@ -239,8 +240,8 @@ def test_a_campaign_plans_svim_without_the_size_step():
     assert camp["svim"]["predicted_sd"] == pytest.approx(cand, rel=1e-12)
     assert sim["svim"]["predicted_sd"] < camp["svim"]["predicted_sd"]
     # the campaign's own planning path (what `campaign create --protocol auto` records)
-    from ldpfleet.protocols.options import ProtocolOptions
-    from ldpfleet.service.protocol_campaigns import protocol_phases
+    from ldpfleet.core.protocols.options import ProtocolOptions
+    from ldpfleet.service.campaigns.protocols import protocol_phases
     _phases, doc = protocol_phases("auto", eps, {"type": "int", "size": d},
                                    ProtocolOptions(set_size=l, top=k, fleet_size=n))
     assert doc["protocol"] == "svim"

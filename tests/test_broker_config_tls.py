@@ -14,7 +14,8 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
-from ldpfleet import broker, cli
+from ldpfleet.broker import secured as broker
+from ldpfleet import cli
 from test_tls import make_ca, make_server_cert
 from cryptography import x509
 import ipaddress

@@ -36,7 +36,7 @@ EXERCISE = textwrap.dedent("""
     assert so.parent == Path(__file__).resolve().parent / "ldpfleet", so
     blob = so.read_bytes()
     assert b"__asan_" in blob and b"__ubsan_handle" in blob, "extension built without sanitizers"
-    from ldpfleet.mechanisms import MODULES, make_mechanism, mechanism_from_description
+    from ldpfleet.core.mechanisms import MODULES, make_mechanism, mechanism_from_description
     vectors = Path(sys.argv[1])
     done = []
     for name in sorted(MODULES):

@@ -22,11 +22,12 @@ import pytest
 
 from support.c_client import assert_no_sanitizer_report, build_client, client_cmd, client_env, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import MODULES
-from ldpfleet.protocols import ldplcm
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import MODULES
+from ldpfleet.core.protocols import ldplcm
 from test_device_config import PRIOR_GEN, PRIOR_LEDGER, envelopes, mutated_configs, refusal_cases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,7 +161,7 @@ def test_shc_ledger_bit_and_thresholds_match_vectors(sanitize):
 def verify_config(binary, payload: bytes, keys, now=None, envelope_only=False):
     """`ldp_client verify-config` with `keys` (signing.trusted_set's forms) as --trusted-keys."""
     import tempfile
-    from ldpfleet.signing import trusted_set
+    from ldpfleet.core.signing import trusted_set
     with tempfile.NamedTemporaryFile("w", suffix=".pub", delete=False) as f:
         json.dump([k.to_doc() for k in trusted_set(keys).values()], f)
     argv = [str(binary), "verify-config", "--trusted-keys", f.name]

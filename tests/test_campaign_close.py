@@ -14,9 +14,9 @@ import pytest
 
 from support.c_client import build_client, run_client
 from support.devices import SIGNING_KEY, ReportCollector, write_key_files
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
-from ldpfleet.service.store import Store
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.service.state.store import Store
 
 
 def cli(*args):

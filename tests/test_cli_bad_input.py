@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from ldpfleet import cli, protocol
+from ldpfleet import cli
+from ldpfleet.core import protocol
 from ldpfleet.service import Store
 
 

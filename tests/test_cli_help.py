@@ -7,7 +7,7 @@ import subprocess
 
 from ldpfleet import cli
 from support.devices import SIGNING_KEY  # noqa: F401  (tests/ on the path)
-from ldpfleet import device_runner
+from ldpfleet.provision import device_runner
 
 OUTSIDE = re.compile(r"field-notes|/work/shared|shared/papers|\.\./shared|module docstring")
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from ldpfleet.commands import PASSWORD_ENV, add_password_args, resolve_password
-from ldpfleet.errors import ConfigError
+from ldpfleet.core.errors import ConfigError
 
 
 def test_metrics_port_in_use_is_named(mosquitto, tmp_path):

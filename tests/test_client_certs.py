@@ -15,9 +15,9 @@ import pytest
 
 from support.c_client import build_client, run_client
 from support.devices import SIGNING_KEY, config_doc, write_key_files
-from ldpfleet import broker as brokermod
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
+from ldpfleet.broker import secured as brokermod
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
 from test_acl import Client
 from test_tls import make_ca, make_server_cert
 

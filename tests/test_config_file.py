@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from ldpfleet import cli
-from ldpfleet.service.ingest import IngestOptions, Ingestor
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
+from ldpfleet.core.signing import write_signing_key
 from support.service import report_messages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -268,8 +268,10 @@ def test_deploy_example_is_accepted_key_by_key(capsys):
 def two_campaigns(tmp_path) -> str:
     """A state with `cpu` (OLH, one phase) and `hh` (LDPMiner in phase 2), folded in process."""
     from ldpfleet.service import Store, create_campaign
-    from ldpfleet.service.protocol_campaigns import (ProtocolOptions, advance_campaign,
-                                                     create_protocol_campaign)
+    from ldpfleet.service.campaigns.protocols import (
+        ProtocolOptions,
+        advance_campaign,
+        create_protocol_campaign)
     key = str(tmp_path / "k.key")
     write_signing_key(key)
     state = "sqlite:///" + str(tmp_path / "two.db")

@@ -1,4 +1,4 @@
-"""Coverage (service/coverage.py): provisioned devices with an accepted report over the
+"""Coverage (service/campaigns/coverage.py): provisioned devices with an accepted report over the
 provisioned devices, in `campaign status` (text and JSON), the HTTP API, /metrics and the
 dashboard; `ldpfleet devices silent` lists the provisioned devices without one, per phase
 where a campaign asks devices in several. The state holds keyed hashes of device ids, never
@@ -11,16 +11,19 @@ import urllib.request
 import numpy as np
 import pytest
 
-from ldpfleet.broker import free_port
-from ldpfleet.protocols import ldplcm
-from ldpfleet.service import Store, create_campaign, retention
-from ldpfleet.service.campaigns import close_campaign
-from ldpfleet.service.coverage import ProvisionedFleet
-from ldpfleet.service.http_api import ApiTokens, create_app, start_http
-from ldpfleet.service.http_metrics import ServiceMetrics
-from ldpfleet.service.protocol_campaigns import (ProtocolOptions, advance_campaign,
-                                                 create_protocol_campaign)
-from ldpfleet.signing import write_signing_key
+from ldpfleet.broker.secured import free_port
+from ldpfleet.core.protocols import ldplcm
+from ldpfleet.service import Store, create_campaign
+from ldpfleet.service.state import retention
+from ldpfleet.service.campaigns.manage import close_campaign
+from ldpfleet.service.campaigns.coverage import ProvisionedFleet
+from ldpfleet.service.http.api import ApiTokens, create_app, start_http
+from ldpfleet.service.http.metrics import ServiceMetrics
+from ldpfleet.service.campaigns.protocols import (
+    ProtocolOptions,
+    advance_campaign,
+    create_protocol_campaign)
+from ldpfleet.core.signing import write_signing_key
 
 from support.service import ServeProcess, cli_json, fold_batch, report_messages
 

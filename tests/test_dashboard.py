@@ -26,12 +26,12 @@ import urllib.request
 import numpy as np
 import pytest
 
-from ldpfleet.broker import free_port
+from ldpfleet.broker.secured import free_port
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.ingest import IngestOptions, Ingestor
-from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
+from ldpfleet.service.campaigns.protocols import ProtocolOptions, create_protocol_campaign
+from ldpfleet.core.signing import write_signing_key
 from support.service import ServeProcess, publisher, report_messages
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -477,7 +477,7 @@ def simulate(state, name, devices, seed, dist="zipf:1.3", again=False):
 def five_campaigns(state, key):
     """One of every kind the dashboard draws: OLH with re-sends (`cpu`), LDPMiner, LDPLCM and
     svim in phase 2 (their answers), auto in phase 1 (its plan in the status)."""
-    from ldpfleet.service.protocol_campaigns import advance_campaign
+    from ldpfleet.service.campaigns.protocols import advance_campaign
     with Store(state) as store:
         create_campaign(store, None, key, "cpu", "olh", 2.0, "0-63")
         for name, proto, eps, domain, opts in (
@@ -513,7 +513,7 @@ def test_every_chart_draws_the_apis_answer_at_1280px(tmp_path, browser):
     estimates), rows that do not stand out are marked `noise` in table and chart, protocol
     parameters are labelled fields (no raw JSON: auto's plan is one line), re-sends are shown
     apart from rejections, and the trend is the API's /trend."""
-    from ldpfleet.service.http_api import ApiTokens, create_app, start_http
+    from ldpfleet.service.http.api import ApiTokens, create_app, start_http
     state = "sqlite:///" + str(tmp_path / "state.db")
     key = str(tmp_path / "fleet.key")
     write_signing_key(key)

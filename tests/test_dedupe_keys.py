@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from ldpfleet import cli
-from ldpfleet.errors import ConfigError
-from ldpfleet.service import BrokerSettings, Store, create_campaign, dedupe
-from ldpfleet.service.store import SCHEMA_VERSION
-from ldpfleet.signing import write_signing_key
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.service import BrokerSettings, Store, create_campaign
+from ldpfleet.service.state import dedupe
+from ldpfleet.service.state.store import SCHEMA_VERSION
+from ldpfleet.core.signing import write_signing_key
 from support.service import fold_batch, report_messages
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -208,7 +209,7 @@ def test_the_key_file_is_made_beside_sqlite_and_a_wrong_one_is_refused(tmp_path,
     capsys.readouterr()
     assert cli.main(["campaign", "status", "a", "--state", state, "--dedupe-key", moved,
                      "--json"]) == 0
-    from ldpfleet.service.ingest import IngestOptions, Ingestor
+    from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
     ingestor = Ingestor(state, options=IngestOptions(client_id="w", dedupe_key=moved))
     try:
         assert ingestor.process_batch(msgs["a"][:7])[("a", "duplicate")] == 7

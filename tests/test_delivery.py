@@ -14,13 +14,16 @@ import time
 import paho.mqtt.client as paho
 import pytest
 
-from ldpfleet import broker, cli, device_runner, protocol
-from ldpfleet import config as campaign_config
-from ldpfleet.broker_check import check_broker
+from ldpfleet.broker import secured as broker
+from ldpfleet import cli
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core import config as campaign_config
+from ldpfleet.broker.check import check_broker
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import Issuance, campaign_status
-from ldpfleet.signing import read_signing_key, write_signing_key
+from ldpfleet.service.campaigns.manage import Issuance, campaign_status
+from ldpfleet.core.signing import read_signing_key, write_signing_key
 from support.brokers import PrivateMosquitto
 from support.c_client import build_client, start_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
@@ -234,7 +237,7 @@ def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
             serve.stop()
         with Store(state) as store:
             assert store.counters(None).get("received", 0) == 0
-            from ldpfleet.service.broker_watch import drops_in_state
+            from ldpfleet.service.ingest.broker_watch import drops_in_state
             assert drops_in_state(store)["seen_by_serve"] == 0
 
     devices = tmp_path / "devices.txt"

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from support.brokers import free_port
 from support.service import ServeProcess, new_campaign, publisher, report_messages
 from support.service import scrape_metrics_until
@@ -148,7 +148,7 @@ def test_dashboard_series_are_served_and_labels_carry_no_device_data(tmp_path, m
 
 
 def test_an_unreadable_state_is_reported_not_a_failed_scrape(tmp_path):
-    from ldpfleet.service.http_metrics import ServiceMetrics
+    from ldpfleet.service.http.metrics import ServiceMetrics
     metrics = ServiceMetrics(state_url="sqlite:///%s" % (tmp_path / "missing.db"))
     text = metrics.text()
     assert "ldpfleet_store_up 0.0" in text and "ldpfleet_build_info{" in text
@@ -160,7 +160,7 @@ def test_workers_on_postgres_serve_the_committed_totals_of_the_whole_state(
     """Two `serve --group` workers on one PostgreSQL state: each one's own counters show its
     share, the ldpfleet_campaign_* series of both show the totals of every worker's commits."""
     from ldpfleet.service import BrokerSettings, Store, create_campaign
-    from ldpfleet.signing import write_signing_key
+    from ldpfleet.core.signing import write_signing_key
     key = str(tmp_path / "fleet.key")
     write_signing_key(key)
     with Store(postgres_url) as store:
@@ -519,7 +519,7 @@ def test_pilot_broker_refuses_anonymous_and_forged_acks(tmp_path):
     included); the aggregator can, and the device receives them."""
     import csv
     import getpass
-    from ldpfleet import broker
+    from ldpfleet.broker import secured as broker
     out = tmp_path / "broker"
     broker.write_secured_config(str(out), broker.SecuredBroker(
         "ldp-aggregator", ["dev-1"], admin_user="ldp-admin", loadgen_user="ldp-loadgen",

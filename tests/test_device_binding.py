@@ -26,10 +26,11 @@ import pytest
 from support.c_client import build_client, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes, write_key_files
 from support.live import CLIENTS, read_log, start, wait_log
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
-from ldpfleet.protocols import ldplcm, ldpminer
-from ldpfleet.service.store import Store
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.protocols import ldplcm, ldpminer
+from ldpfleet.service.state.store import Store
 
 FAST = {"ack": True, "retry_s": 1, "retry_max_s": 2}
 
@@ -196,7 +197,7 @@ def cli(*args):
 def test_rotate_keys_re_signs_the_same_body(mosquitto, tmp_path):
     """`campaign rotate-keys` signs every open campaign's stored body again: the body bytes (and
     so the digest devices bind to) are those of the original config; only kid and sig change."""
-    from ldpfleet.signing import SigningKey
+    from ldpfleet.core.signing import SigningKey
     old, new = tmp_path / "a.key", tmp_path / "b.key"
     write_key_files(old, SIGNING_KEY)
     write_key_files(new, SigningKey.from_seed(bytes(range(2, 34))))
@@ -223,7 +224,7 @@ def test_rotate_keys_re_signs_the_same_body(mosquitto, tmp_path):
 def test_binding_survives_key_rotation(mosquitto, tmp_path, client):
     """A device spent under the config signed by key A; the same body re-signed by B after a
     rotation is the same config: the memo is re-sent, nothing refused, nothing spent."""
-    from ldpfleet.signing import SigningKey
+    from ldpfleet.core.signing import SigningKey
     new = SigningKey.from_seed(bytes(range(2, 34)))
     name = "bind-rot-" + client
     doc = config_doc(name)

@@ -1,7 +1,7 @@
 """Device-side config handling on the real MicroPython interpreter (spec §5, §6).
 
 * The device's envelope verification (Ed25519 with key ids, spec §5.1) and config rules refuse exactly what the aggregator's
-  (ldpfleet.config.verify / check_config) refuse, naming the same field.
+  (ldpfleet.core.config.verify / check_config) refuse, naming the same field.
 * Real device processes against a private Mosquitto: a valid config is accepted and reported;
   an unsigned, HMAC-signed (v1), unknown-key, tampered, spliced, expired, malformed, other-protocol or over-cap config is
   refused with the reason logged, nothing is published and the ledger file is unchanged.
@@ -15,10 +15,10 @@ import pytest
 
 from support.devices import (OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc, envelope,
                              hmac_envelope)
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "device" / "tests" / "config_rules.py"
@@ -230,7 +230,7 @@ def numeric_configs(m, set_):
 def envelopes():
     """(payload, trusted keys, the field every party refuses it with, or None): the shared
     vectors of spec §5.1 (signatures.json)."""
-    from ldpfleet.signing import PublicKey
+    from ldpfleet.core.signing import PublicKey
     cases = json.loads((ROOT / "protocol_spec" / "v2" / "vectors" / "signatures.json").read_text())
     return [(c["payload"].encode(), [PublicKey.from_doc(d) for d in c["trusted"]], c["error"])
             for c in cases["verify"]]

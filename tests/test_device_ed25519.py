@@ -18,7 +18,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (Ed25519PrivateKey,
                                                                Ed25519PublicKey)
 
-from ldpfleet import device_runner
+from ldpfleet.provision import device_runner
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICE = ROOT / "device"

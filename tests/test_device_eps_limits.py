@@ -1,6 +1,6 @@
 """ε limits of both clients equal the spec's (§2: eps_milli in [1, 64000]).
 
-* Thresholds at the bounds, against the aggregator's reference (`ldpfleet.protocol`): the C
+* Thresholds at the bounds, against the aggregator's reference (`ldpfleet.core.protocol`): the C
   client's `thresholds` mode (E_full and E_half exactly, from big integers: E_full outgrows 128
   bits at eps ~ 44.36 and reaches 2^157 at 64) and the MicroPython client's `ldp.thresholds`,
   at 1, around 44.36, and up to 64000; outside [1, 64000] the C client refuses with the config
@@ -16,8 +16,9 @@ import pytest
 
 from support.c_client import build_client, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
 
 BOUNDS = [1, 2, 999, 44361, 44362, 45000, 50000, 63999, protocol.MAX_EPS_MILLI]
 NS = [2, 3, 7, 65537, (1 << 31) + 1, 1 << 32]

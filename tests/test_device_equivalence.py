@@ -29,9 +29,10 @@ import pytest
 from support.brokers import PrivateMosquitto
 from support.c_client import build_client, client_cmd, client_env
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
-from ldpfleet.protocols import ldplcm, ldpminer
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.protocols import ldplcm, ldpminer
 
 HERE = Path(__file__).resolve().parent
 DEVICE_ID = "eq-dev"
@@ -188,7 +189,7 @@ class AckingCollector(ReportCollector):
         super()._on_message(client, userdata, msg)
         parts = msg.topic.split("/")
         if len(parts) == 4 and parts[2] == "r" and parts[1] != "sentinel":
-            from ldpfleet import ackkeys
+            from ldpfleet.core import ackkeys
             plain = protocol.ack_for(bytes(msg.payload), protocol.ACK_ACCEPTED)
             topic = protocol.ack_topic(parts[1], parts[3])
             client.publish(topic, plain, qos=0)

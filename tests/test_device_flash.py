@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, write_key_files
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
 
 # mpy header byte 2 = (arch << 2) | sub-version for files holding native (viper) code
 MPY_ARCH = {"x64": 2, "armv6m": 4, "armv7emsp": 7, "xtensawin": 10}

@@ -16,9 +16,10 @@ import pytest
 
 from support.c_client import build_client, client_cmd, client_env, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
-from ldpfleet.protocols import ldpminer
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.protocols import ldpminer
 
 
 def device(tmp_path, budget=10000, cap=4000, value=9, name="dev-1"):

@@ -17,9 +17,10 @@ import time
 import pytest
 
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
-from ldpfleet.config import mechanism_for_phase
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.config import mechanism_for_phase
 
 DEVICES = 20
 
@@ -191,7 +192,7 @@ def test_ldplcm_sampling_rule_and_model_decide_the_phase_2_encoding(mosquitto, t
     """Sampled devices (public rule, spec §5) report phase 1 only, the others phase 2 only; in
     phase 2 the signed model decides high/low (g(index) >= P), the same as the aggregator's
     `is_high`; a malformed model is refused."""
-    from ldpfleet.protocols import ldplcm
+    from ldpfleet.core.protocols import ldplcm
 
     phases = [{"phase": 1, "mechanism": "cms", "eps_milli": 2000, "params": {"k": 8, "m": 32},
                "sample_rate_ppm": 500000},

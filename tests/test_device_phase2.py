@@ -30,12 +30,14 @@ import pytest
 from support.c_client import assert_no_sanitizer_report, build_client, client_env, run_client
 from support.devices import (OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc, hmac_envelope,
                              write_key_files)
-from ldpfleet import config as campaign_config
-from ldpfleet import datasets, device_runner, protocol
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.olh import default_g
-from ldpfleet.protocols import ldplcm, ldpminer, svim
+from ldpfleet.core import config as campaign_config
+from ldpfleet.eval import datasets
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.olh import default_g
+from ldpfleet.core.protocols import ldplcm, ldpminer, svim
 from test_device_config import PRIOR_LEDGER
 from test_ldplcm import BAD_DOCS, small_doc
 

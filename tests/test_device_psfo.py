@@ -1,6 +1,6 @@
 """The padding-and-sampling oracles (psgrr, psolh; spec §3 ids 10, 11) on both device clients:
 each client builds the mechanism from exactly the parameters the aggregator accepts
-(`ldpfleet.mechanisms.psfo`) and refuses the others, naming the aggregator's field
+(`ldpfleet.core.mechanisms.psfo`) and refuses the others, naming the aggregator's field
 (`phases.params` for an out-of-range `l` or `g`, as for every device parameter); and a built
 mechanism's report equals the aggregator's reference for random sets and words (beyond the
 shared vectors, which tests/test_device_vectors.py and tests/test_c_client.py replay).
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from support.c_client import assert_no_sanitizer_report, build_client, client_env
-from ldpfleet import device_runner
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism
+from ldpfleet.provision import device_runner
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism
 
 W = 1 << 32
 BIG = 1 << 24

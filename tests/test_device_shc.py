@@ -29,10 +29,11 @@ import pytest
 
 from support.c_client import assert_no_sanitizer_report, build_client, client_env, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
-from ldpfleet.errors import ConfigError
-from ldpfleet.protocols import ldpminer
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.protocols import ldpminer
 
 W = 1 << 32
 CLIENTS = ["micropython", "c"]

@@ -10,7 +10,7 @@ import time
 import paho.mqtt.client as paho
 import pytest
 
-from ldpfleet import config as campaign_config
+from ldpfleet.core import config as campaign_config
 from test_delivery import start_device, wait_log
 from support.brokers import PrivateMosquitto
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes

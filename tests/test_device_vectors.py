@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpfleet import device_runner
+from ldpfleet.provision import device_runner
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"

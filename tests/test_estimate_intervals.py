@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.service.estimates import item_stddevs
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.service.campaigns.estimates import item_stddevs
 
 N, D, EPS, SEEDS, TOP = 200_000, 1024, 4000, 20, 10
 Z = float(stats.norm.ppf(0.975))
@@ -57,7 +57,7 @@ def test_one_f_free_variance_under_covers_grrs_top_items():
 def fold(mosquitto, tmp_path, name, n, probs, eps):
     """A campaign whose sketch holds `n` simulated reports (ingested in process, no serve)."""
     from ldpfleet.service import Store
-    from ldpfleet.service.ingest import Ingestor
+    from ldpfleet.service.ingest.loop import Ingestor
     from support.service import new_campaign, report_messages
     state, camp = new_campaign(tmp_path, mosquitto.url, name, "olh", eps, str(len(probs)))
     rng = np.random.default_rng(5)
@@ -80,7 +80,7 @@ def test_estimate_warns_when_the_noise_is_larger_than_the_estimates(mosquitto, t
         table = compute_estimates(store, "tiny")
     assert len(table.warnings) == 1 and "mostly noise" in table.warnings[0], table.warnings
     needed = int(table.warnings[0].split("about ")[2].split()[0])  # for an item held by 5 %
-    from ldpfleet.service.significance import reports_needed
+    from ldpfleet.service.campaigns.significance import reports_needed
     assert needed == reports_needed(table.stddev_fraction, 1000, table.significance.z_cutoff,
                                     0.05) > 1000
     skewed = np.r_[np.full(4, 0.2), np.full(252, 0.2 / 252)]
@@ -92,7 +92,7 @@ def test_estimate_warns_when_the_noise_is_larger_than_the_estimates(mosquitto, t
 def test_ldpminer_answer_flags_fractions_outside_0_1():
     """A 10,000-device LDPMiner run printed fractions of 1.30 (phase 1: 2.46) with no warning.
     The answer now says when its numbers leave [0, 1] (noise: the `noise` flags, test_significance)."""
-    from ldpfleet.service.answers import ProtocolAnswer, _ldpminer_warnings
+    from ldpfleet.service.campaigns.answers import ProtocolAnswer, _ldpminer_warnings
     noisy = ProtocolAnswer("hh", "ldpminer-rappor", [10000, 10000], {})
     noisy.rows = [{"frequency": f, "phase1_frequency": f1} for f, f1 in [(1.30, 2.46), (0.02, 0.5)]]
     assert any("outside [0, 1]" in w for w in _ldpminer_warnings(noisy))

@@ -1,4 +1,4 @@
-"""ldpfleet.fastsim: exact aggregate GRR/OUE simulation against theory and a per-user simulation.
+"""ldpfleet.eval.fastsim: exact aggregate GRR/OUE simulation against theory and a per-user simulation.
 
 Statistical bounds are z = 4.5 standard errors of the quantity compared (per-test false-alarm
 rate below 1e-5 for a Gaussian statistic; the seeds are fixed, so the tests are deterministic).
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ldpfleet import fastsim
+from ldpfleet.eval import fastsim
 
 Z = 4.5
 

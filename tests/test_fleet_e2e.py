@@ -1,5 +1,5 @@
 """A mixed fleet end to end: 20 MicroPython device processes (device/, via
-ldpfleet.device_runner) and 5 C clients (device/c_client) with different values, one private
+ldpfleet.provision.device_runner) and 5 C clients (device/c_client) with different values, one private
 Mosquitto, one CPython paho subscriber (spec §4-§6).
 
 * Every device's report arrives and the core parser (`mechanism_for_phase(config, 1).check`)
@@ -16,8 +16,9 @@ import time
 
 from support.c_client import assert_no_sanitizer_report, build_client, start_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
 
 MICROPYTHON_DEVICES = 20
 C_DEVICES = 5

@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from ldpfleet import config as campaign_config
-from ldpfleet.errors import ConfigError
+from ldpfleet.core import config as campaign_config
+from ldpfleet.core.errors import ConfigError
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.loadgen.campaign import fetch_campaign
 from ldpfleet.loadgen.items import campaign_set_size
-from ldpfleet.signing import SigningKey, read_public_keys
+from ldpfleet.core.signing import SigningKey, read_public_keys
 from support.devices import OTHER_KEY, SIGNING_KEY, write_key_files
 
 NEW_KEY = SigningKey.from_seed(bytes(range(2, 34)))
@@ -78,5 +78,5 @@ def test_fleet_follows_a_key_rotation_as_devices_do(mosquitto, base, tmp_path):
 def _retained_config(url):
     """The raw retained config payload of campaign `one`."""
     from ldpfleet.loadgen.campaign import _retained
-    from ldpfleet.mqtt import BrokerSettings
+    from ldpfleet.mqtt.client import BrokerSettings
     return _retained(BrokerSettings.from_url(url), "one", 10.0)["config"]

@@ -15,8 +15,8 @@ from ldpfleet import cli
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.loadgen.schedule import DeviceSchedule
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import Issuance
-from ldpfleet.signing import read_signing_key, write_signing_key
+from ldpfleet.service.campaigns.manage import Issuance
+from ldpfleet.core.signing import read_signing_key, write_signing_key
 from support.service import ServeProcess
 
 

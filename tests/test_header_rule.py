@@ -5,9 +5,9 @@ import itertools
 
 import numpy as np
 
-from ldpfleet import protocol
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.base import ERROR_FIELDS
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.base import ERROR_FIELDS
 
 CID = 0xCAFEBABE
 RULE = protocol.HeaderRule(CID, (protocol.MECHANISM_IDS["sh"], protocol.MECHANISM_IDS["srappor"]),

@@ -1,4 +1,4 @@
-"""Each campaign's counters over time (service/history.py, schema 7's `counter_history`): the
+"""Each campaign's counters over time (service/state/history.py, schema 7's `counter_history`): the
 ingest path appends the campaign totals at most once a minute, several workers (PostgreSQL)
 keep one row a minute, re-sends and rejections are kept apart, and `campaign trend` / the
 API's /trend answer them (oldest first, the counters now last)."""
@@ -9,9 +9,9 @@ import pytest
 
 from ldpfleet import cli
 from ldpfleet.service import Store, create_campaign
-from ldpfleet.service.history import HistoryRecorder, trend
-from ldpfleet.service.ingest import IngestOptions, Ingestor
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.state.history import HistoryRecorder, trend
+from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
+from ldpfleet.core.signing import write_signing_key
 from support.service import report_messages
 
 

@@ -1,4 +1,4 @@
-"""The operators' HTTP API (issue 15, service/http_api.py) on a real `serve --http` subprocess:
+"""The operators' HTTP API (issue 15, service/http/api.py) on a real `serve --http` subprocess:
 every endpoint answers what the CLI prints for the same state (list, status, estimate as JSON
 and CSV with post, top, subset, threshold, phase; a two-phase protocol's answer), on SQLite and
 on PostgreSQL; bearer tokens (401 without, 403 for a read token on a write, the write token's
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from ldpfleet import cli
-from ldpfleet.broker import free_port
+from ldpfleet.broker.secured import free_port
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import Issuance
-from ldpfleet.service.http_api import ApiTokens, create_app, start_http
-from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.campaigns.manage import Issuance
+from ldpfleet.service.http.api import ApiTokens, create_app, start_http
+from ldpfleet.service.campaigns.protocols import ProtocolOptions, create_protocol_campaign
+from ldpfleet.core.signing import write_signing_key
 from support.brokers import PrivateMosquitto
 from support.service import ServeProcess, fold_batch, report_messages
 
@@ -385,7 +385,7 @@ def test_csv_exports_quote_formula_cells(tmp_path, capsys):
     every number (negative estimates included) are written as they are."""
     import csv
     import io
-    from ldpfleet.csvcells import cell, uncell
+    from ldpfleet.core.csvcells import cell, uncell
     domain = tmp_path / "items.txt"
     domain.write_text("\n".join(FORMULAS) + "\n")
     state = "sqlite:///" + str(tmp_path / "state.db")
@@ -394,7 +394,7 @@ def test_csv_exports_quote_formula_cells(tmp_path, capsys):
     with Store(state) as store:
         camp = create_campaign(store, None, key, "apps", "grr", 1.0, str(domain))
     rng = np.random.default_rng(3)
-    from ldpfleet import protocol
+    from ldpfleet.core import protocol
     truth = [protocol.item_key(FORMULAS[i]) for i in rng.integers(0, len(FORMULAS), 60)]
     fold(state, "w", report_messages("apps", camp.mechanism(1).perturb_batch(truth, rng)))
     port = free_port()

@@ -67,7 +67,7 @@ def test_a_flush_remainder_does_not_carry_its_read_buffer_along():
     """After a flush takes the first batch_size messages, the rest still shares the read's
     buffer; concatenating it with the next read copies only the rest's own bytes (before, each
     flush copied every committed byte again and the buffer grew with every flush)."""
-    from ldpfleet.service.batch import ReportBatch
+    from ldpfleet.service.ingest.batch import ReportBatch
     msgs = [("ldp/c/r/d%04d" % i, bytes([i % 256]) * 40) for i in range(1000)]
     first = ReportBatch.from_pairs(msgs[:600])
     rest = first.take(np.arange(500, 600))  # what _flush keeps pending after a batch of 500
@@ -86,7 +86,7 @@ def test_gathering_refuses_indices_and_spans_outside_the_batch():
     """`ReportBatch.gather` (one C call, ldp_gather_spans) checks every index against the
     message arrays and every whole span against the buffer: an error, never a read outside."""
     import pytest
-    from ldpfleet.service.batch import ReportBatch
+    from ldpfleet.service.ingest.batch import ReportBatch
     batch = ReportBatch.from_pairs([("ldp/c/r/a", b"x" * 20), ("ldp/c/r/b", b"y" * 20)])
     assert batch.rows(np.array([1, 0]), 20).tobytes() == b"y" * 20 + b"x" * 20
     for bad in ([2], [-1]):
@@ -101,7 +101,7 @@ def test_gathering_refuses_indices_and_spans_outside_the_batch():
 
 def test_kernel_pool_runs_nested_maps_inline_and_forked_children_make_their_own():
     import os
-    from ldpfleet import kernels
+    from ldpfleet.core import kernels
     inner = kernels.parallel_map(lambda a: kernels.parallel_map(lambda b: a * b, range(8), 2),
                                  range(8), 2)  # a nested map on the pool's own threads
     assert inner == [[a * b for b in range(8)] for a in range(8)]

@@ -2,15 +2,15 @@
 max_queued_messages 1000): with MQTT 5 (its default) it announces a Receive Maximum, so the
 broker sends it whole batches and a connected serve takes a burst far above the 1,020 the
 broker would otherwise hold for it. A broker that holds a strict window (MQTT 3.1.1, or fewer
-than announced) has it learned (service/inflight.py; Mosquitto 2.0.11 lets a whole window more
+than announced) has it learned (service/ingest/inflight.py; Mosquitto 2.0.11 lets a whole window more
 through with every PUBACK, so there it never settles)."""
 import threading
 
 import numpy as np
 
 from ldpfleet.loadgen.bulk import BulkPublisher
-from ldpfleet.mqtt import BrokerSettings
-from ldpfleet.service.inflight import LEARN_STREAK, InflightWindow
+from ldpfleet.mqtt.client import BrokerSettings
+from ldpfleet.service.ingest.inflight import LEARN_STREAK, InflightWindow
 from support.brokers import PrivateMosquitto
 from support.service import ServeProcess, new_campaign
 
@@ -83,7 +83,7 @@ def test_a_broker_without_mqtt5_gets_a_hint(tmp_path, caplog):
     here lacks MQTT 5: a socket plays one, answering every connection with that CONNACK.)"""
     import logging
     import socket
-    from ldpfleet.service.ingest import IngestOptions, Ingestor
+    from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
 

@@ -16,10 +16,10 @@ import pytest
 
 from support.c_client import build_client, run_client
 from support.devices import OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc, write_key_files
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
-from ldpfleet.service.store import Store
-from ldpfleet.signing import SigningKey
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.service.state.store import Store
+from ldpfleet.core.signing import SigningKey
 
 NEW_KEY = SigningKey.from_seed(bytes(range(2, 34)))
 KEYS_TOPIC = "ldpfleet/keys"

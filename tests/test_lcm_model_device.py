@@ -10,10 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from ldpfleet import datasets, device_runner
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.protocols import ldplcm as L
+from ldpfleet.eval import datasets
+from ldpfleet.provision import device_runner
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.protocols import ldplcm as L
 
 from test_ldplcm import BAD_DOCS, small_doc  # tests/ is on sys.path (conftest.py)
 

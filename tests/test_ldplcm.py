@@ -1,4 +1,4 @@
-"""LDPLCM's core (ldpfleet.protocols.ldplcm; the learned-sketch paper Alg. 1-4, Thm 1-3): the
+"""LDPLCM's core (ldpfleet.core.protocols.ldplcm; the learned-sketch paper Alg. 1-4, Thm 1-3): the
 public device sampling rule, the integer model export (round trip, exact agreement with
 sklearn's trees, validity rules), the boundary of Alg. 3, and the Alg. 4 estimator's
 unbiasedness for low-frequent items within Theorem 3's variance bound, all through the shipped C
@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet import config, datasets, protocol
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.protocols import ldplcm as L
-from ldpfleet.protocols import ldplcm_sim
+from ldpfleet.core import config, protocol
+from ldpfleet.eval import datasets
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.protocols import ldplcm as L
+from ldpfleet.eval import ldplcm_sim
 
 Z_BOUND = 4.5
 """Per-check |z| bound; with the handful of checks below the false-alarm rate is < 1e-4."""

@@ -1,4 +1,4 @@
-"""LDPMiner's two-phase core (ldpfleet.protocols.ldpminer; LDPMiner §3, §4, §5.1.3): budget
+"""LDPMiner's two-phase core (ldpfleet.core.protocols.ldpminer; LDPMiner §3, §4, §5.1.3): budget
 split, campaign configs, candidate selection, trimming and padding, the final top-k on planted
 datasets through the shipped C kernels, and the simulation driver. Statistical checks use fixed
 aggregator-side seeds and bounds from the mechanisms' exact item variances."""
@@ -7,12 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from ldpfleet import config, datasets, protocol
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.sh import KeySets
-from ldpfleet.protocols import ldpminer as lm
-from ldpfleet.protocols import ldpminer_sim as lms
+from ldpfleet.core import config, protocol
+from ldpfleet.eval import datasets
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.sh import KeySets
+from ldpfleet.core.protocols import ldpminer as lm
+from ldpfleet.eval import ldpminer_sim as lms
 
 W = protocol.WORD
 Z_BOUND = 5.0

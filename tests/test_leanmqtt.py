@@ -1,4 +1,4 @@
-"""The lean ingest MQTT client (ldpfleet.leanmqtt) and its C scanner (c_kernels/ldp_mqtt.c)."""
+"""The lean ingest MQTT client (ldpfleet.mqtt.lean) and its C scanner (c_kernels/ldp_mqtt.c)."""
 import os
 import random
 import socket
@@ -10,12 +10,12 @@ import pytest
 
 from support.brokers import PrivateMosquitto
 
-from ldpfleet.broker import password_hash
-from ldpfleet.kernels import ffi, lib, ptr
-from ldpfleet.leanmqtt import ConnectionRefused, LeanClient, PublishBatch, varint
+from ldpfleet.broker.secured import password_hash
+from ldpfleet.core.kernels import ffi, lib, ptr
+from ldpfleet.mqtt.lean import ConnectionRefused, LeanClient, PublishBatch, varint
 from ldpfleet.loadgen.bulk import BulkPublisher
-from ldpfleet.mqtt import BrokerSettings, QosPublisher
-from ldpfleet.service.ingest import parse_report_topic
+from ldpfleet.mqtt.client import BrokerSettings, QosPublisher
+from ldpfleet.service.ingest.loop import parse_report_topic
 
 
 # --- packet builders (independent of the code under test) -----------------------------------
@@ -439,8 +439,8 @@ def test_broker_going_away_is_a_connection_error(mosquitto):
 def test_a_name_never_ends_in_a_newline():
     """`$` in NAME_RE matched before a final newline, so `ldp/c\\n/r/d` was a report topic of
     campaign "c\\n"; both the Python rule and the C splitter refuse it now."""
-    from ldpfleet.service.batch import ReportBatch
-    from ldpfleet.service.ingest import parse_report_topic
+    from ldpfleet.service.ingest.batch import ReportBatch
+    from ldpfleet.service.ingest.loop import parse_report_topic
     topics = ["ldp/c\n/r/d", "ldp/c/r/d\n", "ldp/c/r/l/i\n", "ldp/c/r/d"]
     assert [parse_report_topic(t) is not None for t in topics] == [False, False, False, True]
     batch = ReportBatch.from_pairs([(t, b"x") for t in topics])

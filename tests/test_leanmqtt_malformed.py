@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from ldpfleet.broker import free_port
-from ldpfleet.leanmqtt import LeanClient, MalformedPacket, varint
-from ldpfleet.mqtt import BrokerSettings
+from ldpfleet.broker.secured import free_port
+from ldpfleet.mqtt.lean import LeanClient, MalformedPacket, varint
+from ldpfleet.mqtt.client import BrokerSettings
 from support.service import ServeProcess, direct_sketch, new_campaign, publisher, report_messages
 
 

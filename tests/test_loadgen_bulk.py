@@ -9,8 +9,8 @@ import time
 
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import Issuance
-from ldpfleet.signing import read_signing_key, write_signing_key
+from ldpfleet.service.campaigns.manage import Issuance
+from ldpfleet.core.signing import read_signing_key, write_signing_key
 from support.brokers import PrivateMosquitto
 from support.service import ServeProcess
 

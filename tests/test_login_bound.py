@@ -8,8 +8,8 @@ import logging
 import numpy as np
 
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.ingest import IngestOptions, Ingestor
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
+from ldpfleet.core.signing import write_signing_key
 from support.service import ServeProcess, publisher
 
 BOUND = 50

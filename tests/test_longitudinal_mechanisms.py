@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpfleet import device_runner, protocol
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism, mechanism_from_description
-from ldpfleet.mechanisms.base import Sketch
-from ldpfleet.mechanisms.longitudinal import enrolment_charge_milli
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism, mechanism_from_description
+from ldpfleet.core.mechanisms.base import Sketch
+from ldpfleet.core.mechanisms.longitudinal import enrolment_charge_milli
 from support.c_client import build_client, client_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -361,7 +362,7 @@ def test_plan_per_round_error_and_lifetime_eps():
     """`plan --every 1d --rounds 365`'s figures: per-round error from each mechanism's variance,
     lifetime ε = the enrolment charge; the every-round baseline pays 365·ε1; a domain too large
     for a state is infeasible with the reason."""
-    from ldpfleet.protocols.longitudinal_sim import plan_longitudinal
+    from ldpfleet.eval.longitudinal_sim import plan_longitudinal
     rows = {r["protocol"]: r for r in plan_longitudinal(2000, 1000, 100, 100_000, 365)}
     assert {p: rows[p]["lifetime_eps"] for p in rows} == {
         "l-osue": 200.0, "l-sue": 200.0, "l-grr": 200.0, "ololoha": 6.0, "biloloha": 4.0,
@@ -384,7 +385,7 @@ def test_one_shot_campaigns_refuse_memoised_mechanisms(name):
     """Until a config carries a recurring schedule, a memoised mechanism has no enrolment to
     charge and no state to report from: the aggregator refuses it (phases.mechanism), and the
     devices answer the same (tests/test_device_config.py's parity cases)."""
-    from ldpfleet import config as campaign_config
+    from ldpfleet.core import config as campaign_config
     from support.devices import config_doc
     good = config_doc("memo", mechanism="olh")
     doc = dict(good, phases=[{"phase": 1, "mechanism": name, "eps_milli": 2000,

@@ -1,10 +1,11 @@
-"""ldpfleet.metrics on hand-computed examples ([NH] §4.1/4.3/4.4, [CAL] Eq. 6-8, [LM] §5.1.3)."""
+"""ldpfleet.eval.accuracy on hand-computed examples ([NH] §4.1/4.3/4.4, [CAL] Eq. 6-8, [LM] §5.1.3)."""
 import math
 
 import numpy as np
 import pytest
 
-from ldpfleet import metrics, post
+from ldpfleet.eval import accuracy as metrics
+from ldpfleet.core import post
 
 
 def test_mse_mae_sse():

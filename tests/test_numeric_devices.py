@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 from support.c_client import build_client, client_env
-from ldpfleet import device_runner
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms import make_mechanism
+from ldpfleet.provision import device_runner
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms import make_mechanism
 
 PARAM_CASES = [
     ("duchi", 1000, 1251, {}), ("duchi", 1000, 1, {}), ("duchi", 1000, 65537, {}),

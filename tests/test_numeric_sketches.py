@@ -4,10 +4,10 @@ serialize / deserialize, and the mechanism a numeric config prescribes."""
 import numpy as np
 import pytest
 
-from ldpfleet import config as campaign_config
-from ldpfleet.errors import ReportFormatError, SketchMismatch
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.base import Sketch
+from ldpfleet.core import config as campaign_config
+from ldpfleet.core.errors import ReportFormatError, SketchMismatch
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.base import Sketch
 
 CASES = [("duchi", {}, 1251), ("pm", {}, 1251), ("hm", {"metrics": 3}, 1001),
          ("sw", {"bins": 64, "window": 30}, 4096)]

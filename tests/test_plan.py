@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.planner import plan
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.planner import plan
 
 
 def simulated_mse(name, params, eps, d, n, repeats, seed):

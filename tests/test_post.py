@@ -1,4 +1,4 @@
-"""ldpfleet.post: consistency post-processing ([NH] §3, [CAL] §III).
+"""ldpfleet.core.post: consistency post-processing ([NH] §3, [CAL] §III).
 
 Reference solutions come from generic solvers (scipy SLSQP) and brute-force summation over
 every possible true count; tolerances are derived from the solver and interpolation errors.
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from ldpfleet import fastsim, post
+from ldpfleet.eval import fastsim
+from ldpfleet.core import post
 
 CONSISTENT = ["norm-mul", "norm-sub", "norm-hyb", "mle-apx", "power-ns"]
 """[NH] Table 1 (and [NA] Table I for PowerNS): non-negative and summing to 1."""

@@ -13,10 +13,10 @@ from fractions import Fraction
 
 import pytest
 
-from ldpfleet import config as campaign_config
-from ldpfleet import protocol
-from ldpfleet.errors import ConfigError
-from ldpfleet.kernels import lib
+from ldpfleet.core import config as campaign_config
+from ldpfleet.core import protocol
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.kernels import lib
 
 W = protocol.WORD
 

@@ -25,11 +25,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms import longitudinal as lon
-from ldpfleet.mechanisms.lgrr import grr_chain_distribution
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms import longitudinal as lon
+from ldpfleet.core.mechanisms.lgrr import grr_chain_distribution
 
 from test_privacy_grr_olh_flh_oue import bucket_intervals, threshold_intervals
 
@@ -316,7 +316,7 @@ def lbitmean_distributions(mech, f=None):
 
 
 def lon_threshold(mech, j):
-    from ldpfleet.mechanisms.lbitmean import grid_threshold
+    from ldpfleet.core.mechanisms.lbitmean import grid_threshold
     return grid_threshold(j, mech.s, mech.t0)
 
 

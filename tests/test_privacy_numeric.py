@@ -20,9 +20,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
-from ldpfleet.mechanisms import make_mechanism, numeric
+from ldpfleet.core.mechanisms import make_mechanism, numeric
 from test_privacy_grr_olh_flh_oue import (bucket_intervals, exact_distributions,
                                           threshold_intervals, worst_ratio)
 

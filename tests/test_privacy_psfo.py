@@ -21,10 +21,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
-from ldpfleet.kernels import ptr
-from ldpfleet.mechanisms.psfo import PsGrrMechanism, PsOlhMechanism
+from ldpfleet.core.kernels import ptr
+from ldpfleet.core.mechanisms.psfo import PsGrrMechanism, PsOlhMechanism
 
 W = protocol.WORD
 OLH_SEEDS = [0, 1, 0x9E3779B9, 0xDEADBEEF, 0xFFFFFFFF, 123456789]

@@ -34,9 +34,10 @@ import pytest
 
 from support.c_client import assert_no_sanitizer_report, build_client, client_env
 from support.devices import SIGNING_KEY, config_doc
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
-from ldpfleet.protocols import ldplcm
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
+from ldpfleet.core.protocols import ldplcm
 
 CAMPAIGN = "rs"
 SEQUENCES_PER_FAMILY = 28

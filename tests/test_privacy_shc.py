@@ -23,11 +23,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
-from ldpfleet.kernels import ptr
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.shc import ShcMechanism
+from ldpfleet.core.kernels import ptr
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.shc import ShcMechanism
 from test_privacy_psfo import bucket_word, distribution, ordered_sets, threshold_word, worst_ratio
 
 W = protocol.WORD
@@ -233,7 +233,7 @@ def skewed_sets(n, d, size, rng):
 
 def shc_run(sets, eps1, eps2, l, m, salt, rng):
     """(phase-1 sketch, phase-2 sketch) of one simulated shc campaign over `sets`."""
-    from ldpfleet.mechanisms.shc import memo_from_reports
+    from ldpfleet.core.mechanisms.shc import memo_from_reports
     common = dict(domain_size=64, salt=salt, campaign_id=1, l=l, m=m)
     mech1 = ShcMechanism(eps1, phase=1, **common)
     mech2 = ShcMechanism(eps2, phase=2, eps1_milli=eps1, **common)

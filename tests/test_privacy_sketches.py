@@ -18,9 +18,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
-from ldpfleet.kernels import ptr
+from ldpfleet.core.kernels import ptr
 
 W = protocol.WORD
 

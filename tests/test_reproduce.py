@@ -41,7 +41,7 @@ def test_fig5_csv_covers_every_method_and_k(tmp_path):
     with open(tmp_path / "fig5.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     sys.path.insert(0, os.path.join(REPO, "aggregator"))
-    from ldpfleet import post
+    from ldpfleet.core import post
     assert {row["method"] for row in rows} == set(post.METHODS)
     assert {int(float(row["x"])) for row in rows} == set(range(2, 33, 2))
 

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from ldpfleet import cli
-from ldpfleet.kernels import lib
-from ldpfleet.service import BrokerSettings, Store, create_campaign, dedupe
-from ldpfleet.service.store_sql import SCHEMA_VERSION
-from ldpfleet.service.batch import ReportBatch
-from ldpfleet.service.store import SCHEMA_VERSION
-from ldpfleet.signing import write_signing_key
+from ldpfleet.core.kernels import lib
+from ldpfleet.service import BrokerSettings, Store, create_campaign
+from ldpfleet.service.state import dedupe
+from ldpfleet.service.state.sql import SCHEMA_VERSION
+from ldpfleet.service.ingest.batch import ReportBatch
+from ldpfleet.service.state.store import SCHEMA_VERSION
+from ldpfleet.core.signing import write_signing_key
 from support.service import ServeProcess, fold_batch, report_messages
 
 DAY = 86400.0

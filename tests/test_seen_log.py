@@ -1,11 +1,11 @@
-"""SQLite's dedupe log and its in-memory index (service/seen_log.py): exact on all 128 bits,
+"""SQLite's dedupe log and its in-memory index (service/state/seen_log.py): exact on all 128 bits,
 caught up with other writers of the same file, reloaded after a purge, and never holding a
 key whose transaction (or savepoint) rolled back."""
 import numpy as np
 import pytest
 
-from ldpfleet.service import seen_log
-from ldpfleet.service.store import Store
+from ldpfleet.service.state import seen_log
+from ldpfleet.service.state.store import Store
 
 
 def keys_of(rng, n):

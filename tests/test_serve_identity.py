@@ -7,8 +7,8 @@ import sys
 import time
 
 from support.service import ServeProcess
-from ldpfleet.service.ingest import default_client_id
-from ldpfleet.service.store import state_path
+from ldpfleet.service.ingest.loop import default_client_id
+from ldpfleet.service.state.store import state_path
 
 TAKEOVER = "another client uses client id"
 

@@ -1,4 +1,4 @@
-"""What `serve` tells its log (service/progress.py, service/lifecycle.py), read from a real
+"""What `serve` tells its log (service/ingest/progress.py, service/campaigns/events.py), read from a real
 serve subprocess on a private Mosquitto: a progress line per campaign while it receives
 (accepted and per second, duplicates, rejected by reason, broker drops), at most once per
 --progress-interval and only when something changed; every advance and close with where it
@@ -16,9 +16,9 @@ from datetime import datetime
 
 import numpy as np
 
-from ldpfleet.broker import free_port
+from ldpfleet.broker.secured import free_port
 from ldpfleet.service import Store
-from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
+from ldpfleet.service.campaigns.protocols import ProtocolOptions, create_protocol_campaign
 from ldpfleet.service import BrokerSettings
 
 from support.service import ServeProcess, new_campaign, publisher, report_messages
@@ -170,8 +170,8 @@ def test_token_files_name_their_tokens(tmp_path):
     """`NAME:TOKEN` lines name each operator's token (what serve's log says); a bare token is
     named after its file; comments, short tokens and repeats are handled or refused."""
     import pytest
-    from ldpfleet.errors import ConfigError
-    from ldpfleet.service.http_api import ApiTokens
+    from ldpfleet.core.errors import ConfigError
+    from ldpfleet.service.http.api import ApiTokens
 
     class Creds:
         def __init__(self, token):

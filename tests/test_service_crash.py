@@ -1,7 +1,7 @@
 """No loss and no double count across `kill -9` of the aggregator and a broker restart.
 
 The aggregator acks a batch to the broker only after the SQLite transaction holding its
-sketch increments, dedupe keys and counters has committed (ldpfleet.service.ingest). With
+sketch increments, dedupe keys and counters has committed (ldpfleet.service.ingest.loop). With
 paho's default acknowledgement on receipt instead, these kills lost reports (checked: the
 wait for `accepted == sent` times out), as would acking before the commit when a kill lands
 in between. Reports replayed after the restarts must all be duplicates: the dedupe keys

@@ -19,12 +19,12 @@ import pytest
 from scipy import stats
 
 from support.devices import OTHER_KEY, ReportCollector
-from ldpfleet import config as campaign_config
+from ldpfleet.core import config as campaign_config
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from support.service import ServeProcess
-from ldpfleet.signing import write_signing_key
-from ldpfleet.service.estimates import load_sketch
+from ldpfleet.core.signing import write_signing_key
+from ldpfleet.service.campaigns.estimates import load_sketch
 
 HAVE_MICROPYTHON = shutil.which("micropython") is not None
 ALPHA = 1e-4
@@ -128,7 +128,7 @@ def test_fleet_refuses_a_config_signed_with_another_key(service):
     broker, serve, state, key_file, key = service
     with Store(state) as store:
         create_campaign(store, BrokerSettings.from_url(broker.url), key_file, "e2e-key", "oue", 1.0, "16")
-    from ldpfleet.errors import ConfigError
+    from ldpfleet.core.errors import ConfigError
     collector = ReportCollector(broker.port)
     try:
         with pytest.raises(ConfigError) as err:

@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from support.brokers import free_port
-from ldpfleet import protocol
-from ldpfleet.mechanisms.base import Sketch
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms.base import Sketch
 from ldpfleet.service import Store, compute_estimates
 from support.service import ServeProcess
 from support.service import (publisher, direct_sketch, new_campaign, report_messages,
@@ -205,7 +205,7 @@ def test_cli_output_shapes(tmp_path, mosquitto, two_campaigns, cli):
 
 
 def test_two_phase_config_spells_out_phase2_parameters_before_candidates_exist():
-    from ldpfleet.service.campaigns import build_config
+    from ldpfleet.service.campaigns.manage import build_config
     cfg = build_config("big", ["sh", "srappor"], [1.0, 1.0], {"type": "int", "size": 100000},
                        params=[{"l": 4}, {}])
     phase2 = cfg["phases"][1]
@@ -216,8 +216,8 @@ def test_two_phase_config_spells_out_phase2_parameters_before_candidates_exist()
 def test_report_topics_name_a_device_or_a_load_generators_device():
     """Spec §4: `ldp/<c>/r/<id>` and a load generator's `ldp/<c>/r/<login>/<id>`; anything
     deeper, empty or with a bad name is not a report topic. The ack goes back to the same path."""
-    from ldpfleet import protocol
-    from ldpfleet.service.ingest import parse_report_topic
+    from ldpfleet.core import protocol
+    from ldpfleet.service.ingest.loop import parse_report_topic
     assert parse_report_topic("ldp/c1/r/dev-a") == ("c1", "dev-a")
     assert parse_report_topic("ldp/c1/r/loadgen/sim-7") == ("c1", "loadgen/sim-7")
     assert protocol.ack_topic(*parse_report_topic("ldp/c1/r/loadgen/sim-7")) == "ldp/c1/a/loadgen/sim-7"

@@ -7,8 +7,8 @@ import pytest
 from ldpfleet.service import Store, close_campaign
 
 from support.service import ServeProcess
-from ldpfleet.service.ingest import Ingestor
-from ldpfleet.service.store import GLOBAL
+from ldpfleet.service.ingest.loop import Ingestor
+from ldpfleet.service.state.store import GLOBAL
 from support.service import publisher, direct_sketch, new_campaign, report_messages
 
 SEED = 99173

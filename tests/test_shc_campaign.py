@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet.errors import ConfigError
+from ldpfleet.core.errors import ConfigError
 from ldpfleet.loadgen.campaign import fetch_campaign
-from ldpfleet.mechanisms.shc import memo_from_reports
+from ldpfleet.core.mechanisms.shc import memo_from_reports
 from ldpfleet.service import Store
-from ldpfleet.service.campaigns import build_config
-from ldpfleet.signing import read_signing_key, write_signing_key
+from ldpfleet.service.campaigns.manage import build_config
+from ldpfleet.core.signing import read_signing_key, write_signing_key
 from support.service import cli_json, fold_batch, report_messages
 
 SEED = 3131
@@ -145,7 +145,7 @@ def test_load_generator_runs_shc_phase_two_from_a_replayed_phase_one(mosquitto, 
     ids = simulated_device_ids(n, "lg")
     dist = item_distribution("zipf:1.1", doc)
     seen = {}
-    from ldpfleet import config
+    from ldpfleet.core import config
     mechs = {1: config.mechanism_for_phase(doc, 1),
              2: config.mechanism_for_phase(doc, 2, candidates=[0, 1, 2, 3])}
     for phase, phase2 in ((1, None), (2, {"candidates": [0, 1, 2, 3], "phase": 2})):

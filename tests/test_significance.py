@@ -1,4 +1,4 @@
-"""Lists of top items that control false discoveries (service/significance.py).
+"""Lists of top items that control false discoveries (service/campaigns/significance.py).
 
 An operator's OLH campaign (eps 2, d = 1,024, 5,000 devices of a Zipf fleet) listed items that
 nobody holds at ranks 6 and 9 of its top 10, with `warnings: []`, and `--threshold auto`
@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet import datasets
-from ldpfleet.mechanisms import make_mechanism
+from ldpfleet.eval import datasets
+from ldpfleet.core.mechanisms import make_mechanism
 from ldpfleet.service import Store, create_campaign
-from ldpfleet.service.estimates import EstimateQuery, estimate
-from ldpfleet.service.significance import discoveries, null_stddevs
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.campaigns.estimates import EstimateQuery, estimate
+from ldpfleet.service.campaigns.significance import discoveries, null_stddevs
+from ldpfleet.core.signing import write_signing_key
 
 D, N, EPS, SEEDS, LEVEL = 1024, 5000, 2.0, 60, 0.05
 

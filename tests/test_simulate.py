@@ -1,5 +1,5 @@
 """`ldpfleet simulate` end to end (real CLI in a subprocess, real C kernels) and the
-true-value generators in ldpfleet.datasets.
+true-value generators in ldpfleet.eval.datasets.
 
 Accuracy bound: with a uniform distribution every item's estimate has the same variance s2,
 and for an unbiased oracle with near-Gaussian errors the full-domain MSE averaged over R
@@ -17,7 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-from ldpfleet import cli, datasets
+from ldpfleet import cli
+from ldpfleet.eval import datasets
 
 CORE = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh"]
 USERS, DOMAIN, REPEAT = 20000, 256, 6

@@ -1,5 +1,5 @@
 """`ldpfleet simulate --data FILE`, `--users N` resampling, variable-size sets and `--repeat`
-for the LDPMiner family (issue 16): the CSV loader (ldpfleet.datafile), its typed errors and
+for the LDPMiner family (issue 16): the CSV loader (ldpfleet.eval.datafile), its typed errors and
 exit code, the default padded length l (90th percentile of the set sizes, LDPMiner §3), and
 runs through the CLI in process (`ldpfleet.cli.main`).
 
@@ -17,11 +17,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet import cli, datafile, datasets
-from ldpfleet.errors import DataFileError
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.sh import KeySets, check_distinct
-from ldpfleet.protocols import ldpminer, ldpminer_sim
+from ldpfleet import cli
+from ldpfleet.eval import datafile, datasets
+from ldpfleet.core.errors import DataFileError
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.sh import KeySets, check_distinct
+from ldpfleet.core.protocols import ldpminer
+from ldpfleet.eval import ldpminer_sim
 
 ALPHA = 1e-4
 

@@ -33,9 +33,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet import cli, datasets, protocol
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.protocols import ldpminer, ldpminer_sim
+from ldpfleet import cli
+from ldpfleet.eval import datasets
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.protocols import ldpminer
+from ldpfleet.eval import ldpminer_sim
 
 LDPMINER = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldpminer-sh-opt": "lm-sho",
             "sampling-rappor": "rp", "sampling-sh": "sh"}
@@ -223,7 +226,7 @@ def test_ldplcm_beats_cms_at_eps4_paper_setting(run_json):
     t_one = stats.t.ppf(1 - 1e-3, r - 1)
     assert diff.mean() - t_one * diff.std(ddof=1) / math.sqrt(r) > 0, (lcm, cms)
 
-    from ldpfleet.protocols.ldplcm_sim import _dataset
+    from ldpfleet.eval.ldplcm_sim import _dataset
     mech = make_mechanism("cms", 4000, 5000, k=64, m=1024)
     expected = [float(np.sum(mech.item_variances(100000, _dataset(datasets.Population(
         4.0, 100000, 5000, "zipf:1.1", s))[1]))) for s in seeds]

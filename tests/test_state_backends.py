@@ -10,13 +10,13 @@ import sqlite3
 import numpy as np
 import pytest
 
-from ldpfleet.mechanisms.base import Sketch
+from ldpfleet.core.mechanisms.base import Sketch
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.store_sql import SCHEMA_VERSION
-from ldpfleet.service.campaigns import Issuance
-from ldpfleet.service.protocol_campaigns import ProtocolOptions, create_protocol_campaign
-from ldpfleet.service.store import SCHEMA_VERSION
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.state.sql import SCHEMA_VERSION
+from ldpfleet.service.campaigns.manage import Issuance
+from ldpfleet.service.campaigns.protocols import ProtocolOptions, create_protocol_campaign
+from ldpfleet.service.state.store import SCHEMA_VERSION
+from ldpfleet.core.signing import write_signing_key
 from support.service import cli_json, direct_sketch, fold_batch, report_messages
 
 SEED = 1414

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpfleet import kernels, protocol
-from ldpfleet.errors import ConfigError, ReportFormatError, SketchMismatch
-from ldpfleet.mechanisms import make_mechanism, mechanism_from_description
-from ldpfleet.mechanisms.base import Sketch
+from ldpfleet.core import kernels, protocol
+from ldpfleet.core.errors import ConfigError, ReportFormatError, SketchMismatch
+from ldpfleet.core.mechanisms import make_mechanism, mechanism_from_description
+from ldpfleet.core.mechanisms.base import Sketch
 
 Z = 4.9                      # two-sided normal tail ~1e-6 per checked item
 TAIL = 1e-6                  # chi-square tail for the MSE bounds

@@ -11,10 +11,15 @@ seeds:
 """
 import numpy as np
 
-from ldpfleet import datasets, protocol
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.protocols.longitudinal_sim import (PROTOCOLS, REPLICATIONS, Evolution,
-                                                 protocol_mechanism, simulate_protocols)
+from ldpfleet.eval import datasets
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.eval.longitudinal_sim import (
+    PROTOCOLS,
+    REPLICATIONS,
+    Evolution,
+    protocol_mechanism,
+    simulate_protocols)
 
 
 def test_evolving_values_mse_matches_the_analytic_variance():

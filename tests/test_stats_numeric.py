@@ -18,8 +18,8 @@ import math
 import numpy as np
 import pytest
 
-from ldpfleet.mechanisms import make_mechanism, numeric
-from ldpfleet.post import ems
+from ldpfleet.core.mechanisms import make_mechanism, numeric
+from ldpfleet.core.post import ems
 
 N_GRID = 1001
 DRAWS = 10 ** 7

@@ -11,14 +11,14 @@ import math
 import numpy as np
 import pytest
 
-from ldpfleet import protocol
-from ldpfleet.errors import ConfigError, SketchMismatch
-from ldpfleet.kernels import ptr
+from ldpfleet.core import protocol
+from ldpfleet.core.errors import ConfigError, SketchMismatch
+from ldpfleet.core.kernels import ptr
 from ldpfleet._kernels import lib
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.base import Sketch
-from ldpfleet.mechanisms.hcms import fwht
-from ldpfleet.mechanisms.sh import KeySets, key_sets
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.base import Sketch
+from ldpfleet.core.mechanisms.hcms import fwht
+from ldpfleet.core.mechanisms.sh import KeySets, key_sets
 from test_privacy_sketches import (bucket_points, cms_run, distribution, hcms_dists, sh_dists,
                                    srappor_dists, threshold_points)
 
@@ -372,9 +372,9 @@ def test_parameter_and_input_errors():
 def test_sets_are_checked_once_and_what_is_taken_from_checked_sets_stays_checked():
     """key_sets marks the sets it checked (DistinctSets) and returns them unchanged; sets taken
     from them (take_sets, trim_sets, chunk_of) keep the mark, plain KeySets are checked."""
-    from ldpfleet.mechanisms.sh import DistinctSets, take_sets
-    from ldpfleet.protocols.ldpminer import trim_sets
-    from ldpfleet.protocols.ldpminer_sim import chunk_of
+    from ldpfleet.core.mechanisms.sh import DistinctSets, take_sets
+    from ldpfleet.core.protocols.ldpminer import trim_sets
+    from ldpfleet.eval.ldpminer_sim import chunk_of
     plain = KeySets(np.array([1, 2, 3, 1], np.uint32), np.array([0, 3, 4], np.uint64))
     checked = key_sets(plain)
     assert isinstance(checked, DistinctSets) and key_sets(checked) is checked

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from ldpfleet import datasets
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.psfo import choose_oracle
-from ldpfleet.protocols import ldpminer_sim, svim
+from ldpfleet.eval import datasets
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.psfo import choose_oracle
+from ldpfleet.eval import ldpminer_sim
+from ldpfleet.core.protocols import svim
 
 N, D, L, EPS = 40000, 200, 10, 2000
 

@@ -11,18 +11,19 @@ import copy
 import numpy as np
 import pytest
 
-from ldpfleet import config as cfgmod
-from ldpfleet import protocol
-from ldpfleet.errors import ConfigError
-from ldpfleet.mechanisms.base import Sketch
-from ldpfleet.protocols import svim, svim_sim
-from ldpfleet.protocols.ldpminer_sim import _run_phase as run_phase
-from ldpfleet.protocols.options import ProtocolOptions
+from ldpfleet.core import config as cfgmod
+from ldpfleet.core import protocol
+from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms.base import Sketch
+from ldpfleet.core.protocols import svim
+from ldpfleet.eval import svim_sim
+from ldpfleet.eval.ldpminer_sim import _run_phase as run_phase
+from ldpfleet.core.protocols.options import ProtocolOptions
 from ldpfleet.service import Store
-from ldpfleet.service.campaigns import Issuance, campaign_status, publish_phase2
-from ldpfleet.service.answers import compute_answer
-from ldpfleet.service.protocol_campaigns import advance_campaign, create_protocol_campaign
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.campaigns.manage import Issuance, campaign_status, publish_phase2
+from ldpfleet.service.campaigns.answers import compute_answer
+from ldpfleet.service.campaigns.protocols import advance_campaign, create_protocol_campaign
+from ldpfleet.core.signing import write_signing_key
 
 D, L, K, EPS = 64, 6, 2, 2.0
 

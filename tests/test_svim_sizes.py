@@ -4,9 +4,10 @@ devices report their trimmed set size (candidate branch: phase 2's length l2 fro
 set size (flat branch: the scale of the phase-1 scores from it)."""
 import numpy as np
 
-from ldpfleet import datasets
-from ldpfleet.protocols import ldpminer_sim, svim, svim_sim
-from ldpfleet.protocols.ldpminer import trim_sets
+from ldpfleet.eval import datasets
+from ldpfleet.eval import ldpminer_sim, svim_sim
+from ldpfleet.core.protocols import svim
+from ldpfleet.core.protocols.ldpminer import trim_sets
 
 
 def test_choose_l2_is_the_quantile_of_the_non_empty_sizes():
@@ -35,7 +36,7 @@ def test_size_bits_ratio_is_unbiased_within_its_variance():
     """The flat branch's size group (svim_sim._size_bits: a fill bit and a held bit through
     binary randomized response): r = E[min(|set|, l)] / P(non-empty), z-scores over 30 seeds
     against the exact r of the sets."""
-    from ldpfleet.mechanisms.sh import KeySets
+    from ldpfleet.core.mechanisms.sh import KeySets
     l, n = 8, 400000
     rng = np.random.default_rng(5)
     sizes = np.minimum(rng.geometric(1 / 4.0, n) - 1, 30)  # empty sets included

@@ -1,11 +1,11 @@
-"""C thresholds (c_kernels/ldp_thresholds.c) == ldpfleet.protocol == vectors/thresholds.json
+"""C thresholds (c_kernels/ldp_thresholds.c) == ldpfleet.core.protocol == vectors/thresholds.json
 (spec §2), and the C header packer (c_kernels/ldp_report.c) == protocol.pack_header."""
 import json
 from pathlib import Path
 
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
 
 VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v2" / "vectors"

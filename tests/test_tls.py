@@ -21,8 +21,8 @@ from cryptography.x509.oid import NameOID
 from support.brokers import PrivateMosquitto, free_port
 from support.c_client import build_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, write_key_files
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
 from support.service import ServeProcess
 
 

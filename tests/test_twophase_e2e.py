@@ -42,13 +42,13 @@ import pytest
 from scipy import stats
 
 from support.c_client import build_client, start_client
-from ldpfleet import device_runner
+from ldpfleet.provision import device_runner
 from ldpfleet.loadgen import FleetOptions, run_fleet
-from ldpfleet.protocols import ldplcm
+from ldpfleet.core.protocols import ldplcm
 from ldpfleet.service import BrokerSettings, Store
 from support.service import cli_json, ServeProcess
-from ldpfleet.mqtt import publish
-from ldpfleet.signing import write_signing_key
+from ldpfleet.mqtt.client import publish
+from ldpfleet.core.signing import write_signing_key
 
 pytestmark = pytest.mark.skipif(shutil.which("micropython") is None,
                                 reason="micropython binary not installed")
@@ -383,8 +383,8 @@ def publish_simulated(broker, campaign, ids, reports):
 
 
 def test_ldpminer_sh_opt_real_devices_report_phase2_from_their_ledgers(service, run_cli, tmp_path):
-    from ldpfleet.mechanisms.shc import memo_from_reports
-    from ldpfleet.protocols import ldpminer
+    from ldpfleet.core.mechanisms.shc import memo_from_reports
+    from ldpfleet.core.protocols import ldpminer
     broker, serve, state, key_file, key = service
     made = run_cli("campaign", "create", "--broker", broker.url, "--state", state,
                    "--signing-key", key_file, "--name", "so", "--protocol", "ldpminer-sh-opt",

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ldpfleet import __version__, protocol
-from ldpfleet.service.store_sql import SCHEMA_VERSION
+from ldpfleet import __version__
+from ldpfleet.core import protocol
+from ldpfleet.service.state.sql import SCHEMA_VERSION
 
 from support.service import cli_json, fold_batch
 
@@ -40,7 +41,7 @@ def postgres_state(url: str) -> str:
 
 
 def raw_schema(state: str) -> int:
-    from ldpfleet.service import store_sql
+    from ldpfleet.service.state import sql as store_sql
     conn = store_sql.connect(state, 10.0)
     try:
         return int(conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0])
@@ -91,7 +92,7 @@ def test_a_schema5_postgres_state_is_migrated_and_answers_as_before(postgres_url
 
 
 def set_schema(state: str, version: int):
-    from ldpfleet.service import store_sql
+    from ldpfleet.service.state import sql as store_sql
     conn = store_sql.connect(state, 10.0)
     try:
         conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(version),))

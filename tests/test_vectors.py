@@ -6,10 +6,10 @@ from pathlib import Path
 import mmh3
 import pytest
 
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
-from ldpfleet.errors import ReportFormatError
-from ldpfleet.mechanisms import MODULES, mechanism_from_description
+from ldpfleet.core.errors import ReportFormatError
+from ldpfleet.core.mechanisms import MODULES, mechanism_from_description
 
 VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v2" / "vectors"
 
@@ -124,8 +124,8 @@ def test_signature_vectors():
     """Spec §5.1: RFC 8032's own vectors hold for the `cryptography` package; the vector key's
     envelopes of every message kind verify; every refusal case is refused with its field."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from ldpfleet import config, signing
-    from ldpfleet.errors import ConfigError
+    from ldpfleet.core import config, signing
+    from ldpfleet.core.errors import ConfigError
     vec = load("signatures.json")
     for case in vec["rfc8032"]:
         key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(case["secret_hex"]))
@@ -173,7 +173,7 @@ def test_shc_vectors_give_x_and_cover_the_cases():
     > l; the dummy with x = +1 and -1; y1 == x and y1 != x; w2 at T1 - 1 and T1, w3 at 2^31 - 1
     and 2^31. Phase 2: y1 == x and y1 != x, w0 at A - 1, A, B - 1, B."""
     import numpy as np
-    from ldpfleet.mechanisms.sh import key_sets
+    from ldpfleet.core.mechanisms.sh import key_sets
     cases = load("reports_shc.json")
     assert {c["phase"] for c in cases} == {1, 2}
     seen = set()
@@ -241,7 +241,7 @@ def test_numeric_grid_vectors_python_numpy_and_c():
     in-range values, half points, both ends, outside the range, ±inf, NaN, huge ints, and
     non-numbers (None, strings, bools, lists) at the midpoint."""
     import math
-    from ldpfleet.mechanisms.numeric import NumericDomain, grid_points
+    from ldpfleet.core.mechanisms.numeric import NumericDomain, grid_points
     cases = load("numeric_grid.json")
     kinds = set()
     for case in cases:

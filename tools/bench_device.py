@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ldpfleet import device_runner  # noqa: E402
+from ldpfleet.provision import device_runner  # noqa: E402
 
 EPS_MILLI = 2000
 CASES = {
@@ -113,7 +113,7 @@ def bench_device(lib, workdir):
     """Smallest heap that runs one whole device cycle (--once) against a private broker."""
     from support.brokers import PrivateMosquitto
     from support.devices import SIGNING_KEY, ReportCollector, config_doc
-    from ldpfleet import config as campaign_config
+    from ldpfleet.core import config as campaign_config
 
     with PrivateMosquitto() as broker:
         collector = ReportCollector(broker.port)

@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 
-from ldpfleet import config as campaign_config  # noqa: E402
-from ldpfleet import device_runner  # noqa: E402
-from ldpfleet.signing import SigningKey  # noqa: E402
+from ldpfleet.core import config as campaign_config  # noqa: E402
+from ldpfleet.provision import device_runner  # noqa: E402
+from ldpfleet.core.signing import SigningKey  # noqa: E402
 
 KEY = SigningKey.from_seed(bytes(range(32)))
 

@@ -65,14 +65,18 @@ sys.path.insert(0, os.path.join(HERE, "..", "aggregator"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from ldpfleet.loadgen import FleetOptions, run_fleet  # noqa: E402
-from ldpfleet.broker import (EmbeddedBroker, MosquittoProcess, SecuredBroker,  # noqa: E402
-                             free_port, write_secured_config)
+from ldpfleet.broker.secured import (
+    EmbeddedBroker,
+    MosquittoProcess,
+    SecuredBroker,
+    free_port,
+    write_secured_config)
 from ldpfleet.loadgen.serve_process import ServeProcess  # noqa: E402
 from ldpfleet.service import BrokerSettings, Store, create_campaign  # noqa: E402
-from ldpfleet import mqtt as brokermod  # noqa: E402
-from ldpfleet.config import DEFAULT_DELIVERY  # noqa: E402
-from ldpfleet.service.campaigns import Issuance  # noqa: E402
-from ldpfleet.signing import write_signing_key  # noqa: E402
+from ldpfleet.mqtt import client as brokermod  # noqa: E402
+from ldpfleet.core.config import DEFAULT_DELIVERY  # noqa: E402
+from ldpfleet.service.campaigns.manage import Issuance  # noqa: E402
+from ldpfleet.core.signing import write_signing_key  # noqa: E402
 
 
 class BareSubscriber:

@@ -1,4 +1,4 @@
-"""Drain rate of a pre-queued QoS 1 backlog: ldpfleet.leanmqtt.LeanClient vs a paho subscriber.
+"""Drain rate of a pre-queued QoS 1 backlog: ldpfleet.mqtt.lean.LeanClient vs a paho subscriber.
 
 For each client, on one private EmbeddedBroker: subscribe with a persistent session, leave,
 publish N 40-byte QoS 1 messages (ldpfleet.loadgen.bulk.BulkPublisher), reconnect and time the first to the last
@@ -18,10 +18,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aggregator"))
 
-from ldpfleet.broker import EmbeddedBroker  # noqa: E402
-from ldpfleet.leanmqtt import LeanClient  # noqa: E402
+from ldpfleet.broker.secured import EmbeddedBroker  # noqa: E402
+from ldpfleet.mqtt.lean import LeanClient  # noqa: E402
 from ldpfleet.loadgen.bulk import BulkPublisher  # noqa: E402
-from ldpfleet.mqtt import PROTOCOLS, BrokerSettings, connect  # noqa: E402
+from ldpfleet.mqtt.client import PROTOCOLS, BrokerSettings, connect  # noqa: E402
 
 FILTER = "ldp/+/r/+"
 EXPIRY = 3600

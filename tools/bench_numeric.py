@@ -28,9 +28,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 
-from ldpfleet import kernels  # noqa: E402
-from ldpfleet.mechanisms import make_mechanism, numeric  # noqa: E402
-from ldpfleet.mechanisms.base import body_ptr, report_array  # noqa: E402
+from ldpfleet.core import kernels  # noqa: E402
+from ldpfleet.core.mechanisms import make_mechanism, numeric  # noqa: E402
+from ldpfleet.core.mechanisms.base import body_ptr, report_array  # noqa: E402
 
 GRID = 1001
 CASES = {"duchi": ({}, 1000), "pm": ({}, 1000), "hm": ({"metrics": 1}, 1000),
@@ -151,7 +151,7 @@ def ten_metrics(n, reps):
 
 
 def sw_accuracy(seeds, quantile_seeds):
-    from ldpfleet.post import ems
+    from ldpfleet.core.post import ems
     mech = make_mechanism("sw", 1000, 65536, bins=256)
     w1, cover, total = [], np.zeros(3), 0
     for seed in range(seeds):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time every post-processing method of ldpfleet.post at Kosarak's size (d=42,178, n=10^6).
+"""Time every post-processing method of ldpfleet.core.post at Kosarak's size (d=42,178, n=10^6).
 
     python tools/bench_post.py [--eps 1.0] [--runs 5] [--seed 7]
 
@@ -16,10 +16,12 @@ import time
 import numpy as np
 
 try:
-    from ldpfleet import fastsim, post
+    from ldpfleet.eval import fastsim
+    from ldpfleet.core import post
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "aggregator"))
-    from ldpfleet import fastsim, post
+    from ldpfleet.eval import fastsim
+    from ldpfleet.core import post
 
 DOMAIN = 42_178
 USERS = 1_000_000

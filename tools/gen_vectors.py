@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ldpfleet import protocol  # noqa: E402
+from ldpfleet.core import protocol  # noqa: E402
 from support.vectors import CASES  # noqa: E402
 from support.vectors_messages import ack_cases, signature_cases  # noqa: E402
 from support.vectors_numeric import grid_vectors  # noqa: E402

@@ -6,7 +6,7 @@ device over its life (spec §3.2); prints JSON on stdout and a Markdown table on
                                        [--eps 2] [--eps1 1] [--dist zipf:1.1] [--seed 20260]
                                        [--replications R] [--plan-rounds 365] [--out FILE]
 
-Simulation (ldpfleet.protocols.longitudinal_sim, the shipped C kernels, real memoisation: one
+Simulation (ldpfleet.eval.longitudinal_sim, the shipped C kernels, real memoisation: one
 permanent state per device for the whole run): n devices over `rounds` rounds, each device's
 value redrawn from the distribution with probability `change-rate` per round; per protocol the
 per-round MSE of the frequency estimates (fractions, averaged over the k items and the rounds),
@@ -24,9 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "aggregator"))
 
-from ldpfleet import datasets, protocol  # noqa: E402
-from ldpfleet.protocols.longitudinal_sim import (PROTOCOLS, REPLICATIONS,  # noqa: E402
-                                                 Evolution, plan_longitudinal, simulate_protocols)
+from ldpfleet.eval import datasets
+from ldpfleet.core import protocol  # noqa: E402
+from ldpfleet.eval.longitudinal_sim import (
+    PROTOCOLS,
+    REPLICATIONS,
+    Evolution,
+    plan_longitudinal,
+    simulate_protocols)
 
 
 def main(argv=None):

@@ -32,17 +32,19 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "aggregator"))
 
-from ldpfleet.protocols.options import ProtocolOptions  # noqa: E402
-from ldpfleet.service import retention  # noqa: E402
-from ldpfleet.service.campaigns import (Issuance, campaign_status, close_campaign,  # noqa: E402
-                                        create_campaign)
-from ldpfleet.service.estimates import EstimateQuery, estimate  # noqa: E402
-from ldpfleet.service.ingest import IngestOptions, Ingestor  # noqa: E402
-from ldpfleet.service.protocol_campaigns import (advance_campaign,  # noqa: E402
-                                                 create_protocol_campaign)
-from ldpfleet.service.store import Store  # noqa: E402
-from ldpfleet.service.store_sql import SCHEMA_VERSION  # noqa: E402
-from ldpfleet.signing import write_signing_key  # noqa: E402
+from ldpfleet.core.protocols.options import ProtocolOptions  # noqa: E402
+from ldpfleet.service.state import retention  # noqa: E402
+from ldpfleet.service.campaigns.manage import (
+    Issuance,
+    campaign_status,
+    close_campaign,
+    create_campaign)
+from ldpfleet.service.campaigns.estimates import EstimateQuery, estimate  # noqa: E402
+from ldpfleet.service.ingest.loop import IngestOptions, Ingestor  # noqa: E402
+from ldpfleet.service.campaigns.protocols import advance_campaign, create_protocol_campaign
+from ldpfleet.service.state.store import Store  # noqa: E402
+from ldpfleet.service.state.sql import SCHEMA_VERSION  # noqa: E402
+from ldpfleet.core.signing import write_signing_key  # noqa: E402
 
 WORKER = "fixture-worker"
 

@@ -28,7 +28,7 @@ device as well. Headlines are the default: set sizes like baskets' (retail, kosa
 resampling to 10^6 devices stays cheap; "news-articles" is the long-set stress case. A set keeps its
 words' first occurrences in text order up to `max_items_per_set`, then is sorted by index.
 Item indices 0..d-1 follow the labels' sorted (string) order -- the order in which
-`ldpfleet.datafile.load_item_csv` numbers string items, so write_csv round-trips exactly.
+`ldpfleet.eval.datafile.load_item_csv` numbers string items, so write_csv round-trips exactly.
 The 60 articles with an empty title stay users: empty sets in "news-headlines".
 """
 import csv

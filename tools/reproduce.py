@@ -3,7 +3,7 @@
 
     python tools/reproduce.py {fig1,fig2,fig5,calibrate,all} --out DIR [--users N] [--quick]
 
-Families (OUE through ldpfleet.fastsim, post-processing through ldpfleet.post):
+Families (OUE through ldpfleet.eval.fastsim, post-processing through ldpfleet.core.post):
 
 * fig1  full-domain MSE vs eps in [0.2, 2], Zipf s=1.5, d=1024, n=1e6 (consistency paper
         [NH] §4.2, Fig. 1);
@@ -31,10 +31,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 try:
-    from ldpfleet import fastsim, metrics, post
+    from ldpfleet.eval import fastsim, accuracy as metrics
+    from ldpfleet.core import post
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "aggregator"))
-    from ldpfleet import fastsim, metrics, post
+    from ldpfleet.eval import fastsim, accuracy as metrics
+    from ldpfleet.core import post
 
 ZIPF_DOMAIN = 1024
 ZIPF_EXPONENT = 1.5

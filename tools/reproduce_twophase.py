@@ -43,13 +43,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 try:
-    from ldpfleet import datasets, protocol
+    from ldpfleet.eval import datasets
+    from ldpfleet.core import protocol
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                     "aggregator"))
-    from ldpfleet import datasets, protocol
-from ldpfleet.mechanisms import make_mechanism  # noqa: E402
-from ldpfleet.protocols import ldplcm, ldplcm_sim, ldpminer, ldpminer_sim  # noqa: E402
+    from ldpfleet.eval import datasets
+    from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms import make_mechanism  # noqa: E402
+from ldpfleet.core.protocols import ldplcm, ldpminer
+from ldpfleet.eval import ldplcm_sim, ldpminer_sim  # noqa: E402
 
 CSV_FIELDS = ["family", "dataset", "sweep", "x", "method", "metric", "mean", "std", "repeats"]
 

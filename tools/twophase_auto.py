@@ -26,9 +26,10 @@ import time
 
 import numpy as np
 
-from ldpfleet import datasets, protocol
-from ldpfleet.mechanisms.sh import KeySets, key_sets, take_sets
-from ldpfleet.protocols import ldpminer_sim
+from ldpfleet.eval import datasets
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms.sh import KeySets, key_sets, take_sets
+from ldpfleet.eval import ldpminer_sim
 
 EPS = [1.0, 2.0, 4.0]
 KS = [5, 10, 20]

@@ -51,8 +51,9 @@ def version_line() -> str:
     """`ldpfleet --version`: the package version (its metadata), the state schema version this
     code writes (an older state is migrated at start, a newer one refused: docs/upgrade.md)
     and the protocol version of its messages."""
-    from . import __version__, protocol
-    from .service.store_sql import SCHEMA_VERSION
+    from . import __version__
+    from .core import protocol
+    from .service.state.sql import SCHEMA_VERSION
     return "ldpfleet %s (state schema %d, protocol v%d)" % (__version__, SCHEMA_VERSION,
                                                            protocol.PROTOCOL_VERSION)
 
@@ -123,9 +124,9 @@ def exit_codes():
     unreachable, refuses us, or cannot be started; 2: bad input of any kind (typed LdpErrors
     naming the field, numbers, files, the state file, certificates, too little memory for the
     run). Anything else is a bug and keeps its traceback."""
-    from .broker import BrokerUnavailable
-    from .errors import DataFileError, LdpError, LoginTakenOver
-    from .service.store_sql import database_errors
+    from .broker.secured import BrokerUnavailable
+    from .core.errors import DataFileError, LdpError, LoginTakenOver
+    from .service.state.sql import database_errors
     return [
         ((LoginTakenOver,), 5, "broker login"),
         ((ConnectionError, BrokerUnavailable), 3, "broker"),
@@ -139,7 +140,7 @@ def _describe(exc) -> str:
     if isinstance(exc, MemoryError):
         return "not enough memory for this run (smaller --users/--domain?)"
     import sqlite3
-    from .service.store_sql import database_errors
+    from .service.state.sql import database_errors
     if isinstance(exc, sqlite3.Error):
         return "state file: %s" % exc
     if isinstance(exc, database_errors()):

@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .errors import ConfigError
+from .core.errors import ConfigError
 
 ENV_PREFIX = "LDPFLEET_"
 CONFIG_ENV = "LDPFLEET_CONFIG"

@@ -1,5 +1,5 @@
 /* Signed config and phase-2 envelopes on the device (spec §5) and the structural checks of
- * a config body (the same rules as aggregator/ldpfleet/config.py::check_config and
+ * a config body (the same rules as aggregator/ldpfleet/core/config.py::check_config and
  * device/ldp/config.py). Every refusal names the offending field. */
 #ifndef LDPC_ENVELOPE_H
 #define LDPC_ENVELOPE_H

@@ -2,7 +2,7 @@
 
 Signatures are checked by envelope.py (Ed25519, §5.1) before anything here runs;
 `check_config` applies the same structural rules as the aggregator
-(aggregator/ldpfleet/config.py::check_config). Every refusal is a ConfigError naming the
+(aggregator/ldpfleet/core/config.py::check_config). Every refusal is a ConfigError naming the
 field, which the device logs.
 """
 import json

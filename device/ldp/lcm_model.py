@@ -2,7 +2,7 @@
 line 4): decides whether the device's item is high-frequent, g(x) >= P, with integers only.
 
 The model is the "model" object of the phase-2 message (format "ldplcm-gbr" version 1, written
-by aggregator/ldpfleet/protocols/ldplcm.py, which documents it): boosted trees flattened in
+by aggregator/ldpfleet/core/protocols/ldplcm.py, which documents it): boosted trees flattened in
 preorder, node i a leaf iff right[i] == -1 (split[i] is then its value), else left child i + 1
 when x <= split[i] and right[i] otherwise; g(x) = init + the reached leaf of every tree, all in
 fixed point; x is the item's domain index. `LcmModel(doc)` applies the aggregator's validity

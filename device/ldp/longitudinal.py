@@ -5,7 +5,7 @@ instantaneous thresholds, the enrolment charge and the state a report reads.
 `enrol(rand)` draws the permanent state once (every permanent response the device can ever
 use); `charge_milli(rounds)` is what enrolling costs the ledger, whatever the values will do;
 `report({"value": v, "state": state}, nonce, rand)` reads the state, never writes it.
-Thresholds: exact big-integer checks, identical to ldpfleet.mechanisms.longitudinal
+Thresholds: exact big-integer checks, identical to ldpfleet.core.mechanisms.longitudinal
 (configuration time only).
 """
 from os import urandom

@@ -4,7 +4,7 @@ Wang, Li, Jha, "Locally Differentially Private Frequent Itemset Mining", IEEE S&
 The items (D of them) are the phase-2 candidate list (`params["candidates"]`, c = a key's
 position, D = kc) or, without a list, the integer domain 0..d-1 (c = key, D = d <= 2^24);
 c = D is the dummy (a key that is not an item, or a padding slot: i = bucket(w0, L) >= s,
-L = max(l, s)). The aggregator's rules: ldpfleet.mechanisms.psfo.
+L = max(l, s)). The aggregator's rules: ldpfleet.core.mechanisms.psfo.
 """
 from micropython import const
 

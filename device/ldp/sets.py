@@ -260,7 +260,7 @@ class Candidates:
 
 def candidate_index(cands):
     """The Candidates of a phase-2 candidate list (1..65536 distinct u32 keys), else
-    ConfigError("candidates") -- the aggregator's rules (ldpfleet.mechanisms.srappor)."""
+    ConfigError("candidates") -- the aggregator's rules (ldpfleet.core.mechanisms.srappor)."""
     if not isinstance(cands, list) or not 1 <= len(cands) <= MAX_CANDIDATES:
         raise ConfigError("candidates", "need 1..%d candidate keys" % MAX_CANDIDATES)
     for key in cands:
@@ -271,7 +271,7 @@ def candidate_index(cands):
 
 def trim(keyset, cands):
     """LDPMiner §4.4's phase-2 input, in place: the set's items that are candidates, in the
-    set's own order (ldpfleet.protocols.ldpminer.trim_to_candidates). Returns `keyset`."""
+    set's own order (ldpfleet.core.protocols.ldpminer.trim_to_candidates). Returns `keyset`."""
     keyset.items_of(cands, 0)
     _keep_items(keyset.live, keyset.cs, keyset.n, cands.kc)
     return keyset

@@ -3,7 +3,7 @@
 The client is built with its own build script (device/c_client/build.sh -> Makefile, the
 command CI and a board owner run) into a temporary directory, once per test session and flag
 set (plain, SANITIZE=1, NO_INT128=1). Runs use the same state-directory layout as the
-MicroPython device (identity.json, ledger.json), so `ldpfleet.device_runner.prepare_device`
+MicroPython device (identity.json, ledger.json), so `ldpfleet.provision.device_runner.prepare_device`
 and `read_ledger` serve both clients.
 """
 import atexit

@@ -8,9 +8,9 @@ import uuid
 
 import paho.mqtt.client as mqtt
 
-from ldpfleet import config as campaign_config
-from ldpfleet import signing
-from ldpfleet.signing import SigningKey
+from ldpfleet.core import config as campaign_config
+from ldpfleet.core import signing
+from ldpfleet.core.signing import SigningKey
 
 SIGNING_KEY = SigningKey.from_seed(bytes(range(32)))
 """The tests' aggregator key (Ed25519, spec §5.1); devices trust only its public half."""
@@ -100,7 +100,7 @@ def config_doc(campaign, mechanism="olh", eps_milli=2000, params=None, domain=No
     """A valid config body (aggregator's make_config, so it passes the aggregator's rules).
     Tests pin the campaign id to a hash of the name (the aggregator draws it at random) so
     that the same campaign built twice is the same campaign."""
-    from ldpfleet import protocol
+    from ldpfleet.core import protocol
     kw.setdefault("campaign_id", protocol.murmur3_32(campaign.encode(), 0))
     if phases is None:
         phases = [{"phase": 1, "mechanism": mechanism, "eps_milli": eps_milli,

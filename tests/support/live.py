@@ -2,7 +2,7 @@
 for tests that feed a device several signed messages in sequence against a private broker."""
 import time
 
-from ldpfleet import device_runner
+from ldpfleet.provision import device_runner
 
 from .c_client import build_client, start_client
 

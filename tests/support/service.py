@@ -1,6 +1,6 @@
 """Helpers of the service tests: a campaign in a temp state file, `serve` as a subprocess
 that can be waited on, the reports of many devices, the metrics endpoint. Publishing goes
-through the product's `ldpfleet.mqtt.QosPublisher` (`publisher()`)."""
+through the product's `ldpfleet.mqtt.client.QosPublisher` (`publisher()`)."""
 import os
 import time
 import urllib.request
@@ -8,9 +8,9 @@ import urllib.request
 import numpy as np
 
 from ldpfleet.loadgen import serve_process
-from ldpfleet.mqtt import QosPublisher
+from ldpfleet.mqtt.client import QosPublisher
 from ldpfleet.service import BrokerSettings, Store, create_campaign
-from ldpfleet.signing import write_signing_key
+from ldpfleet.core.signing import write_signing_key
 
 
 def publisher(broker_url: str, client_id: str = "test-publisher", max_inflight: int = 2000):
@@ -95,7 +95,7 @@ def scrape_metrics_until(port: int, lines, timeout: float = 30.0) -> str:
 def fold_batch(state: str, messages, worker: str = ""):
     """One worker's batch through the real ingest path (validate, dedupe, fold, commit), in
     process; returns its counts {(campaign, reason): n}."""
-    from ldpfleet.service.ingest import IngestOptions, Ingestor
+    from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
     ingestor = Ingestor(state, options=IngestOptions(client_id=worker))
     try:
         return ingestor.process_batch(messages)

@@ -28,8 +28,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ldpfleet import config as campaign_config
-from ldpfleet import device_runner
+from ldpfleet.core import config as campaign_config
+from ldpfleet.provision import device_runner
 
 from .devices import SIGNING_KEY
 
@@ -67,7 +67,7 @@ def _overlaps():
 
 
 def _config(name, phases, domain):
-    from ldpfleet import protocol
+    from ldpfleet.core import protocol
     return campaign_config.make_config(name, phases, domain, 0x5EED,
                                        campaign_id=protocol.murmur3_32(name.encode(), 0))
 

@@ -8,17 +8,17 @@ for (None: accepted).
 """
 import struct
 
-from ldpfleet import protocol
-from ldpfleet.mechanisms.base import W, Mechanism, bitmap_bytes
-from ldpfleet.mechanisms.cms import CmsMechanism
-from ldpfleet.mechanisms.flh import FlhMechanism
-from ldpfleet.mechanisms.grr import GrrMechanism
-from ldpfleet.mechanisms.hcms import HcmsMechanism
-from ldpfleet.mechanisms.lcm import LcmMechanism
-from ldpfleet.mechanisms.olh import G_MAX, LocalHashMechanism, OlhMechanism
-from ldpfleet.mechanisms.oue import OueMechanism
-from ldpfleet.mechanisms.sh import HALF, ShMechanism
-from ldpfleet.mechanisms.srappor import SrapporMechanism
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms.base import W, Mechanism, bitmap_bytes
+from ldpfleet.core.mechanisms.cms import CmsMechanism
+from ldpfleet.core.mechanisms.flh import FlhMechanism
+from ldpfleet.core.mechanisms.grr import GrrMechanism
+from ldpfleet.core.mechanisms.hcms import HcmsMechanism
+from ldpfleet.core.mechanisms.lcm import LcmMechanism
+from ldpfleet.core.mechanisms.olh import G_MAX, LocalHashMechanism, OlhMechanism
+from ldpfleet.core.mechanisms.oue import OueMechanism
+from ldpfleet.core.mechanisms.sh import HALF, ShMechanism
+from ldpfleet.core.mechanisms.srappor import SrapporMechanism
 
 
 def word_stream(seed: int, count: int, specials=()) -> list:
@@ -361,7 +361,7 @@ def ps_vector_cases(cls, configs, word_choices, error_cases):
 
 
 def psgrr_cases():
-    from ldpfleet.mechanisms.psfo import PsGrrMechanism
+    from ldpfleet.core.mechanisms.psfo import PsGrrMechanism
     configs = [dict(eps_milli=1000, domain_size=5, salt=1, campaign_id=31, phase=1, l=1),
                dict(eps_milli=2000, domain_size=1000, salt=2, campaign_id=32, phase=1, l=3),
                dict(eps_milli=8000, domain_size=1 << 24, salt=3, campaign_id=33, phase=1, l=2),
@@ -388,7 +388,7 @@ def psgrr_cases():
 
 
 def psolh_cases():
-    from ldpfleet.mechanisms.psfo import PsOlhMechanism
+    from ldpfleet.core.mechanisms.psfo import PsOlhMechanism
     configs = [dict(eps_milli=1000, domain_size=16, salt=1, campaign_id=41, phase=1, l=1, g=4),
                dict(eps_milli=2000, domain_size=1 << 24, salt=2, campaign_id=42, phase=1, l=3,
                     g=65536),

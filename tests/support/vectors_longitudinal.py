@@ -2,9 +2,9 @@
 lbitmean): report vectors whose value is {"value": v, "state": hex of the enrolment state},
 parse vectors, and the enrolment vectors (vectors/enrol_longitudinal.json: words -> state,
 the thresholds and the enrolment charge for several round counts)."""
-from ldpfleet import protocol
-from ldpfleet.mechanisms import make_mechanism
-from ldpfleet.mechanisms.base import W
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms import make_mechanism
+from ldpfleet.core.mechanisms.base import W
 
 from .vectors import bucket_first, parse_case, parse_cases_for, report_case, word_stream
 

@@ -1,7 +1,7 @@
 """The message vectors (protocol_spec/v2/vectors/acks.json and signatures.json), written by
 tools/gen_vectors.py: acknowledgements (spec §6) and Ed25519 envelopes (spec §5.1), with
 RFC 8032's own test vectors."""
-from ldpfleet import protocol
+from ldpfleet.core import protocol
 
 from .vectors import word_stream
 
@@ -24,7 +24,7 @@ ED25519_L = 2 ** 252 + 27742317777372353535851937790883648493
 def ack_cases() -> dict:
     """acks.json (spec §6): the acknowledgement of a report for each status, and acks a device
     must accept or ignore for a report it re-sends."""
-    from ldpfleet.mechanisms import make_mechanism
+    from ldpfleet.core.mechanisms import make_mechanism
     reports = []
     for phase, cid, nonce in ((1, 0x12345678, 0x9ABCDEF0), (2, 0xFFFFFFFF, 0), (1, 7, 1)):
         mech = make_mechanism("olh", 2000, 64, salt=5, campaign_id=cid, phase=phase)
@@ -54,7 +54,7 @@ def mac_ack_cases(reports) -> dict:
     """acks.json "mac" (spec §6): the key derivations from a fleet root key (a device id, and a
     load generator's "L/id" under its login's key), the 28-byte MAC'd ack of each report, and
     what a device with its key, or without one, does with MAC'd, plain and forged acks."""
-    from ldpfleet import ackkeys
+    from ldpfleet.core import ackkeys
     root = bytes(range(100, 132))
     devices = ["dev-7", "gen1/sim-3", "a"]
     keys = [{"device": d, "key_hex": ackkeys.device_key(root, d).hex()} for d in devices]
@@ -109,8 +109,8 @@ def signature_cases() -> dict:
     import hashlib
     import hmac
     import json
-    from ldpfleet import config
-    from ldpfleet.signing import SigningKey
+    from ldpfleet.core import config
+    from ldpfleet.core.signing import SigningKey
     key, other = SigningKey.from_seed(bytes(range(32))), SigningKey.from_seed(bytes(range(1, 33)))
     cfg = config.make_config("cpu-load", [{"phase": 1, "mechanism": "olh", "eps_milli": 2000,
                                            "params": {"g": 8}}], {"type": "int", "size": 1024},
@@ -121,7 +121,7 @@ def signature_cases() -> dict:
                                       {"phase": 2, "mechanism": "srappor", "eps_milli": 1000,
                                        "params": {"l": 4}}], {"type": "int", "size": 1024},
                                7, campaign_id=99, not_before=1790000000, not_after=1800000000)
-    from ldpfleet.protocols import svim
+    from ldpfleet.core.protocols import svim
     flat = config.make_config("flat", svim.campaign_phases(2000, 1000, 8, 10),
                               {"type": "int", "size": 1000}, 9, campaign_id=100,
                               not_before=1790000000, not_after=1800000000)

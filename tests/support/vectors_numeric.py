@@ -10,13 +10,13 @@ numeric_grid.json: {"domain", "metric", "reading" (a JSON value; with "float": "
 """
 import math
 
-from ldpfleet import protocol
-from ldpfleet.mechanisms import numeric
-from ldpfleet.mechanisms.base import W
-from ldpfleet.mechanisms.duchi import DuchiMechanism
-from ldpfleet.mechanisms.hm import HmMechanism
-from ldpfleet.mechanisms.pm import PmMechanism
-from ldpfleet.mechanisms.sw import SwMechanism
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms import numeric
+from ldpfleet.core.mechanisms.base import W
+from ldpfleet.core.mechanisms.duchi import DuchiMechanism
+from ldpfleet.core.mechanisms.hm import HmMechanism
+from ldpfleet.core.mechanisms.pm import PmMechanism
+from ldpfleet.core.mechanisms.sw import SwMechanism
 
 from .vectors import (bucket_first, header_parse_cases, parse_case, report_case, set_body_byte,
                       word_stream)

@@ -11,10 +11,10 @@ Report cases carry the mechanism's description as every vector does (`mechanism`
   phase-1 sign byte, x the ledger bit; 1 = +1), `words` [w0]; `thresholds` {T1, T_shc_a,
   T_shc_b} for reference.
 """
-from ldpfleet import protocol
-from ldpfleet.mechanisms.base import W
-from ldpfleet.mechanisms.sh import HALF
-from ldpfleet.mechanisms.shc import ShcMechanism
+from ldpfleet.core import protocol
+from ldpfleet.core.mechanisms.base import W
+from ldpfleet.core.mechanisms.sh import HALF
+from ldpfleet.core.mechanisms.shc import ShcMechanism
 
 from .vectors import bucket_first, header_parse_cases, parse_case, set_body_byte, word_stream
 

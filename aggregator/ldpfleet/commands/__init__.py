@@ -64,7 +64,7 @@ def resolve_password(args):
     """The password of `add_password_args`, or None; a warning on stderr for --password."""
     import os
     import sys
-    from ..errors import ConfigError
+    from ..core.errors import ConfigError
     if getattr(args, "password", None) is not None and getattr(args, "password_file", None):
         raise ConfigError("password", "give --password or --password-file, not both")
     if getattr(args, "password", None) is not None:

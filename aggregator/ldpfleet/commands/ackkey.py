@@ -3,7 +3,7 @@ ackkeys.py). The root key stays on the aggregator (`serve --ack-key`); a device 
 own key, a load generator only its login's."""
 import os
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 
 def register(subparsers):
@@ -37,7 +37,7 @@ def register(subparsers):
 
 
 def _new_file(path, key=None):
-    from ..ackkeys import write_key_file
+    from ..core.ackkeys import write_key_file
     try:
         return write_key_file(path, key)
     except FileExistsError:
@@ -54,14 +54,14 @@ def run_init(args):
 
 
 def _name(value, field):
-    from ..config import NAME_RE
+    from ..core.config import NAME_RE
     if not NAME_RE.match(value):
         raise ConfigError(field, "%r must match [A-Za-z0-9_-]{1,64}" % value)
     return value
 
 
 def run_login(args):
-    from ..ackkeys import login_key, read_key_file
+    from ..core.ackkeys import login_key, read_key_file
     root = read_key_file(args.root, "root")
     _new_file(args.path, login_key(root, _name(args.login, "login")))
     print("wrote the ack key of login %s to %s (`fleet --username %s --ack-login-key %s`)"
@@ -70,7 +70,7 @@ def run_login(args):
 
 
 def run_device(args):
-    from ..ackkeys import device_key, read_key_file
+    from ..core.ackkeys import device_key, read_key_file
     root = read_key_file(args.root, "root")
     print(device_key(root, _name(args.device_id, "device_id")).hex())
     return 0

@@ -147,7 +147,7 @@ def run_check(args):
 def _implied_tls(rows: dict):
     """`tls` as the command will run: an mqtts:// broker or a CA file implies it (the rule of
     `mqtt.uses_tls`), whatever the --tls switch says."""
-    from ..mqtt import uses_tls
+    from ..mqtt.client import uses_tls
     tls, broker, cafile = rows.get("tls"), rows.get("broker"), rows.get("cafile")
     if tls is None or tls["value"] or broker is None or not broker["value"]:
         return
@@ -162,7 +162,7 @@ def _required_in_group(sub, action):
 
 
 def raise_unknown(word, tree):
-    from ..errors import ConfigError
+    from ..core.errors import ConfigError
     raise ConfigError("COMMAND", "no command %r (commands: %s)"
                       % (word, ", ".join(sorted({p[0] for p in tree}))))
 

@@ -1,5 +1,5 @@
 """`ldpfleet devices silent CAMPAIGN`: the provisioned devices without an accepted report
-(service/coverage.py)."""
+(service/campaigns/coverage.py)."""
 import json
 
 
@@ -40,7 +40,7 @@ def coverage_line(cov) -> str:
 
 
 def run_silent(args):
-    from ..service.coverage import ProvisionedFleet, silent_devices
+    from ..service.campaigns.coverage import ProvisionedFleet, silent_devices
     from .service import open_store
     fleet = ProvisionedFleet(args.devices_file)
     with open_store(args, create=False) as store:

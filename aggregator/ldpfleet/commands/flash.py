@@ -1,5 +1,5 @@
 """`ldpfleet flash` (one board), `ldpfleet provision` (the bundles of a whole fleet) and
-`ldpfleet device-cert` (a C client's certificate). What a bundle holds: ldpfleet.boards.
+`ldpfleet device-cert` (a C client's certificate). What a bundle holds: ldpfleet.provision.boards.
 
 flash: stages the board's bundle (device/ldp compiled with `mpy-cross -march=<arch>`,
 identity.json naming its broker, ledger.init, the broker's CA, value.json) and copies it with
@@ -15,11 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import boards
-from ..boards import BOARD_MARCHES, BoardOptions, Login
-from ..config import NAME_RE
+from ..provision import boards
+from ..provision.boards import BOARD_MARCHES, BoardOptions, Login
+from ..core.config import NAME_RE
 from ..configfile import command_line_only
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from . import tcp_port
 
 
@@ -132,8 +132,8 @@ def _warn(text: str):
 
 def board_options(args) -> BoardOptions:
     """The shared board options of `flash` / `provision` (trusted keys read, secrets from files)."""
-    from ..ackkeys import read_key_file
-    from ..signing import read_public_keys
+    from ..core.ackkeys import read_key_file
+    from ..core.signing import read_public_keys
     if not args.trusted_keys:
         raise ConfigError("trusted_keys", "--trusted-keys PATH.pub is required (the keys the "
                           "board trusts)")
@@ -156,7 +156,7 @@ def board_options(args) -> BoardOptions:
 
 def device_logins(path: str) -> dict:
     """{device id: Login} of the device rows of a credentials.csv."""
-    from ..broker import read_device_logins
+    from ..broker.secured import read_device_logins
     logins = {}
     for user, password in read_device_logins(path, field="credentials"):
         if not NAME_RE.match(user):
@@ -284,7 +284,7 @@ def run_provision_command(args):
 
 
 def run_device_cert_command(args):
-    from .. import certs
+    from ..broker import certs
     ca_cert, ca_key = certs.load_ca(args.client_ca, args.client_ca_key)
     cert, key = certs.issue_device_certificate(ca_cert, ca_key, args.device_id,
                                                credentials=args.credentials)

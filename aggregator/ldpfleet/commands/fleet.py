@@ -174,10 +174,10 @@ def _progress_wanted(args) -> bool:
 
 def run_fleet_command(args):
     from ..loadgen import FleetOptions, run_fleet
-    from ..mqtt import BrokerSettings
-    from ..ackkeys import read_key_file
-    from ..broker import read_device_logins
-    from ..signing import read_public_keys
+    from ..mqtt.client import BrokerSettings
+    from ..core.ackkeys import read_key_file
+    from ..broker.secured import read_device_logins
+    from ..core.signing import read_public_keys
     trusted_keys = read_public_keys(args.trusted_keys)
     broker = BrokerSettings.from_url(args.broker, username=args.username,
                                      password=resolve_password(args), cafile=args.cafile)
@@ -245,7 +245,7 @@ def _run_demo(args, print_json):
 
 
 def run_broker_config_command(args):
-    from .. import broker
+    from ..broker import secured as broker
     device_ids = broker.read_device_ids(args.devices_file)
     aggregators = broker.aggregator_logins(args.aggregator_user, args.workers)
     paths = broker.write_secured_config(args.out, broker.SecuredBroker(

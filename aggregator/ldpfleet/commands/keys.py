@@ -1,7 +1,7 @@
 """`ldpfleet campaign keygen` and `ldpfleet campaign rotate-keys` (protocol_spec/v2 §5.2-§5.3)."""
 import json
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 
 def register(csub, broker_args, state_arg):
@@ -32,7 +32,7 @@ def register(csub, broker_args, state_arg):
 
 
 def run_keygen(args):
-    from ..signing import write_signing_key
+    from ..core.signing import write_signing_key
     try:
         key = write_signing_key(args.path)
     except FileExistsError:
@@ -44,8 +44,8 @@ def run_keygen(args):
 
 
 def run_rotate_keys(args):
-    from ..service.keys import rotate_keys
-    from ..signing import read_public_keys
+    from ..service.campaigns.keys import rotate_keys
+    from ..core.signing import read_public_keys
     from .service import _command_broker, open_store
     also = [k for path in args.also_trust for k in read_public_keys(path)]
     with open_store(args) as store:

@@ -2,14 +2,14 @@
 import json
 import sys
 
-from ..planner import plan
+from ..core.planner import plan
 
 
 def run_protocols(args):
     """`--top K --set-size L`: choose a heavy-hitter protocol (protocols.auto)."""
-    from .. import protocol
-    from ..errors import LdpError
-    from ..protocols import auto
+    from ..core import protocol
+    from ..core.errors import LdpError
+    from ..core.protocols import auto
     if args.users is None or args.target_mse is not None or args.report_bytes_max is not None:
         print("ldpfleet plan: --top/--set-size need --users N (and take no --target-mse or "
               "--report-bytes-max)", file=sys.stderr)

@@ -1,12 +1,12 @@
-"""`ldpfleet serve` (the aggregator's ingest loop, service/ingest.py) and `ldpfleet broker-check`
-(broker_check.py)."""
+"""`ldpfleet serve` (the aggregator's ingest loop, service/ingest/loop.py) and `ldpfleet broker-check`
+(broker/check.py)."""
 import json
 import logging
 import signal
 import sys
 
-from ..config import NAME_RE
-from ..errors import ConfigError
+from ..core.config import NAME_RE
+from ..core.errors import ConfigError
 from . import duration, host_address, non_negative, positive_int, tcp_port
 
 DEFAULT_METRICS_PORT = 9108
@@ -139,11 +139,11 @@ def _broker_of(args):
 
 
 def run_serve(args):
-    from ..service.ingest import IngestOptions, Ingestor
+    from ..service.ingest.loop import IngestOptions, Ingestor
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
-    from ..service.ingest import default_client_id
-    from ..service.store import is_postgres, state_path
+    from ..service.ingest.loop import default_client_id
+    from ..service.state.store import is_postgres, state_path
     postgres = is_postgres(args.state)
     if args.group and not postgres:
         raise ConfigError("group", "--group needs PostgreSQL state (--state postgresql://...): "
@@ -163,12 +163,12 @@ def run_serve(args):
                             purge_after_days=args.purge_after_days, dedupe_key=args.dedupe_key,
                             max_devices_per_login=args.max_devices_per_login,
                             ack_key=ack_key)
-    from ..service.coverage import fleet_of
+    from ..service.campaigns.coverage import fleet_of
     fleet = fleet_of(args.devices_file)
     metrics = None
     http = _http_address(args)
     if args.metrics_port is not None or http:
-        from ..service.http_metrics import ServiceMetrics
+        from ..service.http.metrics import ServiceMetrics
         metrics = ServiceMetrics(state_url=args.state, fleet=fleet)  # + the committed totals
     if args.metrics_port is not None and not (http and http[1] == args.metrics_port):
         try:
@@ -196,7 +196,7 @@ def run_serve(args):
         metrics.ingest_subscribed(lambda: ingestor.connected)
     if http:
         _start_http(args, http, metrics, broker, ingestor, fleet)
-    from ..service.progress import ProgressLog
+    from ..service.ingest.progress import ProgressLog
     ingestor.progress = ProgressLog(args.state, client_id, interval=args.progress_interval)
     stop_reason = []
 
@@ -222,7 +222,7 @@ def _ack_key(path):
     """The ack root key of `--ack-key` (read before anything starts), or None."""
     if path is None:
         return None
-    from ..ackkeys import read_key_file
+    from ..core.ackkeys import read_key_file
     return read_key_file(path)
 
 
@@ -245,7 +245,7 @@ def _http_address(args):
                 raise ConfigError(flag, "--%s needs --http HOST:PORT" % flag.replace("_", "-"))
         return None
     import ipaddress
-    from ..service.http_api import ApiTokens, parse_address
+    from ..service.http.api import ApiTokens, parse_address
     args.http_tokens = ApiTokens.from_files(args.http_token_file, args.http_write_token_file)
     host, port = parse_address(args.http)
     try:
@@ -260,11 +260,11 @@ def _http_address(args):
 
 
 def _start_http(args, address, metrics, broker, ingestor, fleet=None):
-    """The HTTP API (service/http_api.py) in a daemon thread, with its own store connections;
+    """The HTTP API (service/http/api.py) in a daemon thread, with its own store connections;
     /readyz follows the ingest's broker connection."""
     import argparse
     import dataclasses
-    from ..service.http_api import create_app, start_http
+    from ..service.http.api import create_app, start_http
     from . import resolve_password
     if args.http_admin_username:
         password = resolve_password(argparse.Namespace(
@@ -285,7 +285,7 @@ def _preflight(broker, drops):
     log = logging.getLogger("ldpfleet.service")
 
     def check():
-        from ..broker_check import check_broker
+        from ..broker.check import check_broker
         drops.hold()
         result = None
         try:
@@ -301,7 +301,7 @@ def _preflight(broker, drops):
 
 
 def run_broker_check(args):
-    from ..broker_check import check_broker
+    from ..broker.check import check_broker
     result = check_broker(_broker_of(args), messages=args.messages, payload_bytes=args.payload_bytes)
     if args.json:
         print(json.dumps(result.to_json(), sort_keys=True))
@@ -314,7 +314,7 @@ def _worker_lock(url: str, client_id: str):
     """PostgreSQL: a session advisory lock on the worker's client id, held by its own
     connection for the life of this serve (the server drops it when the process dies): two
     workers with one client id would take each other's MQTT session. Exit 2 when it is held."""
-    from ..service.store_sql import PostgresConnection
+    from ..service.state.sql import PostgresConnection
     conn = PostgresConnection(url, 10.0)
     held = conn.execute("SELECT pg_try_advisory_lock(hashtext(?))",
                         ("ldpfleet-worker:" + client_id,)).fetchone()[0]

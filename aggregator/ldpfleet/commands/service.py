@@ -13,9 +13,9 @@ import json
 import sys
 import time
 
-from ..config import DEFAULT_DRAIN_RATE
-from ..errors import ConfigError
-from ..protocols.options import ProtocolOptions, add_protocol_arguments
+from ..core.config import DEFAULT_DRAIN_RATE
+from ..core.errors import ConfigError
+from ..core.protocols.options import ProtocolOptions, add_protocol_arguments
 from . import keys, serve
 from . import add_password_args, resolve_password
 
@@ -56,12 +56,12 @@ def _state_arg(p):
 
 def open_store(args, create: bool = True):
     """The state of a command (`--state`, `--dedupe-key`)."""
-    from ..service.store import Store
+    from ..service.state.store import Store
     return Store(args.state, create=create, dedupe_key=getattr(args, "dedupe_key", None))
 
 
 def _broker(args):
-    from ..mqtt import BrokerSettings
+    from ..mqtt.client import BrokerSettings
     if getattr(args, "broker", None) is None:
         return None
     return BrokerSettings.from_url(args.broker, username=args.username,
@@ -220,7 +220,7 @@ def register(subparsers):
     _state_arg(e)
     e.add_argument("--phase", type=int, default=None, help="default: the campaign's current phase")
     e.add_argument("--post", default=None,
-                   help="consistency post-processing (ldpfleet.post.METHODS) of one phase's "
+                   help="consistency post-processing (ldpfleet.core.post.METHODS) of one phase's "
                         "estimates; `none` for none (clears a config file's [estimate] post); a "
                         "two-phase protocol's answer ignores it with a warning")
     e.add_argument("--post-opt", action="append", default=[], metavar="K=V",
@@ -247,8 +247,8 @@ def register(subparsers):
 
 
 def _record(store, name: str, action: str, detail: str = None):
-    """This command's change of campaign `name`, for serve's log (service/lifecycle.py)."""
-    from ..service import lifecycle
+    """This command's change of campaign `name`, for serve's log (service/campaigns/events.py)."""
+    from ..service.campaigns import events as lifecycle
     lifecycle.record(store, name, action, lifecycle.cli_origin(), detail)
 
 
@@ -257,7 +257,7 @@ def _split(text):
 
 
 def _create_protocol(args):
-    from ..service.protocol_campaigns import create_protocol_campaign
+    from ..service.campaigns.protocols import create_protocol_campaign
     if args.param:
         raise ConfigError("param", "--param is for --mechanism campaigns; --protocol takes its "
                           "own options")
@@ -273,8 +273,8 @@ def _create_protocol(args):
 
 
 def _issuance(args, store):
-    from ..service.campaigns import Issuance
-    from ..config import DEFAULT_DELIVERY, check_delivery
+    from ..service.campaigns.manage import Issuance
+    from ..core.config import DEFAULT_DELIVERY, check_delivery
     delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
     if args.retry_s is not None:
         delivery["retry_s"] = args.retry_s
@@ -291,7 +291,7 @@ def _issuance(args, store):
 def _spread(args, store):
     """(delivery.spread_s, why): --spread-s, else --fleet-size (or the most devices one campaign
     of this state has had) over --drain-rate (config.default_spread_s)."""
-    from ..config import default_spread_s
+    from ..core.config import default_spread_s
     if args.spread_s is not None:
         if args.fleet_size is not None or args.drain_rate is not None:
             raise ConfigError("spread_s", "give --spread-s, or --fleet-size/--drain-rate to derive "
@@ -314,7 +314,7 @@ def _spread(args, store):
 
 
 def run_create(args):
-    from ..service.campaigns import create_campaign, parse_params
+    from ..service.campaigns.manage import create_campaign, parse_params
     if args.protocol:
         camp = _create_protocol(args)
         return _print_created(args, camp)
@@ -362,8 +362,8 @@ def _print_created(args, camp):
 
 
 def run_status(args):
-    from ..service.campaigns import campaign_status
-    from ..service.coverage import fleet_of
+    from ..service.campaigns.manage import campaign_status
+    from ..service.campaigns.coverage import fleet_of
     fleet = fleet_of(args.devices_file)
     with open_store(args, create=False) as store:
         status = campaign_status(store, args.name, confidence=args.confidence, fleet=fleet)
@@ -412,7 +412,7 @@ def run_status(args):
 
 
 def run_trend(args):
-    from ..service.history import trend
+    from ..service.state.history import trend
     with open_store(args, create=False) as store:
         out = trend(store, args.name)
     if args.json:
@@ -429,7 +429,7 @@ def run_trend(args):
 
 
 def run_purge(args):
-    from ..service import retention
+    from ..service.state import retention
     if (args.name is None) == (args.closed_before is None):
         raise ConfigError("name", "give a campaign NAME or --closed-before DAYS (not both)")
     if args.closed_before is not None and args.closed_before < 0:
@@ -449,7 +449,7 @@ def run_purge(args):
 
 
 def run_close(args):
-    from ..service.campaigns import close_campaign
+    from ..service.campaigns.manage import close_campaign
     with open_store(args, create=False) as store:
         broker = _command_broker(args, store)
         camp = close_campaign(store, args.name, broker=broker, signing_key_file=args.signing_key_file)
@@ -463,7 +463,7 @@ def run_close(args):
 
 
 def run_list(args):
-    from ..service.campaigns import campaign_rows
+    from ..service.campaigns.manage import campaign_rows
     with open_store(args, create=False) as store:
         rows = campaign_rows(store)
     if args.json:
@@ -480,13 +480,13 @@ def run_list(args):
 
 def _items(text, domain_type=None):
     """Comma-separated items or a file of lines; ints where the domain is int."""
-    from ..service.estimates import parse_items
+    from ..service.campaigns.estimates import parse_items
     return parse_items(_item_list(text), domain_type)
 
 
 def run_phase2(args):
-    from .. import protocol
-    from ..service.campaigns import publish_phase2
+    from ..core import protocol
+    from ..service.campaigns.manage import publish_phase2
     model = None
     if args.model_file:
         with open(args.model_file) as f:
@@ -508,15 +508,15 @@ def run_phase2(args):
 
 
 def _svim_z() -> float:
-    from ..protocols.svim import SEPARATION_Z
+    from ..core.protocols.svim import SEPARATION_Z
     return SEPARATION_Z
 
 
 def run_advance(args):
-    from ..service.protocol_campaigns import advance_campaign
+    from ..service.campaigns.protocols import advance_campaign
     with open_store(args, create=False) as store:
         out = advance_campaign(store, _command_broker(args, store), args.name, signing_key_file=args.signing_key_file)
-        from ..service import lifecycle
+        from ..service.campaigns import events as lifecycle
         _record(store, args.name, "advance", lifecycle.advance_detail(out))
     if args.json:
         print(json.dumps(out, sort_keys=True))
@@ -540,9 +540,9 @@ def run_advance(args):
 
 
 def run_estimate(args):
-    from ..service.campaigns import parse_params
-    from ..service.estimates import EstimateQuery, estimate, parse_threshold
-    from ..service.significance import check_level
+    from ..service.campaigns.manage import parse_params
+    from ..service.campaigns.estimates import EstimateQuery, estimate, parse_threshold
+    from ..service.campaigns.significance import check_level
     parse_threshold(args.threshold)
     check_level(args.fdr)
     if args.top is not None and args.top < 1:

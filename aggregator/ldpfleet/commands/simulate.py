@@ -8,7 +8,7 @@ the true frequencies; null where the mechanism has none), mse_ratio (mse / theor
 keyed like mse), client_seconds and aggregate_seconds (mean per round; client null with --fast),
 client_reports_per_second, post_seconds (with --post), set_size (set-valued mechanisms), data.
 
-`--data FILE` (ldpfleet.datafile): users' own data instead of drawn values, a CSV with the header
+`--data FILE` (ldpfleet.eval.datafile): users' own data instead of drawn values, a CSV with the header
 `device,item`, one row per device and item (`dev7,`: a device holding no item); items are ints
 if all are, else strings, the domain is the distinct items (no --domain, --dist). `--users N`
 resamples the devices with replacement to N (seeded), else the file's devices are the users.
@@ -16,7 +16,7 @@ resamples the devices with replacement to N (seeded), else the file's devices ar
     ldpfleet simulate --mechanism grr --data apps.csv --users 100000 --epsilon 2 --json
 
 `--protocol` (instead of `--mechanism`) simulates one campaign of a two-phase protocol or a
-baseline on the same seeded data (ldpfleet.simulation.simulate_protocol):
+baseline on the same seeded data (ldpfleet.eval.simulation.simulate_protocol):
 - ldpminer-rappor | ldpminer-sh | ldpminer-sh-opt | sampling-rappor | sampling-sh (LDPMiner
   §5: set-valued data; ldpminer-sh-opt is LDPMiner-SH with §4.4's correlated phases, spec §3.1,
   --set-size L --top K [--k-max --budget-split --sketch-m]): keys protocol, core_protocol,
@@ -50,7 +50,7 @@ import json
 import os
 import sys
 
-from ..protocols.options import ProtocolOptions, add_protocol_arguments
+from ..core.protocols.options import ProtocolOptions, add_protocol_arguments
 
 
 MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh"]
@@ -80,7 +80,7 @@ def _positive_int(text):
 
 
 def _epsilon(text):
-    from ..simulation import eps_milli_from  # lazy: keeps other commands' start-up fast
+    from ..eval.simulation import eps_milli_from  # lazy: keeps other commands' start-up fast
     try:
         return eps_milli_from(float(text))
     except ValueError as exc:
@@ -127,7 +127,7 @@ def register(subparsers):
     p.add_argument("--seed", type=int, default=0, metavar="S", help="aggregator-side seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--post", type=_methods, default=[], metavar="M1,M2",
-                   help="post-processing methods (ldpfleet.post.METHODS) to score as well")
+                   help="post-processing methods (ldpfleet.core.post.METHODS) to score as well")
     p.add_argument("--fast", action="store_true",
                    help="grr/oue: draw aggregate counts from their exact distribution")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="k=v",
@@ -182,8 +182,8 @@ def _population_flags(args):
 
 
 def run_protocol(args):
-    from ..errors import DataFileError
-    from ..simulation import ProtocolConfig, simulate_protocol
+    from ..core.errors import DataFileError
+    from ..eval.simulation import ProtocolConfig, simulate_protocol
     for flag, bad in (("--post", bool(args.post)),
                       ("--fast", args.fast), ("--param", bool(args.param))):
         if bad:
@@ -229,8 +229,8 @@ def protocol_summary(r) -> str:
 
 
 def run(args):
-    from ..errors import DataFileError
-    from ..simulation import SimulationConfig, simulate
+    from ..core.errors import DataFileError
+    from ..eval.simulation import SimulationConfig, simulate
     if args.protocol:
         return run_protocol(args)
     given = [f for f in ProtocolOptions.from_args(args).given() if f != "set_size"]

@@ -8,7 +8,7 @@ the campaign's public key (spec §5), then publishes one report per device and p
   reports produced in batches by the mechanism's C kernels (`perturb_batch`), all published
   over one MQTT connection with a bounded number of un-acknowledged messages (paho-mqtt hangs
   past 65,535 outstanding QoS 1 publishes: the 16-bit message ids wrap);
-* real MicroPython device processes (`ldpfleet.device_runner`), which perturb with their own
+* real MicroPython device processes (`ldpfleet.provision.device_runner`), which perturb with their own
   OS RNG and keep their own ledger;
 * C client processes (`device/c_client/`), when built.
 
@@ -32,7 +32,7 @@ Modules, in the order a run uses them: `campaign` (the verified campaign view), 
 items), `simulated` (C-kernel devices), `schedule` (when each publishes), `acks` (their
 acknowledgements), `devices` (real device processes), `fleet`
 (`run_fleet`, `FleetOptions`, `FleetResult`), `serve_process` and `demo` (`run_demo`,
-`DemoOptions`). MQTT goes through `ldpfleet.mqtt` (`QosPublisher`).
+`DemoOptions`). MQTT goes through `ldpfleet.mqtt.client` (`QosPublisher`).
 """
 from .demo import DemoOptions, run_demo
 from .fleet import FleetOptions, FleetResult, run_fleet

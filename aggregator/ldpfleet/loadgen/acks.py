@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from .. import ackkeys, protocol
+from ..core import ackkeys, protocol
 
 
 class AckTracker:

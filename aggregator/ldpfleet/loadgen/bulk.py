@@ -9,7 +9,7 @@ broker keeps nothing for a publisher's QoS 1 sends after their PUBACK, and a fle
 session behind. PUBLISH packets that arrive on the connection (the spec §6 acknowledgements the
 fleet subscribes to) go to the subscriber's callback as (topic, payload) pairs.
 
-It has the interface of `ldpfleet.mqtt.QosPublisher` that the fleet uses (`publish`,
+It has the interface of `ldpfleet.mqtt.client.QosPublisher` that the fleet uses (`publish`,
 `subscribe`, `wait_acked`, `close`, `acked`, `failed`) plus `publish_rows`.
 """
 import time
@@ -17,8 +17,8 @@ import uuid
 
 import numpy as np
 
-from ..kernels import ffi, lib, ptr
-from ..leanmqtt import LeanClient
+from ..core.kernels import ffi, lib, ptr
+from ..mqtt.lean import LeanClient
 
 RECONNECT_FOR_S = 60.0
 

@@ -5,9 +5,10 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from .. import config as campaign_config
-from .. import mqtt, signing
-from ..errors import ConfigError
+from ..core import config as campaign_config
+from ..mqtt import client as mqtt
+from ..core import signing
+from ..core.errors import ConfigError
 
 CONFIG_TIMEOUT = 10.0
 KEYS_TOPIC = "ldpfleet/keys"

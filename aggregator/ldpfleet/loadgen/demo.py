@@ -19,7 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from .. import metrics, mqtt
+from ..eval import accuracy as metrics
+from ..mqtt import client as mqtt
 from .fleet import FleetOptions, progress_bar, run_fleet
 from .items import item_distribution
 from .serve_process import ServeProcess
@@ -119,7 +120,7 @@ def _dashboard_args(address: str, out_dir: str):
     """serve's --http options for `address` (HOST:PORT, PORT 0: a free one) and a fresh read
     token in a 0600 file; returns (args, the dashboard's URL with the token)."""
     import socket
-    from ..service.http_api import parse_address
+    from ..service.http.api import parse_address
     head, _, port = address.rpartition(":")
     if port == "0":
         bare = head.strip("[]")
@@ -142,14 +143,14 @@ def _dashboard_args(address: str, out_dir: str):
 def _services(opts: DemoOptions, out_dir: str, say):
     """Broker (embedded unless `opts.broker_url`), serve (with its HTTP API and dashboard when
     `opts.dashboard`) and a fresh campaign; yields a `_Running`; stops serve, then the broker."""
-    from ..broker import EmbeddedBroker
+    from ..broker.secured import EmbeddedBroker
     from ..service import Store, create_campaign
-    from ..signing import write_signing_key
+    from ..core.signing import write_signing_key
     name = "demo-%s" % uuid.uuid4().hex[:8]
     state_url = "sqlite:///" + os.path.join(out_dir, "aggregator.db")
     key_path = os.path.join(out_dir, "%s.key" % name)
     trusted_keys = write_signing_key(key_path).public
-    from ..ackkeys import write_key_file
+    from ..core.ackkeys import write_key_file
     ack_path = os.path.join(out_dir, "%s.ack.key" % name)  # MAC'd acks (spec §6)
     ack_root = write_key_file(ack_path)
     embedded = serve = None
@@ -190,7 +191,7 @@ def _aggregate(opts: DemoOptions, out_dir: str, running: _Running, say):
     """The fleet against the running services; returns (fleet result, counters, sketch,
     campaign)."""
     from ..service import Store
-    from ..service.estimates import load_sketch
+    from ..service.campaigns.estimates import load_sketch
     name, state_url = running.name, running.state_url
     say("fleet      %d simulated devices (C kernels) + %d MicroPython devices, Zipf %g"
         % (opts.devices, opts.micropython, opts.zipf))

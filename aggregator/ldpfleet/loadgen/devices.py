@@ -1,5 +1,5 @@
 """Real device processes: MicroPython (`device/main.py --once` through
-`ldpfleet.device_runner`) and the C client (`ldp_client --once`), one per device, each with
+`ldpfleet.provision.device_runner`) and the C client (`ldp_client --once`), one per device, each with
 its own OS RNG and ledger."""
 import json
 import os
@@ -11,10 +11,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .. import device_runner, mqtt
-from ..config import acknowledged
-from ..errors import ConfigError
-from ..protocols.ldplcm import reports_in_phase
+from ..provision import device_runner
+from ..mqtt import client as mqtt
+from ..core.config import acknowledged
+from ..core.errors import ConfigError
+from ..core.protocols.ldplcm import reports_in_phase
 from .campaign import CampaignView
 from .items import ItemDistribution
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import config as campaign_config
-from .. import mqtt
-from ..errors import ConfigError
+from ..core import config as campaign_config
+from ..mqtt import client as mqtt
+from ..core.errors import ConfigError
 from .acks import AckTracker
 from .bulk import BulkPublisher
 from .campaign import fetch_campaign, phase_mechanism

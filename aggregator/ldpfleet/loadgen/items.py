@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import config as campaign_config
-from .. import datasets
-from ..errors import ConfigError
+from ..core import config as campaign_config
+from ..eval import datasets
+from ..core.errors import ConfigError
 
 MAX_SIMULATED_DOMAIN = 1 << 24
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 import time
 
-from ..child import ChildProcess
-from ..service.store import Store, is_postgres, state_path
+from ..broker.child import ChildProcess
+from ..service.state.store import Store, is_postgres, state_path
 
 
 class ServeProcess(ChildProcess):

@@ -2,7 +2,7 @@
 the mechanism's C kernels (`perturb_batch`); schedule.py publishes them over one connection."""
 import numpy as np
 
-from ..protocols.ldplcm import reports_in_phase
+from ..core.protocols.ldplcm import reports_in_phase
 from .campaign import CampaignView
 from .items import ItemDistribution, draw_indices
 
@@ -18,7 +18,7 @@ def _lcm_high(view: CampaignView, mech, indices) -> dict:
     domain index; high-frequent items are encoded as the all -1 vector."""
     if mech.name != "lcm" or view.phase2 is None or "model" not in view.phase2:
         return {}
-    from ..protocols import ldplcm
+    from ..core.protocols import ldplcm
     return {"high": ldplcm.high_mask(ldplcm.check_model(view.phase2["model"]), indices)}
 
 
@@ -26,7 +26,7 @@ def _phase2_sets(view: CampaignView, mech, keys):
     """LDPMiner phase 2 (§4.4): a device's set trimmed to the candidates (KeySets)."""
     if not mech.set_valued or view.phase2 is None or "candidates" not in view.phase2:
         return keys
-    from ..protocols import ldpminer
+    from ..core.protocols import ldpminer
     return ldpminer.trim_sets(keys, view.phase2["candidates"])
 
 
@@ -38,8 +38,8 @@ def _shc_memos(view: CampaignView, dist: ItemDistribution, device_ids: list, cho
     items and words -- and keeps every device's memo (6 bytes) before phase 2 draws any word.
     A run with another seed than phase 1's sends phase-2 reports of other memos: valid
     reports, but not those devices' (the load generator's own limit, not the protocol's)."""
-    from .. import config as campaign_config
-    from ..mechanisms.shc import ShcMemo, memo_from_reports
+    from ..core import config as campaign_config
+    from ..core.mechanisms.shc import ShcMemo, memo_from_reports
     if not np.array_equal(np.flatnonzero(reports_in_phase(device_ids, view.config, 1)), chosen):
         raise ValueError("shc phase 2: the devices of phase 1 and 2 differ (a sampling rule)")
     mech1 = campaign_config.mechanism_for_phase(view.config, 1)

@@ -15,7 +15,7 @@ Modules
 - `answers`: `compute_answer` -> `ProtocolAnswer` (a two-phase protocol campaign's final
   answer in phase 2).
 - `http_metrics`: `ServiceMetrics` (Prometheus).
-- `ldpfleet.mqtt` (one level up): `BrokerSettings.from_url`, `publish`, `QosPublisher`.
+- `ldpfleet.mqtt.client` (one level up): `BrokerSettings.from_url`, `publish`, `QosPublisher`.
 
 Programmatic use (what `ldpfleet demo` does; `ldpfleet.loadgen.serve_process`):
 
@@ -32,15 +32,19 @@ Programmatic use (what `ldpfleet demo` does; `ldpfleet.loadgen.serve_process`):
 
 or in-process: `Ingestor(state_url, broker, IngestOptions(...)).run()` in a thread, `.stop()`.
 """
-from ..mqtt import BrokerSettings
-from .campaigns import (Issuance, campaign_status, close_campaign, create_campaign,
-                        publish_phase2)
-from .answers import compute_answer
-from .estimates import EstimateQuery, compute_estimates
-from .fold import REASONS
-from .ingest import IngestOptions, Ingestor
-from .protocol_campaigns import advance_campaign, create_protocol_campaign
-from .store import Store
+from ..mqtt.client import BrokerSettings
+from .campaigns.manage import (
+    Issuance,
+    campaign_status,
+    close_campaign,
+    create_campaign,
+    publish_phase2)
+from .campaigns.answers import compute_answer
+from .campaigns.estimates import EstimateQuery, compute_estimates
+from .ingest.fold import REASONS
+from .ingest.loop import IngestOptions, Ingestor
+from .campaigns.protocols import advance_campaign, create_protocol_campaign
+from .state.store import Store
 
 __all__ = ["BrokerSettings", "Issuance", "Store", "Ingestor", "IngestOptions", "REASONS",
            "create_campaign", "close_campaign", "publish_phase2", "campaign_status",

@@ -1,0 +1,1 @@
+"""ldpfleet.service.http."""
