@@ -36,7 +36,7 @@ class ServeProcess(ChildProcess):
         self.env = env
         self.proc = None
 
-    def start(self, timeout: float = 30.0, wait_ready: bool = True) -> "ServeProcess":
+    def start(self, timeout: float = 120.0, wait_ready: bool = True) -> "ServeProcess":
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
