@@ -22,6 +22,15 @@ class ConfigError(LdpError, ValueError):
     """A campaign config or phase-2 message is malformed, unsigned or badly signed."""
 
 
+class UsageError(LdpError, ValueError):
+    """A command-line argument, or a combination of them, is wrong: `field` names the option."""
+
+
+class StateError(LdpError, ValueError):
+    """The state file or database cannot be used (missing, corrupt, newer schema, unreachable):
+    the operator's environment, not the input of one command."""
+
+
 class BudgetExceeded(LdpError):
     """A report would exceed the per-report epsilon cap or the lifetime budget."""
 
