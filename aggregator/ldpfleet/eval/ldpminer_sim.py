@@ -18,15 +18,14 @@ from ..core.protocols.ldpminer import (
     DEFAULT_M,
     DEFAULT_SHARE,
     SINGLE_MECHANISM,
-    combined,
-    frequencies,
     campaign_phases,
     candidates_from_phase1,
     check_protocol,
+    combined,
+    frequencies,
     phase1_mechanism,
     phase2_length,
-    phase2_mechanism,
-    trim_sets)
+    phase2_mechanism)
 from . import svim_sim
 from .twophase import (CHUNK_USERS, SIM_SALT_BITS, Answer, chunk_of, default_l, ranked,
                        run_phase, set_sizes, users_of)

@@ -120,8 +120,8 @@ def ratio_of_sums(s1, var1, f2, var2, l: int):
 
 def pooled(s1, var1, f2, var2, ratio, s_plug=None) -> tuple:
     """(f^, Var f^): inverse-variance mean of r^ s^1 (variance r^2 Var s^1 + s^2 Var r^) and
-    f^2 per item. `ratio`: (r^, Var r^) from `ratio_of_sums` or `size_bits_ratio`; `s_plug`:
-    the score at which s^2 Var r^ is taken (default s^1; pass a value common to both phases,
+    f^2 per item. `ratio`: (r^, Var r^) from `ratio_of_sums` or the simulation's size group;
+    `s_plug`: the score at which s^2 Var r^ is taken (default s^1; pass a value common to both phases,
     like the variances, so the weights do not follow one phase's noise)."""
     r, var_r = ratio
     s1, f2 = np.asarray(s1, np.float64), np.asarray(f2, np.float64)
