@@ -34,7 +34,8 @@ def test_c_kernel_and_c_client_tables():
     for name, mid in IDS.items():
         assert lib.ldp_mechanism_id(name.encode()) == mid
         assert ffi.string(lib.ldp_mechanism_name(mid)).decode() == name
-    header = (ROOT / "c_kernels" / "ldp_report.h").read_text()
+    header = "".join((ROOT / "c_kernels" / h).read_text()  # ids: generated, included by ldp_report.h
+                     for h in ("ldp_report.h", "ldp_mechanism_ids.h"))
     defined = {m.group(1).lower(): int(m.group(2))
                for m in re.finditer(r"#define LDP_MECHANISM_ID_(\w+) (\d+)", header)}
     assert defined == IDS
