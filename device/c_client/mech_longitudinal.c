@@ -17,11 +17,6 @@ int ldpc_long_is(int id)
     return LDP_MECHANISM_LONGITUDINAL(id);
 }
 
-int ldpc_long_index_valued(int id)
-{
-    return LDP_MECHANISM_LONGITUDINAL(id) && LDP_MECHANISM_BY_INDEX(id);
-}
-
 static int long_param(const cJSON *params, const char *name, int64_t lo, int64_t hi, uint32_t *out,
                       struct ldpc_reason *why)
 {
