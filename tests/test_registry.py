@@ -1,7 +1,7 @@
-"""protocol_spec/v2/registry.json is the one source of mechanism ids, names and report sizes
-(issue 11 #5): every hand-kept table — the aggregator's, the C kernels' and the C client's, the
-MicroPython client's, the CLI's choices — must agree with it, so adding a mechanism has one path
-(CONTRIBUTING.md) and a forgotten table fails here."""
+"""protocol_spec/v2/registry.json is the one source of mechanism ids, names and report sizes:
+the tables generated from it (tools/gen_tables.py) and what reads them — the aggregator, the C
+kernels and the C client, the MicroPython client, the CLI's choices — agree with it, and every
+mechanism's report size and word count follow its formulas."""
 import json
 import re
 import subprocess
