@@ -1,6 +1,7 @@
 """setuptools shim: builds the cffi C kernels (API mode) at install time, and ships inside the
 package what a source checkout keeps beside it: the protocol registry
-(`ldpfleet/spec_v2/registry.json`, read by `protocol.load_registry`) and the MicroPython device
+(`ldpfleet/spec_v2/registry.json`, the machine-readable protocol reference; the tables the code
+uses are generated from it by tools/gen_tables.py) and the MicroPython device
 client (`ldpfleet/device_client/ldp/*.py` and `main.py`, what `ldpfleet flash` and `provision`
 compile onto boards; `device_runner.DEVICE_DIR`). A source checkout reads protocol_spec/v2 and
 device/ directly."""

@@ -5,15 +5,7 @@
 
 #include "ldp_report.h"
 
-static const char *const MECHANISM_NAMES[] = {
-    "", "grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh", "shc",
-    "duchi", "pm", "hm", "sw", /* numeric metrics, spec §3.3 */
-};
-#define MECHANISM_MAX 16
-/* Ids LONGITUDINAL_FIRST.. (spec §3.2). */
-static const char *const LONGITUDINAL_NAMES[] = {"losue", "lsue", "lgrr", "loloha", "lbitmean"};
-#define LONGITUDINAL_FIRST 17
-#define LONGITUDINAL_COUNT 5
+static const char *const MECHANISM_NAMES[LDP_MECHANISM_COUNT + 1] = LDP_MECHANISM_NAMES_INIT;
 
 /* version | mechanism | phase | flags = 0 | campaign_id:u32 | nonce:u32 */
 void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t campaign_id, uint32_t nonce)
@@ -30,18 +22,14 @@ void ldp_header_pack(uint8_t *out, uint8_t mechanism, uint8_t phase, uint32_t ca
 int ldp_mechanism_id(const char *name)
 {
     int id;
-    for (id = 1; id <= MECHANISM_MAX; id++)
+    for (id = 1; id <= LDP_MECHANISM_COUNT; id++)
         if (strcmp(name, MECHANISM_NAMES[id]) == 0)
             return id;
-    for (id = 0; id < LONGITUDINAL_COUNT; id++)
-        if (strcmp(name, LONGITUDINAL_NAMES[id]) == 0)
-            return LONGITUDINAL_FIRST + id;
     return 0;
 }
 
+/* The name of a registry id, "" if unknown. */
 const char *ldp_mechanism_name(int id)
 {
-    if (id >= LONGITUDINAL_FIRST && id < LONGITUDINAL_FIRST + LONGITUDINAL_COUNT)
-        return LONGITUDINAL_NAMES[id - LONGITUDINAL_FIRST];
-    return id >= 1 && id <= MECHANISM_MAX ? MECHANISM_NAMES[id] : "";
+    return id >= 1 && id <= LDP_MECHANISM_COUNT ? MECHANISM_NAMES[id] : "";
 }

@@ -350,26 +350,22 @@ size_t ldpc_mech_report_size(const struct ldpc_mech *mech)
 
 int ldpc_mech_index_valued(const struct ldpc_mech *mech)
 {
-    return mech->id == LDP_MECHANISM_ID_GRR || mech->id == LDP_MECHANISM_ID_OUE || ldpc_long_index_valued(mech->id);
+    return LDP_MECHANISM_BY_INDEX(mech->id);
 }
 
 int ldpc_mech_set_valued(const struct ldpc_mech *mech)
 {
-    return mech->id == LDP_MECHANISM_ID_SH || mech->id == LDP_MECHANISM_ID_SRAPPOR
-        || mech->id == LDP_MECHANISM_ID_PSGRR || mech->id == LDP_MECHANISM_ID_PSOLH
-        || mech->id == LDP_MECHANISM_ID_SHC;
+    return LDP_MECHANISM_SET_VALUED(mech->id);
 }
 
 int ldpc_mech_set_valued_name(const char *name)
 {
-    int id = ldp_mechanism_id(name);
-    return id == LDP_MECHANISM_ID_SH || id == LDP_MECHANISM_ID_SHC || ldpc_mech_listed_name(name);
+    return LDP_MECHANISM_SET_VALUED(ldp_mechanism_id(name));
 }
 
 int ldpc_mech_listed_name(const char *name)
 {
-    int id = ldp_mechanism_id(name);
-    return id == LDP_MECHANISM_ID_SRAPPOR || id == LDP_MECHANISM_ID_PSGRR || id == LDP_MECHANISM_ID_PSOLH;
+    return LDP_MECHANISM_LISTED(ldp_mechanism_id(name));
 }
 
 int ldpc_mech_shc_x(const struct ldpc_mech *mech, const uint32_t *words, const uint8_t *report)

@@ -14,13 +14,7 @@
 
 int ldpc_long_is(int id)
 {
-    return id == LDP_MECHANISM_ID_LOSUE || id == LDP_MECHANISM_ID_LSUE || id == LDP_MECHANISM_ID_LGRR
-           || id == LDP_MECHANISM_ID_LOLOHA || id == LDP_MECHANISM_ID_LBITMEAN;
-}
-
-int ldpc_long_index_valued(int id)
-{
-    return id == LDP_MECHANISM_ID_LOSUE || id == LDP_MECHANISM_ID_LSUE || id == LDP_MECHANISM_ID_LGRR;
+    return LDP_MECHANISM_LONGITUDINAL(id);
 }
 
 static int long_param(const cJSON *params, const char *name, int64_t lo, int64_t hi, uint32_t *out,

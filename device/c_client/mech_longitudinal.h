@@ -23,7 +23,6 @@ struct ldpc_mech;
 struct ldpc_input;
 
 int ldpc_long_is(int id);            /* one of the memoised mechanisms */
-int ldpc_long_index_valued(int id);  /* losue, lsue, lgrr take the domain index */
 
 /* Parameters (eps_milli = eps_inf, params "eps1_milli" in [1, eps_inf), "g", "s") and
  * thresholds into mech; 0, or -1 with the reason (fields as the MicroPython client). */

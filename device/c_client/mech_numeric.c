@@ -13,8 +13,7 @@
 
 int ldpc_numeric_id(int id)
 {
-    return id == LDP_MECHANISM_ID_DUCHI || id == LDP_MECHANISM_ID_PM || id == LDP_MECHANISM_ID_HM
-           || id == LDP_MECHANISM_ID_SW;
+    return LDP_MECHANISM_NUMERIC(id);
 }
 
 static int int_param(const cJSON *obj, const char *key, int64_t lo, int64_t hi, const char *field, int64_t *out,

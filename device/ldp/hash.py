@@ -55,6 +55,13 @@ def murmur3(data: ptr8, n: int, seed: uint) -> uint:
     return h
 
 
+# The MurmurHash3 rounds and finaliser are written out in murmur3, _hs, hash_bucket and
+# hash_bucket_w on purpose. A call from one viper function to another is an ordinary Python
+# call: a global lookup, the generic call path, and arguments and result passed as objects. A
+# full 32-bit hash >= 2^30 is no small int on 31-bit-smallint boards (the microcontrollers), so
+# a shared finaliser returning h would allocate a big int for three keys in four (h >= 2^30):
+# heap use and time that depend on the item, hence on the device's value. Each copy keeps h a machine
+# word until it is reduced to a bucket (a small int) inside the same function.
 @micropython.viper
 def _hs(key: uint, seed: uint) -> uint:
     """Hs(key, seed) = H(le32(key), seed): the one-block murmur3, unrolled."""

@@ -3,12 +3,12 @@ config.check_numeric_domain / check_numeric_phases) and the grid point of a read
 import math
 
 from .errors import ConfigError
+from .mechanisms import NUMERIC as NUMERIC_MECHANISMS
 
 GRID_MAX = 65536
 METRICS_MAX = 64
 VALUE_MAX = 10 ** 15
 NUMERIC_DOMAINS = ("range", "ranges")
-NUMERIC_MECHANISMS = ("duchi", "pm", "hm", "sw")
 
 
 def grid_point(reading, lo, hi, decimals, n):

@@ -7,8 +7,10 @@ from .errors import ConfigError
 VERSION = const(2)
 # Registry ids (spec §3): the k-th name has id k (one string: a dict or tuple of the names
 # interns each of them and costs a 16k-heap board up to ~900 bytes; split at construction only).
-MECHANISMS = ("grr olh flh oue cms hcms sh srappor lcm psgrr psolh shc "
-              "duchi pm hm sw losue lsue lgrr loloha lbitmean")
+# --- generated: python tools/gen_tables.py ---
+MECHANISMS = ("grr olh flh oue cms hcms sh srappor lcm psgrr psolh shc duchi pm hm sw "
+              "losue lsue lgrr loloha lbitmean")
+# --- end generated ---
 
 
 def mechanism_id(name):

@@ -9,11 +9,11 @@ import os
 import re
 import time
 
-from . import protocol, signing
+from . import mechanism_table, protocol, signing
 from .errors import ConfigError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: "$" would also match before a final newline
-SET_VALUED = {"sh", "srappor", "psgrr", "psolh", "shc"}
+SET_VALUED = set(mechanism_table.SET_VALUED)  # tables generated from registry.json
 PPM = 1000000
 RETRY_S_MAX = 86400
 RETRY_MAX_S_MAX = 259200
@@ -186,7 +186,7 @@ def check_config(doc: dict, now: int = None) -> dict:
 
 
 NUMERIC_DOMAINS = ("range", "ranges")
-NUMERIC_MECHANISMS = ("duchi", "pm", "hm", "sw")
+NUMERIC_MECHANISMS = mechanism_table.NUMERIC
 GRID_MAX = 65536
 METRICS_MAX = 64
 VALUE_MAX = 10 ** 15
@@ -443,7 +443,7 @@ def domain_size(doc: dict) -> int:
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 
-MEMOISED = {"losue", "lsue", "lgrr", "loloha", "lbitmean"}
+MEMOISED = set(mechanism_table.LONGITUDINAL)
 """The longitudinal mechanisms of spec §3.2 (ids 17-21)."""
 
 

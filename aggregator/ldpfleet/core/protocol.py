@@ -5,17 +5,16 @@ the GRR pairwise bound (spec §2), the 12-byte report header (spec §3) and type
 paths live in the C kernels; this module is the readable reference and the place the
 thresholds are computed.
 """
-import json
 import math
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from .errors import ReportFormatError
+from .mechanism_table import (  # noqa: F401 - generated from registry.json
+    MECHANISM_IDS, MECHANISM_NAMES, PROTOCOL_VERSION)
 
-PROTOCOL_VERSION = 2
 KEY_SEED = 0x6C647066
 WORD = 1 << 32
 SCALE = 1 << 64
@@ -28,25 +27,6 @@ ACK_SIZE = ACK.size  # 12
 ACK_KIND = 0x41
 ACK_ACCEPTED, ACK_DUPLICATE, ACK_REJECTED = 0, 1, 2
 
-SPEC_DIR = Path(__file__).resolve().parents[1] / "spec_v2"
-if not SPEC_DIR.is_dir():  # running from a source checkout
-    SPEC_DIR = Path(__file__).resolve().parents[3] / "protocol_spec" / "v2"
-
-
-def load_registry():
-    """The machine-readable registry (mechanism ids, layouts)."""
-    with open(SPEC_DIR / "registry.json") as f:
-        return json.load(f)
-
-
-MECHANISM_IDS = {
-    "grr": 1, "olh": 2, "flh": 3, "oue": 4, "cms": 5,
-    "hcms": 6, "sh": 7, "srappor": 8, "lcm": 9, "psgrr": 10, "psolh": 11, "shc": 12,
-    "duchi": 13, "pm": 14, "hm": 15, "sw": 16,
-}
-MECHANISM_IDS.update({"losue": 17, "lsue": 18, "lgrr": 19, "loloha": 20, "lbitmean": 21})
-"""The longitudinal (memoised) mechanisms of spec §3.2."""
-MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
 
 
 def murmur3_32(data: bytes, seed: int = 0) -> int:

@@ -1,19 +1,14 @@
 """Mechanism registry: one small module per mechanism (protocol_spec/v2 §3)."""
 import importlib
 
-MODULES = {
-    "grr": "grr", "olh": "olh", "flh": "flh", "oue": "oue", "cms": "cms",
-    "hcms": "hcms", "sh": "sh", "srappor": "srappor", "lcm": "lcm",
-    "psgrr": "psfo", "psolh": "psfo", "shc": "shc",
-    "duchi": "duchi", "pm": "pm", "hm": "hm", "sw": "sw",
-}
-MODULES.update({"losue": "lue", "lsue": "lue", "lgrr": "lgrr", "loloha": "loloha",
-                "lbitmean": "lbitmean"})  # longitudinal (memoised) mechanisms, spec §3.2
+from ..errors import ConfigError
+from ..mechanism_table import MODULES  # generated from registry.json (tools/gen_tables.py)
 
 
 def mechanism_class(name: str):
     if name not in MODULES:
-        raise ValueError("unknown mechanism %r (known: %s)" % (name, ", ".join(sorted(MODULES))))
+        raise ConfigError("mechanism", "unknown mechanism %r (known: %s)"
+                          % (name, ", ".join(sorted(MODULES))))
     module = importlib.import_module("." + MODULES[name], __name__)
     return getattr(module, "MECHANISMS", {}).get(name, module.MECHANISM)
 

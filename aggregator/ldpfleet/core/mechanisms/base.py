@@ -22,6 +22,9 @@ from .. import kernels, protocol
 from ..errors import ConfigError, ReportFormatError, SketchMismatch
 
 SKETCH_MAGIC = b"LDPS"
+SKETCH_FORMAT = 1
+"""Version of the serialized sketch (`Sketch.serialize`): raise it when the layout changes, and
+keep `deserialize` reading the older ones (the state keeps sketches across upgrades)."""
 W = protocol.WORD
 
 
@@ -348,9 +351,12 @@ class Sketch:
         return self
 
     def serialize(self) -> bytes:
-        """LDPS | u32 json length | json(describe, n, arrays dtype/shape) | raw arrays."""
+        """LDPS | u32 json length | json(format, describe, n, arrays dtype/shape) | raw arrays.
+
+        `format` is SKETCH_FORMAT; a sketch without one (written before formats were numbered)
+        has the same layout and reads as format 0."""
         state = self._state()
-        meta = {"mechanism": self.mechanism.describe(), "n": self.n,
+        meta = {"format": SKETCH_FORMAT, "mechanism": self.mechanism.describe(), "n": self.n,
                 "arrays": [[k, str(v.dtype), list(v.shape)] for k, v in state.items()]}
         head = json.dumps(meta, sort_keys=True).encode()
         return SKETCH_MAGIC + struct.pack("<I", len(head)) + head + b"".join(
@@ -358,21 +364,30 @@ class Sketch:
 
     @classmethod
     def deserialize(cls, data: bytes) -> "Sketch":
+        """The sketch `serialize()` wrote, of any format up to SKETCH_FORMAT (SketchMismatch
+        for a newer format, which a later ldpfleet wrote, or bytes that are no sketch)."""
         from . import mechanism_from_description
-        if data[:4] != SKETCH_MAGIC:
-            raise ValueError("not a serialized ldpfleet sketch")
+        if data[:4] != SKETCH_MAGIC or len(data) < 8:
+            raise SketchMismatch("magic", "not a serialized ldpfleet sketch")
         (hlen,) = struct.unpack_from("<I", data, 4)
         meta = json.loads(data[8:8 + hlen])
+        fmt = meta.get("format", 0)
+        if type(fmt) is not int or not 0 <= fmt <= SKETCH_FORMAT:
+            raise SketchMismatch("format", "sketch format %r: this ldpfleet reads formats 0..%d "
+                                 "(a newer ldpfleet wrote it?)" % (fmt, SKETCH_FORMAT))
         mech = mechanism_from_description(meta["mechanism"])
         sketch = mech.new_sketch()
         pos = 8 + hlen
         state = {}
         for name, dtype, shape in meta["arrays"]:
             size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            if pos + size > len(data):
+                raise SketchMismatch(name, "serialized sketch is truncated")
             state[name] = np.frombuffer(data[pos:pos + size], dtype).reshape(shape).copy()
             pos += size
         if pos != len(data):
-            raise ValueError("serialized sketch has %d trailing bytes" % (len(data) - pos))
+            raise SketchMismatch("arrays", "serialized sketch has %d trailing bytes"
+                                 % (len(data) - pos))
         sketch._set_state(state)
         sketch.n = meta["n"]
         return sketch
