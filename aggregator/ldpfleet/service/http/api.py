@@ -15,10 +15,14 @@ Host names (`host_allowed`): every request must name this API in its `Host` head
 address, `localhost`, or a configured name (the host of `--http`, `--http-allowed-hosts`) —
 or it gets 400. A web page the operator visits could otherwise rebind its own DNS name to
 127.0.0.1 and read a token-less API (DNS rebinding); such a request carries the page's name.
+
+Errors: an LdpError is bad input, 400 naming its field (503 when it is the state); anything
+else is a bug, 500 with a generic body and the traceback in serve's log (`InternalErrors`).
 """
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import re
 import socket
@@ -32,7 +36,7 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ...core.errors import ConfigError, LdpError
+from ...core.errors import ConfigError, LdpError, StateError
 from . import models as m
 from ..campaigns.manage import campaign_rows
 from ..state.store import Store
@@ -119,6 +123,7 @@ class CliJSON(JSONResponse):
 
 ERRORS = {400: {"model": m.Problem, "description": "bad input (the field is named)"},
           401: {"model": m.Problem, "description": "no or wrong bearer token"},
+          500: {"model": m.Problem, "description": "internal error (a bug; logged)"},
           503: {"model": m.Problem, "description": "the state cannot be read"}}
 NOT_FOUND = {404: {"model": m.Problem, "description": "no such campaign (named)"}}
 FORBIDDEN = {403: {"model": m.Problem, "description": "read-only API, or a read token"}}
@@ -204,10 +209,8 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
                         "campaign": exc.name}, status_code=404)
 
     @app.exception_handler(LdpError)
-    @app.exception_handler(ValueError)
-    @app.exception_handler(OverflowError)
-    def bad_input(_request: Request, exc: Exception):
-        if isinstance(exc, ConfigError) and exc.field == "state":
+    def bad_input(_request: Request, exc: LdpError):
+        if isinstance(exc, StateError) or (isinstance(exc, ConfigError) and exc.field == "state"):
             return CliJSON({"detail": str(exc), "field": "state"}, status_code=503)
         return CliJSON({"detail": str(exc), "field": getattr(exc, "field", None)}, status_code=400)
 
@@ -224,6 +227,7 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
                             "field": "host"}, status_code=400)
         return await call_next(request)
 
+    app.add_middleware(InternalErrors)
     read = [Depends(can_read)]
 
     @app.get("/healthz", response_model=m.Health, tags=["probes"])
@@ -333,6 +337,40 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
 
     _mount_dashboard(app, dashboard)
     return app
+
+
+log = logging.getLogger("ldpfleet.service")
+
+INTERNAL_DETAIL = "internal error (a bug: serve's log has the traceback)"
+
+
+class InternalErrors:
+    """ASGI middleware: an exception no handler maps (not an LdpError, not the database's) is
+    a bug, not bad input. Its traceback goes to serve's log (`logging.exception`) and the
+    client gets 500 with a generic body that leaks nothing of the exception."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:  # noqa: BLE001 (logged with its traceback, answered 500)
+            log.exception("internal error answering %s %s", scope.get("method"),
+                          scope.get("path"))
+            if started:
+                raise  # the response is under way: only the server can cut it
+            await CliJSON({"detail": INTERNAL_DETAIL, "field": None},
+                          status_code=500)(scope, receive, send)
 
 
 class _NoCampaign(Exception):
