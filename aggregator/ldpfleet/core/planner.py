@@ -55,7 +55,10 @@ def plan(eps: float, domain: int, users: int = None, target_mse: float = None,
     preferring a cheaper decoder when its variance is within VARIANCE_SLACK."""
     if (users is None) == (target_mse is None):
         raise ConfigError("users", "give exactly one of users / target_mse")
-    eps_milli = protocol.eps_to_milli(eps)
+    try:
+        eps_milli = protocol.eps_to_milli(eps)
+    except ValueError as exc:  # the wire format's own check, one call: name the option
+        raise ConfigError("epsilon", str(exc)) from None
     if not 2 <= domain <= protocol.WORD:
         raise ConfigError("domain", "must be in [2, 2^32], got %r" % (domain,))
     if users is not None and users < 1:
