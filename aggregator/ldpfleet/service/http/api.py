@@ -246,6 +246,8 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
             out["state"] = True
         except Exception as exc:  # noqa: BLE001 (any failure to read is "not ready")
             out["detail"] = "state: %s" % (str(exc).strip() or type(exc).__name__)
+            if not isinstance(exc, (LdpError, OSError) + database_errors()):
+                log.exception("readyz: reading the state failed (a bug)")
         if out["state"] and not out["ingest"]:
             out["detail"] = "ingest: not subscribed to the broker"
         out["ready"] = out["state"] and out["ingest"]
