@@ -38,9 +38,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ...core.errors import ConfigError, LdpError, StateError
 from . import models as m
+from .errors import INTERNAL_DETAIL, InternalErrors  # noqa: F401 (INTERNAL_DETAIL: the 500 body)
 from ..campaigns.manage import campaign_rows
 from ..state.store import Store
 from ..state.sql import database_errors
+
+log = logging.getLogger("ldpfleet.service")
 
 DASHBOARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard")
 """The dashboard's static files (index.html at `/`, the rest under `/static/`), if present."""
@@ -339,40 +342,6 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
 
     _mount_dashboard(app, dashboard)
     return app
-
-
-log = logging.getLogger("ldpfleet.service")
-
-INTERNAL_DETAIL = "internal error (a bug: serve's log has the traceback)"
-
-
-class InternalErrors:
-    """ASGI middleware: an exception no handler maps (not an LdpError, not the database's) is
-    a bug, not bad input. Its traceback goes to serve's log (`logging.exception`) and the
-    client gets 500 with a generic body that leaks nothing of the exception."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def watched(message):
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-        try:
-            await self.app(scope, receive, watched)
-        except Exception:  # noqa: BLE001 (logged with its traceback, answered 500)
-            log.exception("internal error answering %s %s", scope.get("method"),
-                          scope.get("path"))
-            if started:
-                raise  # the response is under way: only the server can cut it
-            await CliJSON({"detail": INTERNAL_DETAIL, "field": None},
-                          status_code=500)(scope, receive, send)
 
 
 class _NoCampaign(Exception):
