@@ -134,20 +134,22 @@ def exit_codes():
 
     5  another connection took `serve`'s broker login over (a service manager should not
        restart it: the two would take it from each other again);
-    3  the broker is unreachable, refuses us, or cannot be started;
+    3  the broker is unreachable (its name does not resolve, it does not answer in time),
+       refuses us, or cannot be started;
     4  the environment: the state file or database is unusable (StateError, the database
        driver's errors), a file cannot be read or written (OSError, named), too little memory;
     2  bad input: an LdpError naming the field (a DataFileError names the file and line).
 
     Anything else (a bare ValueError, KeyError, TypeError ...) is a bug: `_failed` prints its
     traceback and exits INTERNAL_EXIT."""
+    import socket
     import sqlite3
     from .broker.secured import BrokerUnavailable
     from .core.errors import DataFileError, LdpError, LoginTakenOver, StateError
     from .service.state.sql import database_errors
     return [
         ((LoginTakenOver,), 5, "broker login"),
-        ((ConnectionError, BrokerUnavailable), 3, "broker"),
+        ((ConnectionError, BrokerUnavailable, TimeoutError, socket.gaierror), 3, "broker"),
         ((StateError, sqlite3.Error) + database_errors(), 4, "error"),
         ((DataFileError,), 2, "data file"),
         ((LdpError,), 2, "error"),

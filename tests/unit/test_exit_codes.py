@@ -1,6 +1,7 @@
 """The one exit-code table (`cli.exit_codes`): an LdpError is bad input (exit 2, one line naming
 the field); the state, files and memory are the environment (exit 4); the broker 3 and 5; any
 other exception is a bug: its traceback on stderr, then one line saying so, exit 70."""
+import socket
 import sqlite3
 import sys
 import types
@@ -67,6 +68,8 @@ def test_a_typed_error_is_bad_input_naming_the_field(boom, exc, line):
     (PermissionError(13, "Permission denied", "/root/s.db"), 4, "/root/s.db: Permission denied"),
     (MemoryError(), 4, "not enough memory"),
     (ConnectionRefusedError(111, "Connection refused"), 3, "ldpfleet: broker:"),
+    (socket.gaierror(-2, "Name or service not known"), 3, "ldpfleet: broker:"),
+    (TimeoutError("no CONNACK from mqtt://b:1883 within 10 s"), 3, "ldpfleet: broker: no CONNACK"),
     (LoginTakenOver("username", "taken over"), 5, "ldpfleet: broker login: username: taken over"),
 ])
 def test_the_environment_and_the_broker(boom, exc, code, says):
