@@ -155,7 +155,7 @@ def test_svim_phase2_estimates_are_unbiased_within_their_variance():
     f = np.bincount(sets.keys, minlength=d)[:d] / n
     cand = np.arange(kc, dtype=np.uint32)
     from ldpfleet.core.protocols.ldpminer import trim_sets
-    from ldpfleet.eval.svim_sim import run_phase
+    from ldpfleet.eval.twophase import run_phase
     trimmed = trim_sets(sets, cand)
     for name in ("psgrr", "psolh"):
         mech = make_mechanism(name, 2000, d, l=svim.phase2_length(30, kc),

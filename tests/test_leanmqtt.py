@@ -16,6 +16,7 @@ from ldpfleet.mqtt.lean import ConnectionRefused, LeanClient, PublishBatch, vari
 from ldpfleet.loadgen.bulk import BulkPublisher
 from ldpfleet.mqtt.client import BrokerSettings, QosPublisher
 from ldpfleet.service.ingest.loop import parse_report_topic
+from support.topics import report_topics
 
 
 # --- packet builders (independent of the code under test) -----------------------------------
@@ -205,7 +206,7 @@ def test_report_topics_agree_with_parse_report_topic():
     batch = PublishBatch(np.frombuffer(data, np.uint8), np.full(len(topics), 0x30, np.uint8),
                          np.zeros(len(topics), np.uint16), offs, lens,
                          np.zeros(len(topics), np.uint32), np.zeros(len(topics), np.uint32))
-    spans = batch.report_topics()
+    spans = report_topics(batch)
     valid = 0
     for i, raw in enumerate(topics):
         try:
@@ -351,7 +352,7 @@ def test_bulk_publisher_qos1(mosquitto, protocol):
     while len(seen) < n and time.monotonic() < deadline:
         batch = sub.poll(0.2)
         if len(batch):
-            spans = batch.report_topics()
+            spans = report_topics(batch)
             assert spans.ok.all()
             matrix = batch.payload_matrix(40)
             for i in range(len(batch)):

@@ -8,7 +8,7 @@ nobody holds at ranks 6 and 9 of its top 10, with `warnings: []`, and `--thresho
 and the answer a warning.
 
 Everything runs in process (aggregator-side seeds, the campaign's own sketch in a SQLite
-state, `estimates.estimate` as the CLI and the API call it): 60 seeds in a few seconds.
+state, `query.estimate` as the CLI and the API call it): 60 seeds in a few seconds.
 """
 import os
 
@@ -19,7 +19,8 @@ from scipy import stats
 from ldpfleet.eval import datasets
 from ldpfleet.core.mechanisms import make_mechanism
 from ldpfleet.service import Store, create_campaign
-from ldpfleet.service.campaigns.estimates import EstimateQuery, estimate
+from ldpfleet.service.campaigns.estimates import EstimateQuery
+from ldpfleet.service.campaigns.query import estimate
 from ldpfleet.service.campaigns.significance import discoveries, null_stddevs
 from ldpfleet.core.signing import write_signing_key
 

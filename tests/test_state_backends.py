@@ -203,7 +203,7 @@ def test_newer_schema_is_refused(tmp_path):
 def test_dedupe_claims_keep_every_63_bit_nonce_tag(state_url):
     """Both backends claim a batch's keys and give back the stored nonce tag of a key already
     claimed, over the whole 63-bit range of tags (PostgreSQL: the tags travel as one big-endian
-    blob the server splits, store_sql.claim_seen; SQLite: the C table's USED bit is the 64th)."""
+    blob the server splits, claims.PostgresClaims; SQLite: the C table's USED bit is the 64th)."""
     from ldpfleet.service import Store
     rng = np.random.default_rng(11)
     keys = rng.integers(0, 256, (5, 16), dtype=np.uint8)

@@ -374,7 +374,7 @@ def test_sets_are_checked_once_and_what_is_taken_from_checked_sets_stays_checked
     from them (take_sets, trim_sets, chunk_of) keep the mark, plain KeySets are checked."""
     from ldpfleet.core.mechanisms.sh import DistinctSets, take_sets
     from ldpfleet.core.protocols.ldpminer import trim_sets
-    from ldpfleet.eval.ldpminer_sim import chunk_of
+    from ldpfleet.eval.twophase import chunk_of
     plain = KeySets(np.array([1, 2, 3, 1], np.uint32), np.array([0, 3, 4], np.uint64))
     checked = key_sets(plain)
     assert isinstance(checked, DistinctSets) and key_sets(checked) is checked

@@ -17,7 +17,7 @@ from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms.base import Sketch
 from ldpfleet.core.protocols import svim
 from ldpfleet.eval import svim_sim
-from ldpfleet.eval.ldpminer_sim import _run_phase as run_phase
+from ldpfleet.eval.twophase import run_phase
 from ldpfleet.core.protocols.options import ProtocolOptions
 from ldpfleet.service import Store
 from ldpfleet.service.campaigns.manage import Issuance, campaign_status, publish_phase2

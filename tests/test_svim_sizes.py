@@ -6,7 +6,7 @@ import numpy as np
 
 from ldpfleet.eval import datasets
 from ldpfleet.eval import ldpminer_sim, svim_sim
-from ldpfleet.core.protocols import svim
+from ldpfleet.eval import svim_sizes as svim
 from ldpfleet.core.protocols.ldpminer import trim_sets
 
 

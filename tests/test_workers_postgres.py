@@ -5,7 +5,7 @@ and restarted and the broker is restarted once: every report is accepted exactly
 merged sketch is byte-identical to one in-process sketch of the same reports. Two workers folding
 the same reports at the same time (what a broker that hands a redelivery to another member of
 the group, or a replaying device, causes) accept each exactly once: the dedupe key is claimed
-with INSERT ... ON CONFLICT DO NOTHING in the batch's transaction (`Store.claim_seen`)."""
+with INSERT ... ON CONFLICT DO NOTHING in the batch's transaction (`claims.PostgresClaims`)."""
 import threading
 import time
 

@@ -39,7 +39,8 @@ from ldpfleet.service.campaigns.manage import (
     campaign_status,
     close_campaign,
     create_campaign)
-from ldpfleet.service.campaigns.estimates import EstimateQuery, estimate  # noqa: E402
+from ldpfleet.service.campaigns.estimates import EstimateQuery  # noqa: E402
+from ldpfleet.service.campaigns.query import estimate  # noqa: E402
 from ldpfleet.service.ingest.loop import IngestOptions, Ingestor  # noqa: E402
 from ldpfleet.service.campaigns.protocols import advance_campaign, create_protocol_campaign
 from ldpfleet.service.state.store import Store  # noqa: E402

@@ -541,7 +541,8 @@ def run_advance(args):
 
 def run_estimate(args):
     from ..service.campaigns.manage import parse_params
-    from ..service.campaigns.estimates import EstimateQuery, estimate, parse_threshold
+    from ..service.campaigns.estimates import EstimateQuery, parse_threshold
+    from ..service.campaigns.query import estimate
     from ..service.campaigns.significance import check_level
     parse_threshold(args.threshold)
     check_level(args.fdr)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from ..core.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Population:
@@ -62,28 +64,29 @@ _ARITY = {"zipf": 1, "uniform": 0, "normal": 2, "laplace": 2}
 
 
 def parse_dist(spec) -> Distribution:
-    """Parse a spec string (see the module docstring); ValueError says what is wrong."""
+    """Parse a spec string (see the module docstring); ConfigError (field "dist") says what is wrong."""
     if isinstance(spec, Distribution):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError("distribution must be one of %s, got %r" % (DIST_HELP, spec))
+        raise ConfigError("dist", "must be one of %s, got %r" % (DIST_HELP, spec))
     kind, _, rest = spec.strip().partition(":")
     kind = kind.lower()
     if kind not in _ARITY:
-        raise ValueError("unknown distribution %r (expected %s)" % (spec, DIST_HELP))
+        raise ConfigError("dist", "unknown distribution %r (expected %s)" % (spec, DIST_HELP))
     parts = [p for p in rest.split(",")] if rest else []
     if len(parts) != _ARITY[kind]:
-        raise ValueError("distribution %r takes %d parameter(s): %s" % (kind, _ARITY[kind], DIST_HELP))
+        raise ConfigError("dist", "distribution %r takes %d parameter(s): %s"
+                          % (kind, _ARITY[kind], DIST_HELP))
     try:
         params = tuple(float(p) for p in parts)
     except ValueError:
-        raise ValueError("distribution %r has a non-numeric parameter" % spec) from None
+        raise ConfigError("dist", "distribution %r has a non-numeric parameter" % spec) from None
     if not all(np.isfinite(params)):
-        raise ValueError("distribution %r has a non-finite parameter" % spec)
+        raise ConfigError("dist", "distribution %r has a non-finite parameter" % spec)
     if kind == "zipf" and params[0] < 0:
-        raise ValueError("zipf exponent S must be >= 0, got %g" % params[0])
+        raise ConfigError("dist", "zipf exponent S must be >= 0, got %g" % params[0])
     if kind in ("normal", "laplace") and params[1] <= 0:
-        raise ValueError("%s scale must be > 0, got %g" % (kind, params[1]))
+        raise ConfigError("dist", "%s scale must be > 0, got %g" % (kind, params[1]))
     return Distribution(kind, params)
 
 
@@ -92,7 +95,7 @@ def probabilities(spec, domain_size: int) -> np.ndarray:
     dist = parse_dist(spec)
     d = int(domain_size)
     if d < 1:
-        raise ValueError("domain size must be >= 1, got %d" % d)
+        raise ConfigError("domain", "must be >= 1, got %d" % d)
     idx = np.arange(d, dtype=np.float64)
     if dist.kind == "uniform":
         weights = np.ones(d)
@@ -104,7 +107,7 @@ def probabilities(spec, domain_size: int) -> np.ndarray:
         weights = law.cdf(idx + 0.5, loc=mu, scale=scale) - law.cdf(idx - 0.5, loc=mu, scale=scale)
     total = weights.sum()
     if not total > 0:
-        raise ValueError("distribution %s puts no mass on items 0..%d" % (dist, d - 1))
+        raise ConfigError("dist", "distribution %s puts no mass on items 0..%d" % (dist, d - 1))
     return weights / total
 
 
@@ -131,10 +134,11 @@ def draw_sets(n: int, set_size: int, domain_size: int, spec, rng: np.random.Gene
     """(n, L) uint32: every user's L distinct items from the distribution (`draw_sets_from`)."""
     L, d = int(set_size), int(domain_size)
     if L < 1 or L > d:
-        raise ValueError("set size must be in [1, %d], got %d" % (d, L))
+        raise ConfigError("set_size", "must be in [1, %d], got %d" % (d, L))
     p = probabilities(spec, d)
     if np.count_nonzero(p) < L:
-        raise ValueError("distribution %s has fewer than %d items with mass" % (parse_dist(spec), L))
+        raise ConfigError("set_size", "distribution %s has fewer than %d items with mass"
+                          % (parse_dist(spec), L))
     return draw_sets_from(p, n, L, rng, max_rounds)
 
 
@@ -191,7 +195,6 @@ class SetSizes:
 
 def parse_sizes(spec) -> SetSizes:
     """Parse a set-size spec; ConfigError (field "set_size_dist") says what is wrong."""
-    from ..core.errors import ConfigError
     if isinstance(spec, SetSizes):
         return spec
     kind, _, rest = str(spec).strip().partition(":")
@@ -208,12 +211,12 @@ def parse_sizes(spec) -> SetSizes:
 
 
 def draw_sizes(n: int, sizes_spec, cap: int, rng: np.random.Generator) -> np.ndarray:
-    """n per-user set sizes (int64) of the spec, capped at `cap` (fixed: ValueError above)."""
+    """n per-user set sizes (int64) of the spec, capped at `cap` (fixed: ConfigError above)."""
     spec = parse_sizes(sizes_spec)
     if spec.kind == "fixed":
         if spec.value > cap:
-            raise ValueError("set size %d is larger than the %d items with mass"
-                             % (spec.value, cap))
+            raise ConfigError("set_size_dist", "set size %d is larger than the %d items with mass"
+                              % (spec.value, cap))
         return np.full(int(n), int(spec.value), np.int64)
     return np.minimum(rng.geometric(1.0 / spec.value, int(n)), cap).astype(np.int64)
 

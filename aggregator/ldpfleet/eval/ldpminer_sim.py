@@ -6,33 +6,29 @@ and the same devices re-report from it in phase 2, untrimmed.
 Scored with §5.1.3's relative error and NDCG (Qin et al., "Heavy Hitter Estimation over
 Set-Valued Data with Local Differential Privacy", CCS 2016).
 """
-from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..core import config, protocol
 from . import datasets, accuracy as metrics
-from ..core.mechanisms.cms import as_keys
-from ..core.mechanisms.sh import KeySets, derived_sets
+from ..core.mechanisms.sh import KeySets
 from ..core.protocols.ldpminer import (
     CORRELATED,
     DEFAULT_M,
     DEFAULT_SHARE,
     SINGLE_MECHANISM,
-    _combined,
-    _frequencies,
     campaign_phases,
     candidates_from_phase1,
     check_protocol,
+    combined,
+    frequencies,
     phase1_mechanism,
     phase2_length,
-    phase2_mechanism,
-    trim_sets)
-
-CHUNK_USERS = 1 << 16
-SIM_SALT_BITS = 32
-
+    phase2_mechanism)
+from . import svim_sim
+from .twophase import (CHUNK_USERS, SIM_SALT_BITS, Answer, chunk_of, default_l, ranked,
+                       run_phase, set_sizes, users_of)
 
 @dataclass(frozen=True)
 class MinerTuning:
@@ -50,13 +46,6 @@ class MinerTuning:
     phase2_pad: str = "kmax"
 
 
-Answer = namedtuple("Answer", "top_index top_freq order estimates")
-Answer.__doc__ = ("A simulated run's answer over an int domain 0..d-1: the top-k indices and "
-                  "frequencies; `order`, the whole domain ranked (for NDCG); `estimates`, the "
-                  "collector's best frequency estimate of every item (final estimate for "
-                  "candidates, phase-1 estimate otherwise).")
-
-
 def draw_sets(n: int, set_size: int, d: int, dist: str, rng) -> np.ndarray:
     """(n, set_size) item sets (datasets.draw_sets), drawn chunk by chunk to bound memory;
     uint16 when d <= 2^16 (the simulation's int domain 0..d-1: index == key)."""
@@ -66,47 +55,6 @@ def draw_sets(n: int, set_size: int, d: int, dist: str, rng) -> np.ndarray:
         stop = min(int(n), start + CHUNK_USERS)
         out[start:stop] = datasets.draw_sets(stop - start, set_size, d, dist, rng)
     return out
-
-
-def users_of(sets) -> int:
-    """Number of users of an (n, l) array or of KeySets."""
-    return sets.offsets.size - 1 if isinstance(sets, KeySets) else int(sets.shape[0])
-
-
-def chunk_of(sets, start: int, stop: int):
-    """Users start..stop-1: rows of an (n, l) array, or KeySets with rebased offsets."""
-    if not isinstance(sets, KeySets):
-        return as_keys(sets[start:stop]).reshape(-1, sets.shape[1])
-    off = sets.offsets[start:stop + 1]
-    return derived_sets(sets, sets.keys[int(off[0]):int(off[-1])], off - off[0])
-
-
-def set_sizes(sets) -> np.ndarray:
-    """Items per user (int64)."""
-    if isinstance(sets, KeySets):
-        return np.diff(sets.offsets.astype(np.int64))
-    return np.full(users_of(sets), sets.shape[1], np.int64)
-
-
-def default_l(sets) -> int:
-    """The padded set length l when none is given: an (n, l) array's width; for variable-size
-    sets the 90th percentile of the sizes, at least 1 (LDPMiner §3: longer sets are sampled)."""
-    if not isinstance(sets, KeySets):
-        return int(sets.shape[1])
-    sizes = set_sizes(sets)
-    return max(1, int(np.percentile(sizes, 90, method="higher"))) if sizes.size else 1
-
-
-def _run_phase(mech, sets, rng, candidates=None):
-    """All users through `mech` (C kernels), chunk by chunk; phase-2 sets trimmed first.
-    `sets`: an (n, l) array or KeySets (variable sizes, empty sets report the dummy)."""
-    sketch = mech.new_sketch()
-    n = users_of(sets)
-    for start in range(0, n, CHUNK_USERS):
-        chunk = chunk_of(sets, start, min(n, start + CHUNK_USERS))
-        values = chunk if candidates is None else trim_sets(chunk, candidates)
-        sketch.update(mech.perturb_batch(values, rng))
-    return sketch
 
 
 def _run_correlated_phase1(mech, sets, rng):
@@ -137,12 +85,6 @@ def _run_correlated_phase2(mech, memo, rng):
     return sketch
 
 
-def _ranked(first, rest_scores, rest_index):
-    """Whole-domain ranking: `first` (already ordered), then `rest_index` by `rest_scores`."""
-    tail = rest_index[np.argsort(-rest_scores, kind="stable")]
-    return np.concatenate([first, tail])
-
-
 def run_ldpminer(name: str, sets, d: int, eps_milli: int, ks, rng,
                  tuning: MinerTuning = MinerTuning()) -> dict:
     """One simulated campaign per k of `ks` over the given sets (int domain 0..d-1): an (n, l)
@@ -150,7 +92,6 @@ def run_ldpminer(name: str, sets, d: int, eps_milli: int, ks, rng,
     two-phase protocols share one phase-1 run across the ks. Returns {k: Answer}. The salt of
     the hash functions is drawn from `rng`, so repeated runs average over hash functions too.
     `name` may also be one of svim_sim.PROTOCOLS ("svim", "psfo") or "auto" (`run_auto`)."""
-    from . import svim_sim
     if name == "auto":
         return run_auto(sets, d, eps_milli, ks, rng, tuning)
     if name in svim_sim.PROTOCOLS:
@@ -168,8 +109,8 @@ def run_ldpminer(name: str, sets, d: int, eps_milli: int, ks, rng,
 
     out = {}
     if name in SINGLE_MECHANISM:
-        sketch = _run_phase(config.mechanism_for_phase(campaign(None), 1), sets, rng)
-        f = _frequencies(sketch, keys)
+        sketch = run_phase(config.mechanism_for_phase(campaign(None), 1), sets, rng)
+        f = frequencies(sketch, keys)
         order = np.argsort(-f, kind="stable")
         for k in ks:
             out[k] = Answer(order[:k], f[order[:k]], order, f)
@@ -180,19 +121,19 @@ def run_ldpminer(name: str, sets, d: int, eps_milli: int, ks, rng,
         cfg = campaign(kc)
         if sketch1 is None and name in CORRELATED:
             sketch1, memo = _run_correlated_phase1(phase1_mechanism(cfg), sets, rng)
-            f1 = _frequencies(sketch1, keys)
+            f1 = frequencies(sketch1, keys)
         elif sketch1 is None:
-            sketch1 = _run_phase(phase1_mechanism(cfg), sets, rng)
-            f1 = _frequencies(sketch1, keys)
+            sketch1 = run_phase(phase1_mechanism(cfg), sets, rng)
+            f1 = frequencies(sketch1, keys)
         cand = candidates_from_phase1(sketch1, kc, keys)
         if name in CORRELATED:
             sketch2 = _run_correlated_phase2(phase2_mechanism(cfg, cand), memo, rng)
         else:
-            sketch2 = _run_phase(phase2_mechanism(cfg, cand), sets, rng, candidates=cand)
-        f = _combined(sketch1, sketch2, cand, t.combine)
+            sketch2 = run_phase(phase2_mechanism(cfg, cand), sets, rng, candidates=cand)
+        f = combined(sketch1, sketch2, cand, t.combine)
         by_final = np.argsort(-f, kind="stable")
         rest = np.setdiff1d(keys, cand).astype(np.int64)
-        order = _ranked(cand[by_final].astype(np.int64), f1[rest], rest)
+        order = ranked(cand[by_final].astype(np.int64), f1[rest], rest)
         estimates = f1.copy()
         estimates[cand] = f
         out[k] = Answer(cand[by_final[:k]].astype(np.int64), f[by_final[:k]], order, estimates)

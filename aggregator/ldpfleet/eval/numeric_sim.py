@@ -9,6 +9,7 @@ devices never use one.
 """
 import numpy as np
 
+from ..core.errors import ConfigError
 from ..core.mechanisms import make_mechanism
 from ..core.mechanisms import numeric
 
@@ -32,7 +33,8 @@ def simulate_mean(mechanism: str, readings, eps_milli: int, domain, rng, level: 
     `points` (readings are already grid points). Returns means in the domain's units (grid
     points when domain is None) with their `level` intervals, and the analytic standard error."""
     if mechanism not in MEAN_MECHANISMS:
-        raise ValueError("simulate_mean runs %s, not %r" % (", ".join(MEAN_MECHANISMS), mechanism))
+        raise ConfigError("mechanism", "simulate_mean runs %s, not %r"
+                          % (", ".join(MEAN_MECHANISMS), mechanism))
     dom = numeric.NumericDomain(domain) if isinstance(domain, dict) else domain
     n_points = dom.points if dom is not None else points
     values = np.asarray(readings)
@@ -42,7 +44,7 @@ def simulate_mean(mechanism: str, readings, eps_milli: int, domain, rng, level: 
     if mechanism == "hm":
         params.setdefault("metrics", d)
     elif d != 1:
-        raise ValueError("%s reports one metric; use hm for %d" % (mechanism, d))
+        raise ConfigError("mechanism", "%s reports one metric; use hm for %d" % (mechanism, d))
     mech = make_mechanism(mechanism, eps_milli, n_points, **params)
     sketch = mech.new_sketch()
     sketch.update(mech.perturb_batch(x if mechanism == "hm" else x[:, 0], rng))
@@ -91,4 +93,4 @@ def mean_variance(mechanism: str, eps: float, n: int, t=0.0, metrics: int = 1) -
         return float(np.mean(numeric.pm_variance(eps, t))) / n
     if mechanism == "hm":
         return numeric.hm_mean_variance(eps, metrics, n, np.atleast_1d(t))
-    raise ValueError("no analytic mean variance for %r" % mechanism)
+    raise ConfigError("mechanism", "no analytic mean variance for %r" % mechanism)

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import datasets, fastsim, accuracy as metrics
 from ..core import post, protocol
+from ..core.errors import ConfigError
 from ..core.mechanisms import make_mechanism
 from ..core.protocols.options import ProtocolOptions
 
@@ -50,39 +51,39 @@ class SimulationConfig:
 
 
 def check_population(cfg):
-    """The settings every simulation shares (users, domain, seed, dist): ValueError naming the
+    """The settings every simulation shares (users, domain, seed, dist): ConfigError naming the
     first bad one."""
     if cfg.users is None:
-        raise ValueError("users: needed without a data file (--users N)")
+        raise ConfigError("users", "needed without a data file (--users N)")
     if cfg.users < 1:
-        raise ValueError("users must be >= 1, got %d" % cfg.users)
+        raise ConfigError("users", "must be >= 1, got %d" % cfg.users)
     if cfg.domain < 2:
-        raise ValueError("domain must be >= 2, got %d" % cfg.domain)
+        raise ConfigError("domain", "must be >= 2, got %d" % cfg.domain)
     if cfg.seed < 0:
-        raise ValueError("seed must be >= 0, got %d" % cfg.seed)
+        raise ConfigError("seed", "must be >= 0, got %d" % cfg.seed)
     if getattr(cfg, "data", None) is None:
         datasets.parse_dist(cfg.dist)
 
 
 def check_config(cfg: SimulationConfig):
-    """Raise ValueError naming the first bad setting (before any work is done)."""
+    """Raise ConfigError naming the first bad setting (before any work is done)."""
     check_population(cfg)
     if cfg.repeat < 1:
-        raise ValueError("repeat must be >= 1, got %d" % cfg.repeat)
+        raise ConfigError("repeat", "must be >= 1, got %d" % cfg.repeat)
     for method in cfg.post:
         if method not in post.METHODS:
-            raise ValueError("unknown post-processing method %r (known: %s)"
-                             % (method, ", ".join(post.METHODS)))
+            raise ConfigError("post", "unknown post-processing method %r (known: %s)"
+                              % (method, ", ".join(post.METHODS)))
         if method == "mle-apx" and cfg.mechanism not in ("grr", "oue"):
-            raise ValueError("mle-apx needs a pure protocol's p and q: grr or oue only")
+            raise ConfigError("post", "mle-apx needs a pure protocol's p and q: grr or oue only")
     if cfg.fast and cfg.mechanism not in fastsim.FAST_MECHANISMS:
-        raise ValueError("--fast draws exact aggregates for %s only, not %r"
-                         % (" and ".join(sorted(fastsim.FAST_MECHANISMS)), cfg.mechanism))
+        raise ConfigError("fast", "--fast draws exact aggregates for %s only, not %r"
+                          % (" and ".join(sorted(fastsim.FAST_MECHANISMS)), cfg.mechanism))
     if not 1 <= cfg.set_size <= cfg.domain:
-        raise ValueError("set size must be in [1, domain], got %d" % cfg.set_size)
+        raise ConfigError("set_size", "must be in [1, domain], got %d" % cfg.set_size)
     if cfg.data is not None and cfg.set_size != 1:
-        raise ValueError("set size: a data file gives one item per device (set size 1), got %d"
-                         % cfg.set_size)
+        raise ConfigError("set_size", "a data file gives one item per device (set size 1), got %d"
+                          % cfg.set_size)
 
 
 def build_mechanism(cfg: SimulationConfig):
@@ -303,36 +304,38 @@ class ProtocolConfig:
 
 
 def check_protocol_config(cfg: ProtocolConfig):
-    """Raise ValueError naming the first bad setting (before any work is done)."""
+    """Raise ConfigError naming the first bad setting (before any work is done)."""
     if cfg.protocol not in PROTOCOLS:
-        raise ValueError("unknown protocol %r (known: %s)" % (cfg.protocol, ", ".join(PROTOCOLS)))
+        raise ConfigError("protocol", "unknown protocol %r (known: %s)"
+                          % (cfg.protocol, ", ".join(PROTOCOLS)))
     if cfg.protocol not in LDPMINER_PROTOCOLS:
         for what, bad in (("--repeat", cfg.repeat != 1), ("--data", cfg.data is not None),
                           ("--set-size-dist", cfg.set_size_dist is not None)):
             if bad:
-                raise ValueError("%s with --protocol is for the set-valued (LDPMiner) family, "
-                                 "not %s" % (what, cfg.protocol))
+                raise ConfigError(what.lstrip("-").replace("-", "_"),
+                                  "%s with --protocol is for the set-valued (LDPMiner) family, "
+                                  "not %s" % (what, cfg.protocol))
     check_population(cfg)
     opts = cfg.options
     if cfg.repeat < 1:
-        raise ValueError("repeat must be >= 1, got %d" % cfg.repeat)
+        raise ConfigError("repeat", "must be >= 1, got %d" % cfg.repeat)
     if cfg.protocol in LDPMINER_PROTOCOLS:
         if cfg.protocol in ("svim", "psfo", "auto") and opts.budget_split is not None:
-            raise ValueError("budget_split: %s splits devices, not epsilon (no --budget-split)"
-                             % cfg.protocol)
+            raise ConfigError("budget_split", "%s splits devices, not epsilon (no --budget-split)"
+                              % cfg.protocol)
         if opts.top is None:
-            raise ValueError("top: %s needs --top K" % cfg.protocol)
+            raise ConfigError("top", "%s needs --top K" % cfg.protocol)
         if not 1 <= opts.top <= cfg.domain:
-            raise ValueError("top must be in [1, domain], got %d" % opts.top)
+            raise ConfigError("top", "must be in [1, domain], got %d" % opts.top)
         if cfg.data is not None and cfg.set_size_dist is not None:
-            raise ValueError("set_size_dist: the data file fixes the set sizes")
+            raise ConfigError("set_size_dist", "the data file fixes the set sizes")
         if cfg.set_size_dist is not None:
             datasets.parse_sizes(cfg.set_size_dist)
         if cfg.data is None and cfg.set_size_dist is None and \
                 not 1 <= set_size(cfg) <= cfg.domain:
-            raise ValueError("set size must be in [1, domain], got %d" % set_size(cfg))
+            raise ConfigError("set_size", "must be in [1, domain], got %d" % set_size(cfg))
         if opts.k_max is not None and not opts.top <= opts.k_max <= cfg.domain:
-            raise ValueError("k_max must be in [top, domain], got %d" % opts.k_max)
+            raise ConfigError("k_max", "must be in [top, domain], got %d" % opts.k_max)
         opts.ldpminer_share()
     elif cfg.protocol == "ldplcm":
         opts.ldplcm()

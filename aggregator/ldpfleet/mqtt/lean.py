@@ -25,7 +25,6 @@ import socket
 import ssl
 import struct
 import time
-from collections import namedtuple
 
 import numpy as np
 
@@ -153,9 +152,6 @@ def _read_str(data, pos: int, limit: int):
     return bytes(data[pos + 2:pos + 2 + n]), pos + 2 + n
 
 
-TopicSpans = namedtuple("TopicSpans", "ok camp_off camp_len dev_off dev_len")
-
-
 class PublishBatch:
     """The PUBLISH packets of one read. `data` (uint8, read-only) holds them; per message:
     `qos`, `retain`, `dup` (uint8), `packet_id` (uint16, 0 for QoS 0) and the spans
@@ -214,19 +210,6 @@ class PublishBatch:
         for name in PublishBatch.__slots__[1:]:
             setattr(out, name, getattr(self, name)[which])
         return out
-
-    def report_topics(self) -> TopicSpans:
-        """`ldp_report_topics` over the batch: ok (uint8) and the campaign and device spans
-        (offsets into `data`) of topics `ldp/<campaign>/r/<device>[/<id>]`."""
-        n = len(self)
-        ok = np.zeros(n, np.uint8)
-        spans = [np.zeros(n, np.uint32) for _ in range(4)]
-        if n:
-            topic_off = np.ascontiguousarray(self.topic_off, np.uint32)
-            topic_len = np.ascontiguousarray(self.topic_len, np.uint32)
-            lib.ldp_report_topics(ffi.from_buffer(self.data), n, ptr(topic_off), ptr(topic_len),
-                                  *[ptr(s) for s in spans], ptr(ok))
-        return TopicSpans(ok, *spans)
 
 
 class LeanClient:

@@ -198,12 +198,12 @@ def trim_sets(sets, candidates) -> KeySets:
 
 # --- answers -----------------------------------------------------------------------------------
 
-def _frequencies(sketch, keys) -> np.ndarray:
+def frequencies(sketch, keys) -> np.ndarray:
     return np.asarray(sketch.estimate(keys), np.float64) / max(sketch.n, 1)
 
 
-def _combined(phase1_sketch, phase2_sketch, cand, combine):
-    f2 = _frequencies(phase2_sketch, cand)
+def combined(phase1_sketch, phase2_sketch, cand, combine):
+    f2 = frequencies(phase2_sketch, cand)
     if combine == "phase2":
         return f2
     if combine != "ivw":
@@ -211,7 +211,7 @@ def _combined(phase1_sketch, phase2_sketch, cand, combine):
     if phase2_sketch.mechanism.name == "shc":
         raise ConfigError("combine", "shc's phases are correlated (spec §3.1): its phase-1 "
                           "estimate adds nothing to the phase-2 one; use combine='phase2'")
-    f1 = _frequencies(phase1_sketch, cand)
+    f1 = frequencies(phase1_sketch, cand)
     v1 = phase1_sketch.mechanism.item_variances(max(phase1_sketch.n, 1), np.clip(f1, 0.0, 1.0))
     v2 = phase2_sketch.mechanism.item_variances(max(phase2_sketch.n, 1), np.clip(f2, 0.0, 1.0))
     w1, w2 = 1.0 / np.asarray(v1), 1.0 / np.asarray(v2)
@@ -231,7 +231,7 @@ def final_topk(phase1_sketch, phase2_sketch, k: int, candidates=None,
     cand = as_keys(candidates)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= cand.size:
         raise ConfigError("k", "must be an integer in [1, %d candidates], got %r" % (cand.size, k))
-    f = _combined(phase1_sketch, phase2_sketch, cand, combine)
+    f = combined(phase1_sketch, phase2_sketch, cand, combine)
     order = np.argsort(-f, kind="stable")[:int(k)]
     return TopK(cand[order], f[order])
 
@@ -241,6 +241,6 @@ def single_phase_topk(sketch, k: int, domain_keys) -> TopK:
     keys = as_keys(domain_keys)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= keys.size:
         raise ConfigError("k", "must be an integer in [1, %d], got %r" % (keys.size, k))
-    f = _frequencies(sketch, keys)
+    f = frequencies(sketch, keys)
     order = np.argsort(-f, kind="stable")[:int(k)]
     return TopK(keys[order], f[order])

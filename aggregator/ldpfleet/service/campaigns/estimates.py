@@ -27,7 +27,7 @@
 `EstimateTable.to_json()` / `to_csv(file)` / `to_text()` render it.
 
 Two-phase protocol campaigns in phase 2: `answers.compute_answer` (the protocol's final answer);
-`estimate` is what `ldpfleet estimate` asks for, either of the two.
+`query.estimate` is what `ldpfleet estimate` asks for, either of the two.
 """
 import csv
 import io
@@ -362,34 +362,3 @@ def parse_items(raw, domain_type: str):
         return [int(x) for x in raw]
     except ValueError:
         return raw
-
-
-def estimate(store: Store, name: str, query: EstimateQuery):
-    """What `ldpfleet estimate` (and the HTTP API) answers: a two-phase protocol campaign in
-    phase 2 without an explicit phase gives the protocol's answer (`compute_answer`, with the
-    same false-discovery rate and threshold), anything else the estimate table
-    (`compute_estimates`). `query.items`/`subset` are item strings. `post` "none" (or "") is
-    no post-processing; a protocol's answer ignores a post-processing method with a warning
-    (the config file's `[estimate] post` is meant for one phase's estimates)."""
-    from .answers import compute_answer  # answers imports this module
-    camp = store.require_campaign(name)
-    post = None if query.post in (None, "", NO_POST) else query.post
-    threshold = parse_threshold(query.threshold)
-    if camp.protocol and camp.phase == 2 and query.phase is None:
-        for flag in ("items", "subset"):
-            if getattr(query, flag):
-                raise ConfigError(flag, "%s applies to one phase's estimates; ask for --phase 1 "
-                                        "or 2" % flag)
-        answer = compute_answer(store, name, top=query.top, fdr=query.fdr, threshold=threshold)
-        if post:
-            answer.warnings.append("post-processing %s applies to one phase's estimates "
-                                   "(--phase 1 or 2): the protocol's answer is not post-processed"
-                                   " (--post none, or LDPFLEET_POST= empty, says so quietly)"
-                                   % post)
-        return answer
-    kind = camp.config["domain"]["type"]
-    return compute_estimates(store, name, EstimateQuery(
-        phase=query.phase, post=post, post_opts=query.post_opts if post else None,
-        top=query.top, threshold=threshold, confidence=query.confidence,
-        items=parse_items(query.items, kind), subset=parse_items(query.subset, kind),
-        fdr=query.fdr))

@@ -416,9 +416,10 @@ class EstimateParams:
 
 
 def estimate_result(store: Store, name: str, q: EstimateParams):
-    """What `ldpfleet estimate` prints for these options (`estimates.estimate`); items are
+    """What `ldpfleet estimate` prints for these options (`query.estimate`); items are
     comma-separated here, never a file name (a remote client must not name server files)."""
-    from ..campaigns.estimates import EstimateQuery, estimate
+    from ..campaigns.estimates import EstimateQuery
+    from ..campaigns.query import estimate
 
     def split(text):
         return None if text is None else str(text).split(",")

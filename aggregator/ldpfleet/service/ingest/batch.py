@@ -3,8 +3,8 @@ dedupes and folds without a Python object per message where it can).
 
 A `ReportBatch` holds the bytes the messages arrived in and, per message, the offset and length
 of its topic and of its payload (a length of -1: no topic that is text / a payload dropped on
-arrival because it was too large). It is made from the lean MQTT client's scan of a read
-(`from_publish`, no copy of a payload) or from (topic, payload) pairs (`from_pairs`: tests, tools).
+arrival because it was too large). It is made from the spans of the lean MQTT client's scan of
+a read (a `PublishBatch`: no copy of a payload) or from (topic, payload) pairs (`from_pairs`).
 Report topics are split in C (`ldp_report_topics`, the rule of `parse_report_topic`) and their
 campaign and device names are taken out of the buffer as one numpy string array each.
 """

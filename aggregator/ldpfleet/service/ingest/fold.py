@@ -215,15 +215,10 @@ class BatchFolder:
     def _fold_in_savepoint(self, name, phase, idx, batch) -> bool:
         """`_fold_group` in a savepoint: a bug must not wedge the queue on one report, and
         nothing of a failed group (dedupe keys included) is committed. True if it accepted."""
-        mark = self.store.savepoint_mark()
-        self.store.conn.execute("SAVEPOINT fold_group")
         try:
-            accepted = self._fold_group(name, phase, idx, batch)
-            self.store.conn.execute("RELEASE SAVEPOINT fold_group")
-            return accepted
+            with self.store.savepoint("fold_group"):
+                return self._fold_group(name, phase, idx, batch)
         except Exception as exc:
-            self.store.conn.execute("ROLLBACK TO SAVEPOINT fold_group")
-            self.store.savepoint_rolled_back(mark)
             self.status[idx] = -1
             self.reason[idx] = CODE[INTERNAL_ERROR]
             self._sketches.pop((name, phase), None)

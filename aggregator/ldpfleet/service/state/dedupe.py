@@ -17,7 +17,7 @@ Keys, one place (`DedupeKeys`):
   devices of one campaign collide with probability about n^2 / 2^129. A nonce's tag is
   SipHash-2-4 of its 4 little-endian bytes under the nonce key, top bit cleared (63 bits: a
   second report taken for a redelivery with probability 2^-63). A closed campaign's tags are
-  zeroed (`drop_nonce_tags`): a closed campaign rejects every report before dedupe.
+  zeroed (`ClaimedKeys.drop_nonce_tags`, claims.py): a closed campaign rejects every report before dedupe.
 
 Without the root key, the rows of two campaigns are outputs of independent PRFs: a state file
 or a `pg_dump` neither lists device ids nor links the same device across campaigns, and the
@@ -246,20 +246,6 @@ def drop_salt(conn, name: str):
     conn.execute("DELETE FROM campaign_salts WHERE campaign=?", (name,))
 
 
-def drop_nonce_tags(conn, name: str):
-    """A closed campaign's nonce tags, zeroed (its reports are rejected before dedupe)."""
-    conn.zero_deleted(True)
-    try:
-        if conn.kind == "sqlite":
-            conn.execute("UPDATE seen_log SET nonce_tags = zeroblob(length(nonce_tags))"
-                         " WHERE campaign=?", (name,))
-        else:
-            conn.execute("UPDATE seen SET nonce_tag = 0 WHERE campaign=? AND nonce_tag <> 0",
-                         (name,))
-    finally:
-        conn.zero_deleted(False)
-
-
 # --- migrations ----------------------------------------------------------------------------
 
 def _legacy_key(conn) -> bytes:
@@ -348,19 +334,3 @@ def rekey_v6(conn, root):
     finally:
         conn.zero_deleted(False)
 
-
-def claim(conn, name: str, phase: int, keys: np.ndarray, tags):
-    """PostgreSQL: claim the distinct dedupe `keys` ((n, 16) uint8 hashes) reporting nonce
-    `tags` in this transaction. Returns (claimed bool array, prior tags int64 array, -1 where
-    claimed). A key not claimed already had a report in this phase: committed earlier, or by
-    another worker meanwhile (the unique key decides who wins). SQLite claims through
-    `seen_log`."""
-    keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
-    won = conn.claim_seen(name, phase, keys, tags)
-    prior = np.full(keys.shape[0], -1, np.int64)
-    lost = np.flatnonzero(~won)
-    if lost.size:
-        stored = conn.seen_tags(name, phase, [bytes(keys[i]) for i in lost])
-        for i in lost.tolist():
-            prior[i] = stored.get(bytes(keys[i]), -1)
-    return won, prior

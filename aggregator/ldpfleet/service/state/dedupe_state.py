@@ -1,16 +1,25 @@
 """The dedupe keys and load-generator counts of a `Store` (a mixin: store.py stays the
 tables and transactions). Keys come from dedupe.py (per-campaign keyed hashes of device ids
-and nonce tags); SQLite claims through its log and in-memory index (seen_log.py), PostgreSQL
-through `seen`'s unique key (dedupe.claim)."""
+and nonce tags); they are claimed through the store's `ClaimedKeys` (claims.py: SQLite's log
+and in-memory index, or PostgreSQL's unique key), chosen when the store opened."""
 import numpy as np
 
 from ...core.errors import ConfigError
-from . import dedupe, seen_log
+from . import dedupe
+from .claims import ClaimedKeys
 
 
 class DedupeState:
-    """Store's dedupe methods; expects `conn`, `path`, `worker`, `seen_index` (SQLite),
-    `_index_synced`, `_dedupe_root` and `dedupe_key_file` from Store."""
+    """Store's dedupe methods; expects `conn`, `path`, `worker`, `claims` (a ClaimedKeys),
+    `_dedupe_root` and `dedupe_key_file` from Store."""
+
+    claims: ClaimedKeys
+
+    @property
+    def seen_index(self):
+        """SQLite's in-memory index of the claimed keys (seen_log.SeenIndex), None on
+        PostgreSQL: for diagnostics and tests."""
+        return getattr(self.claims, "index", None)
 
     @property
     def dedupe_root(self) -> dedupe.DedupeKeys:
@@ -37,28 +46,13 @@ class DedupeState:
         """The given device ids with a claimed report in this campaign phase."""
         devices = list(devices)
         hashed = self.dedupe_keys(name, devices)
-        stored = self._stored_tags(name, phase, hashed)
+        stored = self.claims.stored_tags(name, phase, hashed)
         return {d for d, k in zip(devices, hashed) if k in stored}
-
-    def _stored_tags(self, name, phase, keys) -> dict:
-        if self.seen_index is not None:
-            return seen_log.stored_tags(self.conn, name, phase, keys)
-        return self.conn.seen_tags(name, phase, keys)
-
-    def _sync_index(self):
-        if not self._index_synced:
-            self.seen_index.sync(self.conn)
-            self._index_synced = True
 
     def claimed_keys(self, name: str, phase: int, keys: np.ndarray) -> np.ndarray:
         """Inside `batch()`: which of the (n, 16) dedupe keys already have a claimed report in
         this phase (a lookup, nothing claimed)."""
-        keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
-        if self.seen_index is not None:
-            self._sync_index()
-            return self.seen_index.lookup(name, phase, *seen_log.key_words(keys)) >= 0
-        stored = self.conn.seen_tags(name, phase, dedupe.as_keys(keys))
-        return np.fromiter((bytes(k) in stored for k in keys), bool, keys.shape[0])
+        return self.claims.lookup(name, phase, keys)
 
     def login_devices(self, name: str, phase: int, login: str) -> int:
         """Device ids the load-generator `login` brought into a campaign phase (every worker)."""
@@ -76,21 +70,16 @@ class DedupeState:
     def claim_key_array(self, name: str, phase: int, keys: np.ndarray, tags: np.ndarray):
         """Inside `batch()`: claim the distinct dedupe `keys` ((n, 16) uint8 `campaign_keys`
         hashes) reporting nonce tags `tags` for this phase. Returns (claimed bool array, prior
-        tag int64 array, -1 where claimed). SQLite: the log and its index (seen_log.py), caught up
-        with the file ONCE per transaction, before its first claim (later, the connection would
-        see its own uncommitted rows); PostgreSQL: `seen`'s unique key (dedupe.claim)."""
-        if self.seen_index is not None:
-            self._sync_index()
-            return self.seen_index.claim(self.conn, name, phase, keys, tags)
-        return dedupe.claim(self.conn, name, phase, keys, tags)
+        tag int64 array, -1 where claimed): `ClaimedKeys.claim`."""
+        return self.claims.claim(name, phase, keys, tags)
 
     def savepoint_mark(self):
-        """Before a SAVEPOINT: what `savepoint_rolled_back` returns the index to."""
-        return self.seen_index.mark() if self.seen_index is not None else 0
+        """Before a SAVEPOINT: what `savepoint_rolled_back` returns the claims to (the two
+        halves of `Store.savepoint`, which callers use)."""
+        return self.claims.mark()
 
     def savepoint_rolled_back(self, mark):
-        if self.seen_index is not None:
-            self.seen_index.rollback_to(mark)
+        self.claims.rollback_to(mark)
 
     def dedupe_rows(self) -> list:
         """Every stored dedupe key as (campaign, phase, key bytes, nonce tag), on either
@@ -105,17 +94,8 @@ class DedupeState:
 
     def devices_per_campaign(self) -> dict:
         """campaign -> distinct devices with an accepted report (any phase)."""
-        if self.seen_index is not None:
-            return seen_log.devices_per_campaign(self.conn)
-        return {name: int(n) for name, n in self.conn.execute(
-            "SELECT campaign, count(DISTINCT device) FROM seen GROUP BY campaign").fetchall()}
+        return self.claims.devices_per_campaign()
 
     def seen_count(self, name: str, phase: int = None) -> int:
-        if self.seen_index is not None:
-            return seen_log.count(self.conn, name, phase)
-        if phase is None:
-            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=?", (name,))
-        else:
-            q = self.conn.execute("SELECT count(*) FROM seen WHERE campaign=? AND phase=?",
-                                  (name, phase))
-        return q.fetchone()[0]
+        """Claimed dedupe keys of a campaign (one phase, or all)."""
+        return self.claims.count(name, phase)

@@ -10,7 +10,7 @@ start and then hourly (`RetentionTimer`).
 import time
 
 from ...core.errors import ConfigError
-from . import dedupe, seen_log
+from . import dedupe
 
 DAY_S = 86400.0
 CHECK_EVERY_S = 3600.0
@@ -39,7 +39,7 @@ def purge(store, name: str) -> int:
             dedupe.drop_salt(store.conn, name)
         finally:
             store.conn.zero_deleted(False)
-        seen_log.bump_epoch(store.conn)
+        store.claims.dropped()
         store.conn.execute(
             "INSERT INTO purges VALUES (?, ?, ?) ON CONFLICT (campaign) DO UPDATE SET "
             "purged_at=excluded.purged_at, keys=purges.keys + excluded.keys",

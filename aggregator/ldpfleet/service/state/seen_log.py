@@ -10,7 +10,7 @@ delta and the counters, so a commit still covers dedupe keys + sketch + counters
 acknowledgements. Lookups go to `SeenIndex`, this process's index of the log.
 
 The index stays exact whatever else writes the file: inside each write transaction (which holds
-SQLite's write lock), before its first claim (`Store.claim_key_array`), it reads the log's highest row id and the purge epoch; rows appended
+SQLite's write lock), before its first claim (`claims.SqliteClaims`), it reads the log's highest row id and the purge epoch; rows appended
 by another process since are loaded, and a purge (which deletes rows) makes it reload. Keys
 this transaction claims enter the index only after COMMIT (`Store.batch`): a rolled-back batch
 leaves no trace. Memory: about 35-70 bytes per accepted (device, phase) of the open campaigns

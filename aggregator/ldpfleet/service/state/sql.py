@@ -8,8 +8,8 @@
 
 Both run the same SQL (`?` placeholders; PostgreSQL gets `%s`) over the same schema; the few
 differences live here: column types, how a write transaction starts, how a reader notices that
-campaigns changed, and how a batch's dedupe keys are claimed (PostgreSQL: `claim_seen` into
-`seen`; SQLite: `seen_log`).
+campaigns changed. How a batch's dedupe keys are claimed differs too (claims.py: PostgreSQL
+into `seen`, SQLite into `seen_log`).
 
 Schema versions (`meta.schema`) and their migrations (`migrate`), applied in one transaction:
 2 -> 3: sketches and counters get a `worker` column (a per-(campaign, phase, worker) partial, so
@@ -286,42 +286,6 @@ class PostgresConnection:
     def zero_deleted(self, on: bool):
         """Nothing to switch: PostgreSQL keeps deleted rows until VACUUM (autovacuum) reclaims
         them, as for every other table."""
-
-    def claim_seen(self, name: str, phase: int, keys, tags):
-        """Insert the distinct dedupe `keys` ((n, 16) uint8) with their nonce tags; returns a bool
-        array, True where this transaction inserted the key. A key another worker inserted
-        meanwhile (committed, or committing: PostgreSQL waits for it) is not claimed, and the
-        caller counts that report as a duplicate or second report. Keys are inserted in sorted
-        (memcmp) order so two workers never wait on each other in a cycle. The keys and the
-        nonces travel as two bytea blobs split by the server (generate_series): psycopg's
-        dumping of per-key arrays cost 5 us of client CPU per key, twice the statement. The tags
-        are < 2^63 (`dedupe.CampaignKeys.nonce_tags`): a BIGINT holds them."""
-        import numpy as np
-        keys = np.ascontiguousarray(keys, np.uint8).reshape(-1, 16)
-        n = keys.shape[0]
-        if n == 0:
-            return np.zeros(0, bool)
-        order = np.argsort(keys.view("S16").ravel(), kind="stable")
-        blob = keys[order].tobytes()
-        nonces = np.asarray(tags, np.int64)[order].astype(">i8").tobytes()
-        cur = self.db.execute(
-            "INSERT INTO seen SELECT %s, %s, substring(%s::bytea FROM 16 * i + 1 FOR 16),"
-            " ('x' || encode(substring(%s::bytea FROM 8 * i + 1 FOR 8), 'hex'))::bit(64)::bigint"
-            " FROM generate_series(0, %s - 1) AS i ON CONFLICT DO NOTHING RETURNING device",
-            (name, int(phase), blob, nonces, n))
-        won = {bytes(r[0]) for r in cur.fetchall()}
-        return np.fromiter((bytes(k) in won for k in keys), bool, n)
-
-    def seen_tags(self, name: str, phase: int, keys: list) -> dict:
-        """One query joining a bytea[] parameter with the primary key. (An IN list of 500
-        parameters took ~60 ms to plan; `device = ANY(array)` got a sequential-scan generic
-        plan once psycopg prepared it: rows x array length comparisons.)"""
-        if not keys:
-            return {}
-        return {bytes(k): seq for k, seq in self.db.execute(
-            "SELECT s.device, s.nonce_tag FROM unnest(%s::bytea[]) AS d(device) JOIN seen s"
-            " ON s.campaign = %s AND s.phase = %s AND s.device = d.device",
-            (keys, name, phase)).fetchall()}
 
     def ensure_alive(self):
         if self.db is None or self.db.closed or self.db.broken:

@@ -12,7 +12,8 @@ Tables
   campaign's key: dedupe.py) holding a keyed tag of the nonce accepted from that device
   (devices send one report per phase, spec §6); the primary key dedupes across PostgreSQL
   workers. `seen_log`: a SQLite state's dedupe keys instead, one row of blobs per claimed
-  (campaign, phase, batch), indexed in memory by the writer (seen_log.py). `campaign_salts`:
+  (campaign, phase, batch), indexed in memory by the writer (seen_log.py); claims.py is the
+  one interface to either. `campaign_salts`:
   each campaign's salt (its keys come from it and the root key FILE, never stored here).
   `purges`: when a closed campaign's keys were dropped. `login_devices`: per (campaign,
   phase, load-generator login, worker) the device ids it brought (login_bound.py).
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from ...core import config as cfgmod
 from ...core import protocol
 from ...core.errors import ConfigError
-from . import dedupe, seen_log, sql as store_sql
+from . import claims, dedupe, sql as store_sql
 from .dedupe_state import DedupeState
 from .sql import SCHEMA_VERSION, is_postgres, redact  # noqa: F401 (re-exported)
 
@@ -157,9 +158,7 @@ class Store(DedupeState):
                 self.dedupe_key_file = dedupe.default_key_file(path)
         self.conn = store_sql.connect(url, timeout)
         self.path = self.conn.where
-        # SQLite (one writer): dedupe keys in an append-only log + this index (seen_log.py)
-        self.seen_index = seen_log.SeenIndex() if self.conn.kind == "sqlite" else None
-        self._index_synced = False
+        self.claims = claims.for_connection(self.conn)  # the dedupe keys' backend, once
         if not create and self._schema_version() is None:
             raise ConfigError("state", "no ldpfleet state in %s" % self.path)
         if self._schema_version() != SCHEMA_VERSION:  # readers never write unless it must
@@ -207,20 +206,33 @@ class Store(DedupeState):
         """One write transaction (BEGIN [IMMEDIATE] ... COMMIT; ROLLBACK on any exception)."""
         self.conn.ensure_alive()
         self.conn.execute(self.conn.BEGIN_WRITE)
-        self._index_synced = False
+        self.claims.begin()
         try:
             yield self
             self.conn.execute("COMMIT")
         except BaseException:
-            if self.seen_index is not None:
-                self.seen_index.rolled_back()
+            self.claims.rolled_back()
             try:
                 self.conn.execute("ROLLBACK")
             except Exception:  # noqa: BLE001 (a dead connection rolled back by itself)
                 pass
             raise
-        if self.seen_index is not None:
-            self.seen_index.committed()
+        self.claims.committed()
+
+    @contextmanager
+    def savepoint(self, name: str = "sp"):
+        """Inside `batch()`: a nested unit of work. An exception rolls back what it wrote
+        (dedupe claims included) and propagates; the enclosing transaction goes on."""
+        mark = self.claims.mark()
+        self.conn.execute("SAVEPOINT %s" % name)
+        try:
+            yield self
+        except BaseException:
+            self.conn.execute("ROLLBACK TO SAVEPOINT %s" % name)
+            self.claims.rollback_to(mark)
+            self.conn.execute("RELEASE SAVEPOINT %s" % name)
+            raise
+        self.conn.execute("RELEASE SAVEPOINT %s" % name)
 
     def data_version(self):
         """Changes whenever another connection changed the campaigns."""
@@ -294,7 +306,7 @@ class Store(DedupeState):
                                ("counters", "campaign"), ("protocols", "campaign"),
                                ("campaign_salts", "campaign"), ("login_devices", "campaign")):
                 self.conn.execute("DELETE FROM %s WHERE %s=?" % (table, col), (name,))
-            seen_log.bump_epoch(self.conn)
+            self.claims.dropped()
 
     def set_state(self, name: str, state: str):
         """Open or close a campaign; a close also zeroes its nonce tags (dedupe.py)."""
@@ -303,8 +315,8 @@ class Store(DedupeState):
             self.conn.execute("UPDATE campaigns SET state=?, closed_at=? WHERE name=?",
                             (state, time.time() if state == "closed" else None, name))
             if state == "closed":
-                dedupe.drop_nonce_tags(self.conn, name)
-                seen_log.bump_epoch(self.conn)  # the writer's index lets the campaign go
+                self.claims.drop_nonce_tags(name)
+                self.claims.dropped()  # the writer's index lets the campaign go
 
     def set_phase2(self, name: str, body: dict, payload: bytes, protocol: dict = None):
         """Move a campaign to phase 2 with its phase-2 message (and the protocol document's

@@ -1,0 +1,38 @@
+"""What `ldpfleet estimate` and the HTTP API answer: a two-phase protocol campaign's answer in
+phase 2 (answers.py) or one phase's estimate table (estimates.py). Kept apart from both so that
+neither imports the other back (answers.py uses the estimates' sketch loading and CSV)."""
+from ...core.errors import ConfigError
+from ..state.store import Store
+from .answers import compute_answer
+from .estimates import (NO_POST, EstimateQuery, compute_estimates, parse_items,
+                        parse_threshold)
+
+
+def estimate(store: Store, name: str, query: EstimateQuery):
+    """What `ldpfleet estimate` (and the HTTP API) answers: a two-phase protocol campaign in
+    phase 2 without an explicit phase gives the protocol's answer (`compute_answer`, with the
+    same false-discovery rate and threshold), anything else the estimate table
+    (`compute_estimates`). `query.items`/`subset` are item strings. `post` "none" (or "") is
+    no post-processing; a protocol's answer ignores a post-processing method with a warning
+    (the config file's `[estimate] post` is meant for one phase's estimates)."""
+    camp = store.require_campaign(name)
+    post = None if query.post in (None, "", NO_POST) else query.post
+    threshold = parse_threshold(query.threshold)
+    if camp.protocol and camp.phase == 2 and query.phase is None:
+        for flag in ("items", "subset"):
+            if getattr(query, flag):
+                raise ConfigError(flag, "%s applies to one phase's estimates; ask for --phase 1 "
+                                        "or 2" % flag)
+        answer = compute_answer(store, name, top=query.top, fdr=query.fdr, threshold=threshold)
+        if post:
+            answer.warnings.append("post-processing %s applies to one phase's estimates "
+                                   "(--phase 1 or 2): the protocol's answer is not post-processed"
+                                   " (--post none, or LDPFLEET_POST= empty, says so quietly)"
+                                   % post)
+        return answer
+    kind = camp.config["domain"]["type"]
+    return compute_estimates(store, name, EstimateQuery(
+        phase=query.phase, post=post, post_opts=query.post_opts if post else None,
+        top=query.top, threshold=threshold, confidence=query.confidence,
+        items=parse_items(query.items, kind), subset=parse_items(query.subset, kind),
+        fdr=query.fdr))
