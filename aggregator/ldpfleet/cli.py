@@ -76,7 +76,7 @@ def main(argv=None):
         if not _stdout_gone():
             return _failed(exc)
         return _reader_gone()
-    except Exception as exc:  # noqa: BLE001 - mapped by the one table below, else re-raised
+    except Exception as exc:  # noqa: BLE001 - mapped by the one table below, else a bug (exit 70)
         return _failed(exc)
 
 
@@ -109,30 +109,51 @@ def _reader_gone() -> int:
     return SIGPIPE_EXIT
 
 
+INTERNAL_EXIT = 70
+"""EX_SOFTWARE (sysexits.h): an exception the table does not name, i.e. a bug."""
+
+INTERNAL_LINE = "ldpfleet: internal error (a bug: please report it with the traceback above)"
+
+
 def _failed(exc):
+    """One line and the table's exit code for an expected failure; for anything else the full
+    traceback, then INTERNAL_LINE, and INTERNAL_EXIT."""
     for kinds, code, label in exit_codes():
         if isinstance(exc, kinds):
             print("ldpfleet: %s: %s" % (label, _describe(exc)), file=sys.stderr)
             return code
-    raise exc
+    import traceback
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    print(INTERNAL_LINE, file=sys.stderr)
+    return INTERNAL_EXIT
 
 
 def exit_codes():
-    """THE table of expected failures -> (exit code, label of the one line printed): first
-    match wins. 5: another connection took `serve`'s broker login over (a service manager
-    should not restart it: the two would take it from each other again); 3: the broker is
-    unreachable, refuses us, or cannot be started; 2: bad input of any kind (typed LdpErrors
-    naming the field, numbers, files, the state file, certificates, too little memory for the
-    run). Anything else is a bug and keeps its traceback."""
+    """THE table of expected failures -> (exit code, label of the one line printed); first
+    match wins:
+
+    5  another connection took `serve`'s broker login over (a service manager should not
+       restart it: the two would take it from each other again);
+    3  the broker is unreachable (its name does not resolve, it does not answer in time),
+       refuses us, or cannot be started;
+    4  the environment: the state file or database is unusable (StateError, the database
+       driver's errors), a file cannot be read or written (OSError, named), too little memory;
+    2  bad input: an LdpError naming the field (a DataFileError names the file and line).
+
+    Anything else (a bare ValueError, KeyError, TypeError ...) is a bug: `_failed` prints its
+    traceback and exits INTERNAL_EXIT."""
+    import socket
+    import sqlite3
     from .broker.secured import BrokerUnavailable
-    from .core.errors import DataFileError, LdpError, LoginTakenOver
+    from .core.errors import DataFileError, LdpError, LoginTakenOver, StateError
     from .service.state.sql import database_errors
     return [
         ((LoginTakenOver,), 5, "broker login"),
-        ((ConnectionError, BrokerUnavailable), 3, "broker"),
+        ((ConnectionError, BrokerUnavailable, TimeoutError, socket.gaierror), 3, "broker"),
+        ((StateError, sqlite3.Error) + database_errors(), 4, "error"),
         ((DataFileError,), 2, "data file"),
-        ((LdpError, ValueError, OverflowError, OSError) + database_errors(), 2, "error"),
-        ((MemoryError,), 2, "error"),
+        ((LdpError,), 2, "error"),
+        ((OSError, MemoryError), 4, "error"),
     ]
 
 

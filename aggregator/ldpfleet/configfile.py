@@ -216,11 +216,16 @@ def _entries(data, tree, path):
 
 # -- converting a value as argparse would ----------------------------------------------------
 
+class InvalidValue(ValueError):
+    """A file or environment value the option does not take, with argparse's message; the
+    callers turn it into a ConfigError naming where the value came from."""
+
+
 def _text(value):
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, dict)):
-        raise ValueError("a single value, got %s" % ("an array" if isinstance(value, list)
+        raise InvalidValue("a single value, got %s" % ("an array" if isinstance(value, list)
                                                       else "a table"))
     return str(value)
 
@@ -234,12 +239,12 @@ def _one(action, text):
         try:
             value = func(text)
         except argparse.ArgumentTypeError as exc:
-            raise ValueError(str(exc)) from None
+            raise InvalidValue(str(exc)) from None
         except (TypeError, ValueError):
             name = getattr(func, "__name__", repr(func))
-            raise ValueError("invalid %s value: %r" % (name, text)) from None
+            raise InvalidValue("invalid %s value: %r" % (name, text)) from None
     if action.choices is not None and value not in action.choices:
-        raise ValueError("invalid choice: %r (choose from %s)"
+        raise InvalidValue("invalid choice: %r (choose from %s)"
                          % (value, ", ".join(repr(c) for c in action.choices)))
     return value
 
@@ -250,7 +255,7 @@ def _is_list(action):
 
 
 def convert(action, value, from_env=False):
-    """A file or env value as the option's dest value; ValueError with argparse's message."""
+    """A file or env value as the option's dest value; InvalidValue with argparse's message."""
     if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction,
                            argparse.BooleanOptionalAction)):
         if isinstance(value, bool):
@@ -260,11 +265,11 @@ def convert(action, value, from_env=False):
             return True
         if word in FALSE:
             return False
-        raise ValueError("true or false, got %r" % (value,))
+        raise InvalidValue("true or false, got %r" % (value,))
     if isinstance(action, argparse._CountAction):
         return _one(argparse.Action([], "n", type=int), _text(value))
     if isinstance(action, (argparse._StoreConstAction, argparse._AppendConstAction)):
-        raise ValueError("cannot be set from a config file or the environment")
+        raise InvalidValue("cannot be set from a config file or the environment")
     if _is_list(action):
         if isinstance(value, list):
             items = value
@@ -274,7 +279,7 @@ def convert(action, value, from_env=False):
             items = [value]
         if isinstance(action.nargs, int) and not _is_append(action):
             if len(items) != action.nargs:
-                raise ValueError("%d values, got %d" % (action.nargs, len(items)))
+                raise InvalidValue("%d values, got %d" % (action.nargs, len(items)))
         return [_one(action, _text(v)) for v in items]
     return _one(action, _text(value))
 
@@ -332,7 +337,7 @@ def collect(parser, argv, environ=None):
                                   "carries a password (PostgreSQL: ~/.pgpass or PGPASSFILE)")
             try:
                 converted = convert(action, value)
-            except ValueError as exc:
+            except InvalidValue as exc:
                 raise ConfigError(where, str(exc)) from None
             old = settings[p].get(action.dest)
             if old is None or old.rank <= len(section):
@@ -363,7 +368,7 @@ def collect(parser, argv, environ=None):
                     continue
             try:
                 converted = convert(action, environ[name], from_env=True)
-            except ValueError as exc:
+            except InvalidValue as exc:
                 if on_path:
                     raise ConfigError("environment %s" % name, str(exc)) from None
                 settings[p][dest] = Setting(None, "env", name, applied=False, error=str(exc))

@@ -6,6 +6,7 @@ checked against); decode cost is counted in elementary operations of the aggrega
 import math
 
 from . import protocol
+from .errors import ConfigError
 from .mechanisms import make_mechanism
 
 CANDIDATES = ("grr", "oue", "olh", "flh", "hcms", "cms")
@@ -53,17 +54,20 @@ def plan(eps: float, domain: int, users: int = None, target_mse: float = None,
     """Rank candidate mechanisms; recommend the lowest-variance one within the byte limit,
     preferring a cheaper decoder when its variance is within VARIANCE_SLACK."""
     if (users is None) == (target_mse is None):
-        raise ValueError("give exactly one of users / target_mse")
-    eps_milli = protocol.eps_to_milli(eps)
+        raise ConfigError("users", "give exactly one of users / target_mse")
+    try:
+        eps_milli = protocol.eps_to_milli(eps)
+    except ValueError as exc:  # the wire format's own check, one call: name the option
+        raise ConfigError("epsilon", str(exc)) from None
     if not 2 <= domain <= protocol.WORD:
-        raise ValueError("domain must be in [2, 2^32], got %r" % (domain,))
+        raise ConfigError("domain", "must be in [2, 2^32], got %r" % (domain,))
     if users is not None and users < 1:
-        raise ValueError("users must be >= 1, got %r" % (users,))
+        raise ConfigError("users", "must be >= 1, got %r" % (users,))
     if target_mse is not None and not (math.isfinite(target_mse) and target_mse > 0):
-        raise ValueError("target_mse must be a positive number, got %r" % (target_mse,))
+        raise ConfigError("target_mse", "must be a positive number, got %r" % (target_mse,))
     if report_bytes_max is not None and report_bytes_max < protocol.HEADER_SIZE + 1:
-        raise ValueError("report_bytes_max must be at least %d (header + 1 byte), got %r"
-                         % (protocol.HEADER_SIZE + 1, report_bytes_max))
+        raise ConfigError("report_bytes_max", "must be at least %d (header + 1 byte), got %r"
+                          % (protocol.HEADER_SIZE + 1, report_bytes_max))
     rows = []
     for name in candidates:
         try:

@@ -17,6 +17,7 @@ import uuid
 
 import numpy as np
 
+from ..core.errors import ConfigError
 from ..core.kernels import ffi, lib, ptr
 from ..mqtt.lean import LeanClient
 
@@ -29,7 +30,7 @@ class BulkPublisher:
     def __init__(self, settings, client_id: str = None, max_inflight: int = 5000,
                  rate: float = None, protocol: int = 4):
         if not 1 <= max_inflight <= 65000:
-            raise ValueError("max_inflight must be in [1, 65000], got %d" % max_inflight)
+            raise ConfigError("max_inflight", "must be in [1, 65000], got %d" % max_inflight)
         self.client = LeanClient(settings, client_id or "ldpfleet-pub-%s" % uuid.uuid4().hex[:12],
                                  protocol=protocol, persistent=False)
         self.client.quickack = True  # PUBACKs at once from a broker without TCP_NODELAY

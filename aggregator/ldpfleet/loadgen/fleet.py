@@ -82,11 +82,11 @@ class FleetOptions:
                               % (real, real, len(self.device_logins)))
         for name in ("devices", "micropython", "c_clients"):
             if getattr(self, name) < 0:
-                raise ValueError("%s must be >= 0, got %d" % (name, getattr(self, name)))
+                raise ConfigError(name, "must be >= 0, got %d" % getattr(self, name))
         if self.rate is not None and not self.rate > 0:
-            raise ValueError("rate must be > 0, got %r" % self.rate)
+            raise ConfigError("rate", "must be > 0, got %r" % self.rate)
         if self.set_size is not None and self.set_size < 1:
-            raise ValueError("set_size must be >= 1, got %r" % self.set_size)
+            raise ConfigError("set_size", "must be >= 1, got %r" % self.set_size)
         if self.ack_login_key is not None and (self.ack_root is not None or not broker.username):
             raise ConfigError("ack_login_key", "a login's ack key checks the acks of that login's "
                               "simulated devices: give it with --username (and without --ack-key)")

@@ -15,7 +15,7 @@ domain); instead a sketch stores them as a state array, so they travel through
 import numpy as np
 
 from .. import kernels, protocol
-from ..errors import SketchMismatch
+from ..errors import ConfigError, SketchMismatch
 from .base import (W, IntStateSketch, Mechanism, Sketch, body_ptr, check_words,
                    report_array, run_chunks)
 
@@ -41,7 +41,7 @@ def u32_keys(keys) -> np.ndarray:
     """`item_keys` as uint32 (ValueError for a key outside [0, 2^32))."""
     keys = item_keys(keys)
     if keys.size and (keys.min() < 0 or keys.max() >= W):
-        raise ValueError("item keys must be u32")
+        raise ConfigError("items", "item keys must be u32")
     return keys.astype(np.uint32)
 
 
@@ -59,11 +59,11 @@ class DomainMechanism(Mechanism):
                 raise ValueError("domain_keys has %d keys, domain_size is %d"
                                  % (keys.size, self.domain_size))
             if keys.size and (keys.min() < 0 or keys.max() >= W):
-                raise ValueError("domain keys must be u32")
+                raise ConfigError("domain_keys", "domain keys must be u32")
             order = np.argsort(keys, kind="stable")
             dup = np.flatnonzero(np.diff(keys[order]) == 0)
             if dup.size:
-                raise ValueError("domain key %d appears twice" % keys[order][dup[0]])
+                raise ConfigError("domain_keys", "domain key %d appears twice" % keys[order][dup[0]])
             self._domain_keys = keys.astype(np.uint32)
             self._sorted = (keys[order], order)
 
@@ -95,8 +95,8 @@ class DomainMechanism(Mechanism):
             bad = sorted_keys[pos] != keys
             idx = order[pos]
         if bad.any():
-            raise ValueError("item key %d is not in the domain of %d items"
-                             % (keys[np.flatnonzero(bad)[0]], self.domain_size))
+            raise ConfigError("item", "item key %d is not in the domain of %d items"
+                              % (keys[np.flatnonzero(bad)[0]], self.domain_size))
         return idx.astype(np.int64)
 
     def key_index(self, value) -> int:

@@ -13,6 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import kernels, protocol
+from ..errors import ConfigError
 from .base import W, body_ptr, body_u32
 from .domain import DomainMechanism, SupportSketch
 
@@ -28,7 +29,7 @@ class GrrMechanism(DomainMechanism):
     def __init__(self, eps_milli: int, domain_size: int, **kw):
         super().__init__(eps_milli, domain_size, **kw)
         if self.domain_size >= W:
-            raise ValueError("GRR domain must be < 2^32 items")
+            raise ConfigError("domain.size", "GRR domain must be < 2^32 items")
         self.t_keep = protocol.t_grr(eps_milli, self.domain_size)
 
     def reference_report(self, value, words, seq: int = 0) -> bytes:

@@ -79,7 +79,8 @@ class HmMechanism(NumericMechanism):
         """The device's d grid points (an int is one metric)."""
         values = [value] if isinstance(value, (int, np.integer)) else list(value)
         if len(values) != self.metrics:
-            raise ValueError("hm needs %d grid points, got %d" % (self.metrics, len(values)))
+            raise ConfigError("value", "hm needs %d grid points, got %d"
+                              % (self.metrics, len(values)))
         return [self.grid_value(v) for v in values]
 
     def sampled_metrics(self, words) -> list:

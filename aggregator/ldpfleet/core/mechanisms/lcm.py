@@ -18,6 +18,7 @@ has slightly lower variance (its flip noise is reduced by (1-gamma)^2 + (m-1) ga
 """
 import numpy as np
 
+from ..errors import ConfigError
 from .base import as_keys
 from .cms import CmsMechanism, CmsSketch, collision_probability, row_weights
 
@@ -113,7 +114,7 @@ class LcmSketch(CmsSketch):
             n_low = self.low_users()
         else:
             if not 0.0 <= float(theta) <= 1.0:
-                raise ValueError("theta must be in [0, 1], got %r" % (theta,))
+                raise ConfigError("theta", "must be in [0, 1], got %r" % (theta,))
             n_low = (1.0 - float(theta)) * self.n
         est = (self.row_sums(keys) - g * n_low) / (1 - g)
         if high_mask is not None:

@@ -93,7 +93,7 @@ class LgrrMechanism(LongitudinalMechanism):
         w0, w1 = self.check_words(words)
         c = state[x]
         if c >= self.domain_size:
-            raise ValueError("state entry %d is not an output" % c)
+            raise ConfigError("enrolment_state", "state entry %d is not an output" % c)
         y = grr_step(c, self.domain_size, self.t_inst, w0, w1)
         return self.header(seq) + y.to_bytes(4, "little")
 

@@ -15,6 +15,7 @@ import math
 from fractions import Fraction
 
 from .. import kernels, protocol
+from ..errors import ConfigError
 from .base import IntParam, body_u16
 from .domain import u32_keys
 from .lgrr import grr_chain_keep, grr_step, grr_table
@@ -76,7 +77,7 @@ class LolohaMechanism(LongitudinalMechanism):
         b = protocol.bucket(protocol.keyed_hash(key, seed), self.g)
         c = state[4 + b]
         if max(state[4:]) >= self.g:
-            raise ValueError("state entry is not a bucket")
+            raise ConfigError("enrolment_state", "state entry is not a bucket")
         y = grr_step(c, self.g, self.t_inst, w0, w1)
         return self.header(seq) + state[:4] + y.to_bytes(2, "little")
 

@@ -166,7 +166,7 @@ def split_input(value, state_size: int):
         state = bytes.fromhex(state)
     state = bytes(state)
     if len(state) != state_size:
-        raise ValueError("enrolment state of %d bytes, expected %d" % (len(state), state_size))
+        raise ConfigError("enrolment_state", "%d bytes, expected %d" % (len(state), state_size))
     return value["value"], state
 
 

@@ -109,7 +109,7 @@ def check_grid_points(x, n: int) -> np.ndarray:
     """Grid points as a uint32 array, ValueError for one outside [0, N)."""
     arr = np.asarray(x)
     if arr.size and (arr.dtype.kind not in "iu" or arr.min() < 0 or arr.max() >= n):
-        raise ValueError("grid points must be integers in [0, %d)" % n)
+        raise ConfigError("value", "grid points must be integers in [0, %d)" % n)
     return np.ascontiguousarray(arr, dtype=np.uint32)
 
 
@@ -263,7 +263,8 @@ class NumericMechanism(Mechanism):
     def grid_value(self, value) -> int:
         x = int(value)
         if isinstance(value, bool) or not 0 <= x < self.domain_size:
-            raise ValueError("grid point must be in [0, %d), got %r" % (self.domain_size, value))
+            raise ConfigError("value", "grid point must be in [0, %d), got %r"
+                              % (self.domain_size, value))
         return x
 
     def check_words(self, words) -> list:

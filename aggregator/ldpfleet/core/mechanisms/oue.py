@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import kernels, protocol
+from ..errors import ConfigError
 from .base import W, bitmap_bytes, body_ptr, pack_bitmap, padding_mask
 from .domain import DomainMechanism, SupportSketch
 
@@ -26,7 +27,8 @@ class OueMechanism(DomainMechanism):
     def __init__(self, eps_milli: int, domain_size: int, **kw):
         super().__init__(eps_milli, domain_size, **kw)
         if self.domain_size > D_MAX:
-            raise ValueError("OUE domain of %d items exceeds %d" % (self.domain_size, D_MAX))
+            raise ConfigError("domain.size", "OUE domain of %d items exceeds %d"
+                              % (self.domain_size, D_MAX))
         self.t_p = protocol.T_OUE_P
         self.t_q = protocol.t_oue_q(eps_milli)
 

@@ -71,7 +71,8 @@ def key_sets(values) -> KeySets:
         rows = np.sort(keys.reshape(n, s), axis=1)
         clash = np.flatnonzero((rows[:, 1:] == rows[:, :-1]).any(axis=1))
         if clash.size:
-            raise ValueError("user %d holds a key twice (sets must be distinct keys)" % clash[0])
+            raise ConfigError("sets", "user %d holds a key twice (sets must be distinct keys)"
+                              % clash[0])
         return DistinctSets(keys, np.arange(n + 1, dtype=np.uint64) * np.uint64(s))
     else:
         sets = [as_keys(v) for v in values]
@@ -104,8 +105,8 @@ def check_distinct(keys: np.ndarray, offsets: np.ndarray):
     same = (owner[order][1:] == owner[order][:-1]) & (keys[order][1:] == keys[order][:-1])
     if same.any():
         u = owner[order][1:][same][0]
-        raise ValueError("user %d holds key %d twice (sets must be distinct keys)"
-                         % (u, keys[order][1:][same][0]))
+        raise ConfigError("sets", "user %d holds key %d twice (sets must be distinct keys)"
+                          % (u, keys[order][1:][same][0]))
 
 
 MAX_CANDIDATES = 65536

@@ -53,9 +53,9 @@ def phase2_value(value):
             return 0
         if v == 1:
             return 1
-        raise ValueError("%s must be a bit (0/1) or a sign (-1/+1), got %r" % (name, v))
+        raise ConfigError(name, "must be a bit (0/1) or a sign (-1/+1), got %r" % (v,))
     if not 0 <= t < W:
-        raise ValueError("t must be a u32, got %r" % t)
+        raise ConfigError("t", "must be a u32, got %r" % t)
     return t, bit(y1, "y1"), bit(x, "x")
 
 

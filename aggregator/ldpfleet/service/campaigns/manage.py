@@ -366,7 +366,7 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
         if ph["phase"] <= camp.phase:
             try:
                 entry["expected_error"] = expected_error(camp, ph["phase"], n, confidence)
-            except Exception as exc:  # a mechanism without variance() yet
+            except NotImplementedError as exc:  # a mechanism without variance() (numeric ones)
                 entry["expected_error"] = {"error": str(exc)}
         phases.append(entry)
     rejected = {k: v for k, v in sorted(counters.items()) if k not in ("received", "accepted")}

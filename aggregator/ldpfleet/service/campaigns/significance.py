@@ -62,14 +62,20 @@ PROCEDURES = {"independent": "benjamini-hochberg", "any": "benjamini-yekutieli"}
 """The procedure for a mechanism's `estimate_dependence` (module docstring)."""
 
 
+FDR_MIN = 1e-12
+"""The smallest false-discovery rate taken: below it level / m (m up to 2^32 items) comes near
+float underflow and the z cutoff is infinite, which no count of reports reaches."""
+
+
 def check_level(level) -> float:
-    """A false-discovery rate in (0, 1); ConfigError naming `fdr`."""
+    """A false-discovery rate in [FDR_MIN, 1); ConfigError naming `fdr`."""
     try:
         value = float(level)
     except (TypeError, ValueError):
         value = float("nan")
-    if not 0 < value < 1:
-        raise ConfigError("fdr", "a false-discovery rate in (0, 1), e.g. 0.05, got %r" % (level,))
+    if not FDR_MIN <= value < 1:
+        raise ConfigError("fdr", "a false-discovery rate in (0, 1) and at least %g, e.g. 0.05, "
+                          "got %r" % (FDR_MIN, level))
     return value
 
 

@@ -15,10 +15,14 @@ Host names (`host_allowed`): every request must name this API in its `Host` head
 address, `localhost`, or a configured name (the host of `--http`, `--http-allowed-hosts`) —
 or it gets 400. A web page the operator visits could otherwise rebind its own DNS name to
 127.0.0.1 and read a token-less API (DNS rebinding); such a request carries the page's name.
+
+Errors: an LdpError is bad input, 400 naming its field (503 when it is the state); anything
+else is a bug, 500 with a generic body and the traceback in serve's log (`InternalErrors`).
 """
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import re
 import socket
@@ -32,11 +36,14 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ...core.errors import ConfigError, LdpError
+from ...core.errors import ConfigError, LdpError, StateError
 from . import models as m
+from .errors import INTERNAL_DETAIL, InternalErrors  # noqa: F401 (INTERNAL_DETAIL: the 500 body)
 from ..campaigns.manage import campaign_rows
 from ..state.store import Store
 from ..state.sql import database_errors
+
+log = logging.getLogger("ldpfleet.service")
 
 DASHBOARD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboard")
 """The dashboard's static files (index.html at `/`, the rest under `/static/`), if present."""
@@ -119,6 +126,7 @@ class CliJSON(JSONResponse):
 
 ERRORS = {400: {"model": m.Problem, "description": "bad input (the field is named)"},
           401: {"model": m.Problem, "description": "no or wrong bearer token"},
+          500: {"model": m.Problem, "description": "internal error (a bug; logged)"},
           503: {"model": m.Problem, "description": "the state cannot be read"}}
 NOT_FOUND = {404: {"model": m.Problem, "description": "no such campaign (named)"}}
 FORBIDDEN = {403: {"model": m.Problem, "description": "read-only API, or a read token"}}
@@ -204,10 +212,8 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
                         "campaign": exc.name}, status_code=404)
 
     @app.exception_handler(LdpError)
-    @app.exception_handler(ValueError)
-    @app.exception_handler(OverflowError)
-    def bad_input(_request: Request, exc: Exception):
-        if isinstance(exc, ConfigError) and exc.field == "state":
+    def bad_input(_request: Request, exc: LdpError):
+        if isinstance(exc, StateError) or (isinstance(exc, ConfigError) and exc.field == "state"):
             return CliJSON({"detail": str(exc), "field": "state"}, status_code=503)
         return CliJSON({"detail": str(exc), "field": getattr(exc, "field", None)}, status_code=400)
 
@@ -224,6 +230,7 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
                             "field": "host"}, status_code=400)
         return await call_next(request)
 
+    app.add_middleware(InternalErrors)
     read = [Depends(can_read)]
 
     @app.get("/healthz", response_model=m.Health, tags=["probes"])
@@ -242,6 +249,8 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
             out["state"] = True
         except Exception as exc:  # noqa: BLE001 (any failure to read is "not ready")
             out["detail"] = "state: %s" % (str(exc).strip() or type(exc).__name__)
+            if not isinstance(exc, (LdpError, OSError) + database_errors()):
+                log.exception("readyz: reading the state failed (a bug)")
         if out["state"] and not out["ingest"]:
             out["detail"] = "ingest: not subscribed to the broker"
         out["ready"] = out["state"] and out["ingest"]

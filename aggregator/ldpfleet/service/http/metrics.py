@@ -133,8 +133,10 @@ class StoreCollector:
         except Exception as exc:  # noqa: BLE001 (a scrape reports the failure, never raises)
             up = 0
             fams = self._families()  # nothing half-read
-            if not self._failing:
+            if not self._failing and isinstance(exc, _state_errors()):
                 log.warning("metrics: cannot read the state for /metrics: %s", exc)
+            elif not self._failing:
+                log.exception("metrics: reading the state for /metrics failed (a bug)")
             self._failing = True
         for fam in fams.values():
             yield fam
@@ -289,3 +291,11 @@ class ServiceMetrics:
 
     def text(self) -> str:
         return generate_latest(self.registry).decode()
+
+
+def _state_errors() -> tuple:
+    """What an unreadable state raises (logged as one line); anything else is a bug (logged
+    with its traceback)."""
+    from ...core.errors import LdpError
+    from ..state.sql import database_errors
+    return (LdpError, OSError) + database_errors()
