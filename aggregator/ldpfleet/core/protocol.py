@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ReportFormatError
+from .errors import ConfigError, ReportFormatError
 from .mechanism_table import (  # noqa: F401 - generated from registry.json
     MECHANISM_IDS, MECHANISM_NAMES, PROTOCOL_VERSION)
 
@@ -70,7 +70,7 @@ def item_key(item) -> int:
         raise TypeError("item must be int or str, not bool")
     if isinstance(item, int):
         if not 0 <= item < WORD:
-            raise ValueError("integer item out of range [0, 2^32): %d" % item)
+            raise ConfigError("item", "integer item out of range [0, 2^32): %d" % item)
         return item
     if isinstance(item, (bytes, bytearray)):
         return murmur3_32(bytes(item), KEY_SEED)
@@ -166,7 +166,7 @@ def bucket_count(r: int, n: int) -> int:
 def _check_eps(eps_milli):
     if (not isinstance(eps_milli, int) or isinstance(eps_milli, bool)
             or not 0 < eps_milli <= MAX_EPS_MILLI):
-        raise ValueError("eps_milli must be an integer in 1..%d, got %r" % (MAX_EPS_MILLI, eps_milli))
+        raise ConfigError("epsilon", "eps_milli must be an integer in 1..%d, got %r" % (MAX_EPS_MILLI, eps_milli))
 
 
 def t_rr(eps_milli: int) -> int:
@@ -214,7 +214,7 @@ def shc_thresholds(eps1_milli: int, eps2_milli: int):
     _check_eps(eps1_milli)
     _check_eps(eps2_milli)
     if eps1_milli + eps2_milli > MAX_EPS_MILLI:
-        raise ValueError("eps1 + eps2 must be at most %d milli, got %d"
+        raise ConfigError("epsilon", "eps1 + eps2 must be at most %d milli, got %d"
                          % (MAX_EPS_MILLI, eps1_milli + eps2_milli))
     e2 = exp_lower(eps1_milli + eps2_milli, 1000)
     g = e2 - (e2 >> 16)
@@ -265,10 +265,10 @@ def eps_from_milli(eps_milli: int) -> float:
 
 def eps_to_milli(eps: float) -> int:
     if not math.isfinite(eps) or not 0 < eps <= MAX_EPS_MILLI / 1000:
-        raise ValueError("epsilon must be in (0, %g], got %r" % (MAX_EPS_MILLI / 1000, eps))
+        raise ConfigError("epsilon", "epsilon must be in (0, %g], got %r" % (MAX_EPS_MILLI / 1000, eps))
     m = round(eps * 1000)
     if m <= 0 or abs(m - eps * 1000) > 1e-6:
-        raise ValueError("epsilon must be a positive multiple of 0.001, got %r" % (eps,))
+        raise ConfigError("epsilon", "epsilon must be a positive multiple of 0.001, got %r" % (eps,))
     return int(m)
 
 

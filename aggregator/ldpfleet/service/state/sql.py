@@ -192,6 +192,11 @@ def database_errors() -> tuple:
     return (sqlite3.Error, psycopg.Error)
 
 
+NOT_A_STATE_FILE = ("file is not a database", "unable to open database file")
+"""SQLite's messages for a `--state` path that names no database (junk, a directory): bad input
+(ConfigError, exit 2), unlike a locked or failing disk."""
+
+
 class SQLiteConnection:
     """One SQLite connection (autocommit; transactions are explicit)."""
 
@@ -200,9 +205,14 @@ class SQLiteConnection:
 
     def __init__(self, path: str, timeout: float):
         self.where = path
-        self.db = sqlite3.connect(path, timeout=timeout, isolation_level=None,
-                                  check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self.db = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                      check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            if str(exc) not in NOT_A_STATE_FILE:
+                raise  # locked, disk I/O ...: the environment (exit 4), not the input
+            raise ConfigError("state file", "%s: %s" % (path, exc)) from None
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("PRAGMA cache_size=-65536")  # 64 MiB: dedupe keys are random B-tree keys
         self.db.execute("PRAGMA busy_timeout=%d" % int(timeout * 1000))
