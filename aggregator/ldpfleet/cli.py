@@ -124,7 +124,7 @@ def exit_codes():
     unreachable, refuses us, or cannot be started; 2: bad input of any kind (typed LdpErrors
     naming the field, numbers, files, the state file, certificates, too little memory for the
     run). Anything else is a bug and keeps its traceback."""
-    from .broker.secured import BrokerUnavailable
+    from .broker.embedded import BrokerUnavailable
     from .core.errors import DataFileError, LdpError, LoginTakenOver
     from .service.state.sql import database_errors
     return [
