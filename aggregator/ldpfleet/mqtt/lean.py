@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from ..core.errors import ConfigError, ReportFormatError
 from ..core.kernels import ffi, lib, ptr
 from .packets import (DISCONNECT, PINGREQ, REASONS_V5, ConnectionRefused, MalformedPacket,
                       PublishBatch, Truncated, check_control_bodies, connect_packet,
@@ -56,16 +57,17 @@ class LeanClient:
                  receive_maximum: int = None):
         protocol = 4 if protocol == 311 else protocol
         if protocol not in (4, 5):
-            raise ValueError("protocol must be 4 (MQTT 3.1.1) or 5, got %r" % protocol)
+            raise ConfigError("protocol", "must be 4 (MQTT 3.1.1) or 5, got %r" % protocol)
         if persistent and not client_id:
-            raise ValueError("a persistent session needs a fixed client id")
+            raise ConfigError("client_id", "a persistent session needs a fixed client id")
         if persistent and protocol == 5 and not session_expiry:
-            raise ValueError("a persistent MQTT 5 session needs session_expiry > 0 (with 0 the "
-                             "broker discards it, and everything queued for us, at disconnect)")
+            raise ConfigError("session_expiry", "a persistent MQTT 5 session needs "
+                              "session_expiry > 0 (with 0 the broker discards it, and "
+                              "everything queued for us, at disconnect)")
         if not 0 <= keepalive <= 65535:
-            raise ValueError("keepalive must be in [0, 65535] seconds")
+            raise ConfigError("keepalive", "must be in [0, 65535] seconds")
         if receive_maximum is not None and not 1 <= receive_maximum <= 65535:
-            raise ValueError("receive_maximum must be in [1, 65535]")
+            raise ConfigError("receive_maximum", "must be in [1, 65535]")
         self.settings = settings
         self.client_id = client_id
         self.protocol = protocol
@@ -432,8 +434,8 @@ class LeanClient:
                 raise ConnectionError("broker %s disconnected us: %s (reason 0x%02x)"
                                       % (self.settings.url, REASONS_V5.get(code, "normal"), code))
             else:
-                raise ValueError("a packet of type %d, which a broker never sends a client"
-                                 % kind)
+                raise ReportFormatError("packet_type", "a packet of type %d, which a broker "
+                                        "never sends a client" % kind)
 
     # --- sending --------------------------------------------------------------------------
 

@@ -5,14 +5,15 @@ DISCONNECT), MQTT 5 properties and reason codes (OASIS MQTT Version 5.0, §2-§3
 `ldp_mqtt_scan` finds them).
 
 Whatever bytes a broker sends, decoding raises `Truncated` (a field past its packet's end) or
-ValueError (an unknown property or packet type): the client turns both into `MalformedPacket`,
-a ConnectionError, and reconnects as after any loss.
+ReportFormatError (an unknown property or packet type): the client turns both into
+`MalformedPacket`, a ConnectionError, and reconnects as after any loss.
 """
 import struct
 from collections import namedtuple
 
 import numpy as np
 
+from ..core.errors import ReportFormatError
 from ..core.kernels import ffi, lib, ptr
 
 PINGREQ = b"\xc0\x00"
@@ -99,8 +100,8 @@ def read_varint(data, pos: int, limit: int = None):
 
 def parse_properties(data, pos: int, limit: int = None) -> tuple:
     """({id: value}, position after) of the MQTT 5 property block at data[pos], which must
-    end by `limit` (default: the end of data); Truncated when it does not, ValueError for an
-    unknown property (the caller turns both into MalformedPacket)."""
+    end by `limit` (default: the end of data); Truncated when it does not, ReportFormatError
+    for an unknown property (the caller turns both into MalformedPacket)."""
     limit = len(data) if limit is None else limit
     length, pos = read_varint(data, pos, limit)
     end, props = pos + length, {}
@@ -122,7 +123,7 @@ def parse_properties(data, pos: int, limit: int = None) -> tuple:
                 second, pos = read_string(data, pos, end)
                 value = (value, second)
         else:
-            raise ValueError("unknown MQTT 5 property 0x%02x" % pid)
+            raise ReportFormatError("property", "unknown MQTT 5 property 0x%02x" % pid)
         props[pid] = value
     return props, end
 
