@@ -16,6 +16,7 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
+from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet.broker import secured as broker
 from ldpfleet import cli
 from ldpfleet.core.errors import ConfigError
@@ -77,7 +78,7 @@ def secured(tmp_path):
     """The generated config, run by a real mosquitto on a free loopback port."""
     devices_file = tmp_path / "devices.txt"
     devices_file.write_text("# fleet\n" + "\n".join(DEVICES) + "\n")
-    port = broker.free_port()
+    port = free_port()
     out = tmp_path / "broker"
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
                      "--devices-file", str(devices_file), "--campaigns", "c1",
@@ -86,8 +87,8 @@ def secured(tmp_path):
                      "--log-file", str(tmp_path / "mosquitto.log")]) == 0
     with open(out / "credentials.csv") as f:
         creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
-    proc = broker.MosquittoProcess(str(out / "mosquitto.conf"), port,
-                                   log_path=str(tmp_path / "mosquitto.log")).start()
+    proc = MosquittoProcess(str(out / "mosquitto.conf"), port,
+                            log_path=str(tmp_path / "mosquitto.log")).start()
     clients = []
 
     def connect(user, password=None, client_id=None):

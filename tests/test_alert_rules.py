@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from ldpfleet.broker.secured import free_port
+from ldpfleet.broker.embedded import free_port
 from ldpfleet.service import Store, create_campaign
 
 from support.service import ServeProcess, fold_batch, report_messages, scrape_metrics_until

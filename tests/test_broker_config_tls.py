@@ -14,7 +14,7 @@ import time
 import paho.mqtt.client as mqtt
 import pytest
 
-from ldpfleet.broker import secured as broker
+from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet import cli
 from test_tls import make_ca, make_server_cert
 from cryptography import x509
@@ -63,10 +63,10 @@ def test_tls_listener_on_8883_with_a_key_the_broker_user_can_read(open_dir, caps
     assert "--username agg --password-file agg.pw" in printed and "mqtts://HOST:8883" in printed
     assert str(devices) in printed and "role device" in printed
     # the printed command works as root on a free port: mosquitto drops to its user, reads the key
-    port = broker.free_port()
+    port = free_port()
     conf_path = tmp_path / "on-free-port.conf"
     conf_path.write_text(conf.replace("listener 8883", "listener %d" % port))
-    proc = broker.MosquittoProcess(str(conf_path), port).start()
+    proc = MosquittoProcess(str(conf_path), port).start()
     try:
         with open(out / "credentials.csv") as f:
             password = {r["username"]: r["password"] for r in csv.DictReader(f)}["agg"]

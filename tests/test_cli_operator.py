@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ldpfleet.commands import PASSWORD_ENV, add_password_args, resolve_password
+from ldpfleet.commands.common import PASSWORD_ENV, add_password_args, resolve_password
 from ldpfleet.core.errors import ConfigError
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from support.c_client import build_client, run_client
 from support.devices import SIGNING_KEY, config_doc, write_key_files
-from ldpfleet.broker import secured as brokermod
+from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
 from test_acl import Client
@@ -43,7 +43,7 @@ def fleet(tmp_path):
         _write_key(path, key)
     devices = tmp_path / "devices.txt"
     devices.write_text("board-1\nc-dev-1\nbare\nrogue\n")
-    port, device_port = brokermod.free_port(), brokermod.free_port()
+    port, device_port = free_port(), free_port()
     out = tmp_path / "broker"
     made = cli("broker-config", "--out", out, "--aggregator-user", "agg", "--devices-file", devices,
                "--port", port, "--device-port", device_port, "--bind", "127.0.0.1",
@@ -55,8 +55,8 @@ def fleet(tmp_path):
     assert "require_certificate true" in conf and "use_identity_as_username true" in conf
     with open(out / "credentials.csv") as f:
         creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
-    proc = brokermod.MosquittoProcess(str(out / "mosquitto.conf"), port,
-                                      log_path=str(tmp_path / "mosquitto.log")).start()
+    proc = MosquittoProcess(str(out / "mosquitto.conf"), port,
+                            log_path=str(tmp_path / "mosquitto.log")).start()
     agg = Client(port, "agg", creds["agg"], tls_ca=str(server_ca))
     assert agg.wait_connected()
     agg.subscribe("ldp/#")

@@ -11,7 +11,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from ldpfleet.broker.secured import free_port
+from ldpfleet.broker.embedded import free_port
 from ldpfleet.core.protocols import ldplcm
 from ldpfleet.service import Store, create_campaign
 from ldpfleet.service.state import retention

@@ -26,7 +26,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from ldpfleet.broker.secured import free_port
+from ldpfleet.broker.embedded import free_port
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from ldpfleet.service.ingest.loop import IngestOptions, Ingestor

@@ -14,6 +14,7 @@ import time
 import paho.mqtt.client as paho
 import pytest
 
+from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet.broker import secured as broker
 from ldpfleet import cli
 from ldpfleet.provision import device_runner
@@ -162,7 +163,7 @@ def test_burst_behind_a_stock_broker_is_accepted_exactly_once(tmp_path):
         with Store(state) as store:
             create_campaign(store, BrokerSettings.from_url(mosq.url), key_file, "burst", "olh",
                             "2", "64", issue=Issuance(delivery=FAST))
-        metrics_port = broker.free_port()
+        metrics_port = free_port()
         serve = ServeProcess(mosq.url, state, batch_size=500, batch_ms=100,
                              metrics_port=metrics_port, extra_args=["--no-broker-check"]).start()
         outcome = {}
@@ -242,7 +243,7 @@ def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
 
     devices = tmp_path / "devices.txt"
     devices.write_text("dev-a\n")
-    port = broker.free_port()
+    port = free_port()
     out = tmp_path / "broker"
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
                      "--devices-file", str(devices), "--port", str(port), "--bind", "127.0.0.1",
@@ -250,8 +251,8 @@ def test_broker_check_flags_a_stock_broker_and_passes_broker_config(tmp_path):
                      "--run-as", getpass.getuser(), "--log-file", str(tmp_path / "m.log")]) == 0
     with open(out / "credentials.csv") as f:
         creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
-    proc = broker.MosquittoProcess(str(out / "mosquitto.conf"), port,
-                                   log_path=str(tmp_path / "m.log")).start()
+    proc = MosquittoProcess(str(out / "mosquitto.conf"), port,
+                            log_path=str(tmp_path / "m.log")).start()
     try:
         url = "mqtt://127.0.0.1:%d" % port
         # one login, one client id: it runs under use_username_as_clientid, as the admin

@@ -519,6 +519,7 @@ def test_pilot_broker_refuses_anonymous_and_forged_acks(tmp_path):
     included); the aggregator can, and the device receives them."""
     import csv
     import getpass
+    from ldpfleet.broker.embedded import MosquittoProcess
     from ldpfleet.broker import secured as broker
     out = tmp_path / "broker"
     broker.write_secured_config(str(out), broker.SecuredBroker(
@@ -535,8 +536,8 @@ def test_pilot_broker_refuses_anonymous_and_forged_acks(tmp_path):
             .replace("log_dest stdout", "log_dest file %s" % (tmp_path / "mosquitto.log")))
     (tmp_path / "data").mkdir()
     (tmp_path / "pilot.conf").write_text("user %s\n" % getpass.getuser() + conf)
-    proc = broker.MosquittoProcess(str(tmp_path / "pilot.conf"), port,
-                                   log_path=str(tmp_path / "mosquitto.log")).start()
+    proc = MosquittoProcess(str(tmp_path / "pilot.conf"), port,
+                            log_path=str(tmp_path / "mosquitto.log")).start()
     peers = []
     try:
         anon = _Peer(port)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ldpfleet import cli
-from ldpfleet.broker.secured import free_port
+from ldpfleet.broker.embedded import free_port
 from ldpfleet.service import BrokerSettings, Store, create_campaign
 from ldpfleet.service.campaigns.manage import Issuance
 from ldpfleet.service.http.api import ApiTokens, create_app, start_http

@@ -12,7 +12,8 @@ from support.brokers import PrivateMosquitto
 
 from ldpfleet.broker.secured import password_hash
 from ldpfleet.core.kernels import ffi, lib, ptr
-from ldpfleet.mqtt.lean import ConnectionRefused, LeanClient, PublishBatch, varint
+from ldpfleet.mqtt.lean import LeanClient
+from ldpfleet.mqtt.packets import ConnectionRefused, PublishBatch, varint
 from ldpfleet.loadgen.bulk import BulkPublisher
 from ldpfleet.mqtt.client import BrokerSettings, QosPublisher
 from ldpfleet.service.ingest.loop import parse_report_topic

@@ -13,8 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from ldpfleet.broker.secured import free_port
-from ldpfleet.mqtt.lean import LeanClient, MalformedPacket, varint
+from ldpfleet.broker.embedded import free_port
+from ldpfleet.mqtt.lean import LeanClient
+from ldpfleet.mqtt.packets import MalformedPacket, varint
 from ldpfleet.mqtt.client import BrokerSettings
 from support.service import ServeProcess, direct_sketch, new_campaign, publisher, report_messages
 

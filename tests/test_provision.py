@@ -15,7 +15,7 @@ import sys
 import paho.mqtt.client as mqtt
 import pytest
 
-from ldpfleet.broker import secured as broker
+from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet import cli
 from ldpfleet.provision import device_runner
 from ldpfleet.core import config as campaign_config
@@ -36,7 +36,7 @@ def fleet(tmp_path):
     password file."""
     devices = tmp_path / "devices.txt"
     devices.write_text("\n".join(DEVICES) + "\n")
-    port = broker.free_port()
+    port = free_port()
     out = tmp_path / "broker"
     assert cli.main(["broker-config", "--out", str(out), "--aggregator-user", "agg",
                      "--devices-file", str(devices), "--campaigns", "cpu", "--port", str(port),
@@ -105,8 +105,8 @@ def test_a_provisioned_x64_bundle_reports_through_broker_configs_broker(fleet):
     """The bundle is all a board needs: run as the unix port's filesystem root it logs in to
     the secured broker with its own credentials.csv password and reports."""
     bundles, _ = provision(fleet, wifi=False)  # the unix port has no Wi-Fi (`network`)
-    proc = broker.MosquittoProcess(str(fleet["out"] / "mosquitto.conf"), fleet["port"],
-                                   log_path=str(fleet["tmp"] / "mosquitto.log")).start()
+    proc = MosquittoProcess(str(fleet["out"] / "mosquitto.conf"), fleet["port"],
+                            log_path=str(fleet["tmp"] / "mosquitto.log")).start()
     got = queue.Queue()
     agg = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="agg", protocol=mqtt.MQTTv311)
     agg.username_pw_set("agg", fleet["creds"]["agg"])

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from ldpfleet.broker import secured as broker
+from ldpfleet.broker.embedded import free_port
 from support.brokers import PrivateMosquitto
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -45,7 +45,7 @@ def test_the_readme_block_delivers_every_report_behind_packaged_limits(tmp_path)
     joined = " ".join(" ".join(argv) for argv, _bg in commands)
     assert "--retry" not in joined and "--rate" not in joined and "--spread-s" not in joined
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    metrics = str(broker.free_port())
+    metrics = str(free_port())
     serve = None
     with PrivateMosquitto(stock=True, persistence=False, extra_conf="sys_interval 1\n") as mosq:
         conf = Path(mosq.conf).read_text()

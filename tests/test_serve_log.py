@@ -16,7 +16,7 @@ from datetime import datetime
 
 import numpy as np
 
-from ldpfleet.broker.secured import free_port
+from ldpfleet.broker.embedded import free_port
 from ldpfleet.service import Store
 from ldpfleet.service.campaigns.protocols import ProtocolOptions, create_protocol_campaign
 from ldpfleet.service import BrokerSettings

@@ -16,7 +16,7 @@ import time
 import pytest
 from cryptography import x509
 
-from ldpfleet.broker import secured as broker
+from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet import cli
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.service import BrokerSettings, Store, create_campaign
@@ -33,7 +33,7 @@ def hardened_broker(tmp_path, extra_args, tls=False):
     """broker-config's broker on a free loopback port: (process, url, credentials, CA path)."""
     devices = tmp_path / "devices.txt"
     devices.write_text("dev-a\n")
-    port = broker.free_port()
+    port = free_port()
     args = ["broker-config", "--out", str(tmp_path / "broker"), "--devices-file", str(devices),
             "--port", str(port), "--bind", "127.0.0.1", "--run-as", getpass.getuser(),
             "--log-file", str(tmp_path / "mosquitto.log")] + extra_args
@@ -48,8 +48,8 @@ def hardened_broker(tmp_path, extra_args, tls=False):
     assert cli.main(args) == 0
     with open(tmp_path / "broker" / "credentials.csv") as f:
         creds = {row["username"]: row["password"] for row in csv.DictReader(f)}
-    proc = broker.MosquittoProcess(str(tmp_path / "broker" / "mosquitto.conf"), port,
-                                   log_path=str(tmp_path / "mosquitto.log")).start()
+    proc = MosquittoProcess(str(tmp_path / "broker" / "mosquitto.conf"), port,
+                            log_path=str(tmp_path / "mosquitto.log")).start()
     url = "%s://127.0.0.1:%d" % ("mqtts" if tls else "mqtt", port)
     return proc, url, creds, ca_path and str(ca_path)
 

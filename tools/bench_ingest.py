@@ -65,12 +65,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "aggregator"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from ldpfleet.loadgen import FleetOptions, run_fleet  # noqa: E402
-from ldpfleet.broker.secured import (
-    EmbeddedBroker,
-    MosquittoProcess,
-    SecuredBroker,
-    free_port,
-    write_secured_config)
+from ldpfleet.broker.embedded import EmbeddedBroker, MosquittoProcess, free_port  # noqa: E402
+from ldpfleet.broker.secured import SecuredBroker, write_secured_config  # noqa: E402
 from ldpfleet.loadgen.serve_process import ServeProcess  # noqa: E402
 from ldpfleet.service import BrokerSettings, Store, create_campaign  # noqa: E402
 from ldpfleet.mqtt import client as brokermod  # noqa: E402

@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aggregator"))
 
-from ldpfleet.broker.secured import EmbeddedBroker  # noqa: E402
+from ldpfleet.broker.embedded import EmbeddedBroker  # noqa: E402
 from ldpfleet.mqtt.lean import LeanClient  # noqa: E402
 from ldpfleet.loadgen.bulk import BulkPublisher  # noqa: E402
 from ldpfleet.mqtt.client import PROTOCOLS, BrokerSettings, connect  # noqa: E402

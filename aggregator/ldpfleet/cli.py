@@ -7,14 +7,21 @@ import sys
 from . import configfile
 
 COMMAND_MODULES = [
-    "ldpfleet.commands.simulate",   # simulate
-    "ldpfleet.commands.plan",       # plan
-    "ldpfleet.commands.service",    # serve, campaign, estimate
-    "ldpfleet.commands.fleet",      # fleet, demo, broker-config
-    "ldpfleet.commands.flash",      # flash, provision, device-cert
-    "ldpfleet.commands.devices",    # devices silent
-    "ldpfleet.commands.configcmd",  # config check
-    "ldpfleet.commands.ackkey",     # ack-key
+    "ldpfleet.commands.simulate",       # simulate
+    "ldpfleet.commands.plan",           # plan
+    "ldpfleet.commands.serve",          # serve
+    "ldpfleet.commands.broker_check",   # broker-check
+    "ldpfleet.commands.campaign",       # campaign (keygen, rotate-keys: campaign_keys)
+    "ldpfleet.commands.estimate",       # estimate
+    "ldpfleet.commands.fleet",          # fleet
+    "ldpfleet.commands.demo",           # demo
+    "ldpfleet.commands.broker_config",  # broker-config
+    "ldpfleet.commands.flash",          # flash
+    "ldpfleet.commands.provision",      # provision
+    "ldpfleet.commands.device_cert",    # device-cert
+    "ldpfleet.commands.devices",        # devices silent
+    "ldpfleet.commands.config",         # config check
+    "ldpfleet.commands.ack_key",        # ack-key
 ]
 
 
@@ -144,7 +151,7 @@ def exit_codes():
     traceback and exits INTERNAL_EXIT."""
     import socket
     import sqlite3
-    from .broker.secured import BrokerUnavailable
+    from .broker.embedded import BrokerUnavailable
     from .core.errors import DataFileError, LdpError, LoginTakenOver, StateError
     from .service.state.sql import database_errors
     return [

@@ -47,7 +47,7 @@ FALSE = {"false", "0", "no", "off"}
 def _self_read():
     """Secret dests whose environment variable the commands read themselves (not applied as
     a default: `--password` would warn that it shows in `ps`)."""
-    from .commands import PASSWORD_ENV
+    from .commands.common import PASSWORD_ENV
     return {PASSWORD_ENV[len(ENV_PREFIX):].lower()}
 
 

@@ -1,6 +1,6 @@
 """A private Mosquitto on a free loopback port, stopped by its PID (never the shared one): the
 product's `EmbeddedBroker` (sized queues, persistence in its own directory)."""
-from ldpfleet.broker.secured import EmbeddedBroker, free_port  # noqa: F401  (free_port: for the tests)
+from ldpfleet.broker.embedded import EmbeddedBroker, free_port  # noqa: F401  (free_port: for the tests)
 
 
 class PrivateMosquitto(EmbeddedBroker):

@@ -17,6 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from ..core.errors import ConfigError
 from ..mqtt import client as mqtt
 from .secured import CHECK_TOPIC_ROOT
 
@@ -90,7 +91,7 @@ def check_broker(broker, messages: int = DEFAULT_MESSAGES, payload_bytes: int = 
     back and counts what it is given."""
     settings = mqtt.as_settings(broker)
     if messages < 1:
-        raise ValueError("messages must be >= 1, got %d" % messages)
+        raise ConfigError("messages", "must be >= 1, got %d" % messages)
     started = time.monotonic()
     tag = uuid.uuid4().hex[:12]
     client_id, topic = "ldpfleet-check-%s" % tag, "%s/%s" % (CHECK_TOPIC_ROOT, tag)

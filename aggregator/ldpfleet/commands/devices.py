@@ -2,9 +2,10 @@
 (service/campaigns/coverage.py)."""
 import json
 
+from .common import open_store, state_arg
+
 
 def register(subparsers):
-    from .service import _state_arg
     d = subparsers.add_parser("devices", help="the provisioned fleet seen from the state")
     dsub = d.add_subparsers(dest="devices_command", metavar="ACTION")
     si = dsub.add_parser(
@@ -19,7 +20,7 @@ def register(subparsers):
                     "device reported does not depend on its value (a device reports whatever "
                     "its value, spec §7.1), so this list reveals nothing about values.")
     si.add_argument("name", help="campaign")
-    _state_arg(si)
+    state_arg(si)
     si.add_argument("--devices-file", required=True, metavar="FILE",
                     help="the provisioned fleet, one device id per line")
     si.add_argument("--json", action="store_true")
@@ -41,7 +42,6 @@ def coverage_line(cov) -> str:
 
 def run_silent(args):
     from ..service.campaigns.coverage import ProvisionedFleet, silent_devices
-    from .service import open_store
     fleet = ProvisionedFleet(args.devices_file)
     with open_store(args, create=False) as store:
         out = silent_devices(store, args.name, fleet)

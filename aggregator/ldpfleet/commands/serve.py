@@ -1,13 +1,13 @@
-"""`ldpfleet serve` (the aggregator's ingest loop, service/ingest/loop.py) and `ldpfleet broker-check`
-(broker/check.py)."""
-import json
+"""`ldpfleet serve`: the aggregator's ingest loop (service/ingest/loop.py), its HTTP API, its
+locks and its start-up broker check."""
 import logging
 import signal
 import sys
 
 from ..core.config import NAME_RE
 from ..core.errors import ConfigError
-from . import duration, host_address, non_negative, positive_int, tcp_port
+from .common import (broker_args, broker_settings, duration, host_address, non_negative,
+                     positive_int, resolve_password, state_arg, tcp_port)
 
 DEFAULT_METRICS_PORT = 9108
 """The metrics port of every deployment file (README, deploy/ldpfleet.toml, compose, the
@@ -15,7 +15,7 @@ systemd units, Prometheus' scrape config): one number everywhere (tests/test_dep
 9100, the node exporter's, which often runs on the same machine."""
 
 
-def register(subparsers, broker_args, state_arg):
+def register(subparsers):
     s = subparsers.add_parser(
         "serve", help="run the aggregator: ingest reports from MQTT into the state file",
         description="Subscribe to ldp/+/r/+ (QoS 1, persistent session, manual acks), "
@@ -115,28 +115,6 @@ def register(subparsers, broker_args, state_arg):
                    % 2000)
     s.set_defaults(func=run_serve)
 
-    bc = subparsers.add_parser(
-        "broker-check", help="measure whether the broker would drop reports for a slow aggregator",
-        description="A persistent QoS 1 session stops acknowledging, --messages QoS 1 messages "
-                    "are published to it, the session returns and counts what the broker kept. "
-                    "Exit 0 when every message was kept, 4 when the broker dropped some (it then "
-                    "prints the settings to change), 3 when it cannot be reached. One login, one "
-                    "client id: on broker-config's broker use the admin login (never serve's "
-                    "while serve runs); its ACL allows ldpfleet/check/#.")
-    broker_args(bc)
-    bc.add_argument("--messages", type=positive_int, default=2000,
-                    help="burst size to check (default 2000, twice Mosquitto's default queue; "
-                         "give your largest burst: devices x phases)")
-    bc.add_argument("--payload-bytes", type=positive_int, default=64,
-                    help="message size (default 64; use your campaigns' report size)")
-    bc.add_argument("--json", action="store_true")
-    bc.set_defaults(func=run_broker_check)
-
-
-def _broker_of(args):
-    from .service import _broker
-    return _broker(args)
-
 
 def run_serve(args):
     from ..service.ingest.loop import IngestOptions, Ingestor
@@ -178,7 +156,7 @@ def run_serve(args):
                               "uses the port? choose another --metrics-port)"
                               % (args.metrics_bind, args.metrics_port, exc.strerror or exc)) from None
     lock = _worker_lock(args.state, client_id) if postgres else _serve_lock(state_path(args.state))
-    broker = _broker_of(args)
+    broker = broker_settings(args)
     ingestor = Ingestor(args.state, broker, options, metrics=metrics)
     logging.getLogger("ldpfleet.service").info(  # a missing or wrong key file: exit 2 here
         "dedupe keys from %s (fingerprint %s)", ingestor.store.dedupe_key_file,
@@ -265,7 +243,6 @@ def _start_http(args, address, metrics, broker, ingestor, fleet=None):
     import argparse
     import dataclasses
     from ..service.http.api import create_app, start_http
-    from . import resolve_password
     if args.http_admin_username:
         password = resolve_password(argparse.Namespace(
             password=None, password_file=args.http_admin_password_file))
@@ -298,16 +275,6 @@ def _preflight(broker, drops):
         (log.info if result.passed else log.warning)("broker-check: %s", result.summary())
 
     threading.Thread(target=check, name="broker-check", daemon=True).start()
-
-
-def run_broker_check(args):
-    from ..broker.check import check_broker
-    result = check_broker(_broker_of(args), messages=args.messages, payload_bytes=args.payload_bytes)
-    if args.json:
-        print(json.dumps(result.to_json(), sort_keys=True))
-    else:
-        print(result.summary())
-    return 0 if result.passed else 4
 
 
 def _worker_lock(url: str, client_id: str):

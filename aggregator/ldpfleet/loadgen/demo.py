@@ -143,7 +143,7 @@ def _dashboard_args(address: str, out_dir: str):
 def _services(opts: DemoOptions, out_dir: str, say):
     """Broker (embedded unless `opts.broker_url`), serve (with its HTTP API and dashboard when
     `opts.dashboard`) and a fresh campaign; yields a `_Running`; stops serve, then the broker."""
-    from ..broker.secured import EmbeddedBroker
+    from ..broker.embedded import EmbeddedBroker
     from ..service import Store, create_campaign
     from ..core.signing import write_signing_key
     name = "demo-%s" % uuid.uuid4().hex[:8]

@@ -161,7 +161,7 @@ class QosPublisher:
     def __init__(self, broker, client_id: str = None, max_inflight: int = 128, rate: float = None,
                  persistent: bool = False):
         if not 1 <= max_inflight <= 65000:
-            raise ValueError("max_inflight must be in [1, 65000], got %d" % max_inflight)
+            raise ConfigError("max_inflight", "must be in [1, 65000], got %d" % max_inflight)
         settings = as_settings(broker)
         self.client = settings.make_client(client_id or "ldpfleet-pub-%s" % uuid.uuid4().hex[:12],
                                            persistent=persistent, protocol=mqtt.MQTTv311,

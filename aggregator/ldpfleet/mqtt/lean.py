@@ -11,7 +11,8 @@ Mosquitto an order of magnitude faster. This module is that reader, kept small:
   `poll` (and `subscribe`), so the owner must call `poll` at least every keepalive/2 seconds.
 - `PublishBatch`: numpy arrays (qos, packet_id, retain, topic/payload offsets and lengths)
   into `data`, the bytes of one read.
-The load generator's bulk QoS 1 publisher on this client is `ldpfleet.loadgen.bulk`.
+The load generator's bulk QoS 1 publisher on this client is `ldpfleet.loadgen.bulk`; the
+packets themselves (encoding, decoding, `PublishBatch`) are `ldpfleet.mqtt.packets`.
 
 Subscriptions are QoS 0 or 1 (no QoS 2 exchange); the broker is not asked for topic aliases,
 so every PUBLISH carries its topic. MQTT 3.1.1 (protocol 4) and MQTT 5 (protocol 5).
@@ -28,188 +29,14 @@ import time
 
 import numpy as np
 
+from ..core.errors import ConfigError, ReportFormatError
 from ..core.kernels import ffi, lib, ptr
-
-PINGREQ = b"\xc0\x00"
-DISCONNECT = b"\xe0\x00"  # MQTT 5: remaining length 0 = reason 0x00 Normal disconnection
-
-CONNACK_V4 = {1: "unacceptable protocol version", 2: "client identifier rejected",
-              3: "server unavailable", 4: "bad user name or password", 5: "not authorized"}
-REASONS_V5 = {
-    0x80: "unspecified error", 0x81: "malformed packet", 0x82: "protocol error",
-    0x83: "implementation specific error", 0x84: "unsupported protocol version",
-    0x85: "client identifier not valid", 0x86: "bad user name or password",
-    0x87: "not authorized", 0x88: "server unavailable", 0x89: "server busy", 0x8A: "banned",
-    0x8B: "server shutting down", 0x8C: "bad authentication method",
-    0x8D: "keep alive timeout", 0x8E: "session taken over", 0x8F: "topic filter invalid",
-    0x90: "topic name invalid", 0x93: "receive maximum exceeded", 0x94: "topic alias invalid",
-    0x95: "packet too large", 0x97: "quota exceeded", 0x98: "administrative action",
-    0x99: "payload format invalid", 0x9A: "retain not supported", 0x9B: "QoS not supported",
-    0x9C: "use another server", 0x9D: "server moved", 0x9F: "connection rate exceeded"}
-
-# MQTT 5 property id -> encoding (§2.2.2.2)
-_PROPS = {**{i: "B" for i in (0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A)},
-          **{i: "H" for i in (0x13, 0x21, 0x22, 0x23)},
-          **{i: "I" for i in (0x02, 0x11, 0x18, 0x27)},
-          0x0B: "varint",
-          **{i: "str" for i in (0x03, 0x08, 0x12, 0x15, 0x1A, 0x1C, 0x1F, 0x09, 0x16)},
-          0x26: "pair"}
-
+from .packets import (DISCONNECT, PINGREQ, REASONS_V5, ConnectionRefused, MalformedPacket,
+                      PublishBatch, Truncated, check_control_bodies, connect_packet,
+                      parse_connack, publish_head, publish_packet, publish_packets, refusal_text,
+                      subscribe_packet, suback_codes)
 
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
-
-
-class MalformedPacket(ConnectionError):
-    """A packet from the broker that breaks MQTT's framing or a control packet's layout. The
-    connection is closed and treated as lost (the owner reconnects; nothing un-acknowledged is
-    lost: the broker redelivers it). `kind`: the packet type (0 when unknown)."""
-
-    def __init__(self, url: str, kind: int, detail: str):
-        super().__init__("malformed MQTT packet (type %d) from %s: %s" % (kind, url, detail))
-        self.kind = kind
-
-
-class _Truncated(Exception):
-    """A field reaches past the end of its packet (turned into MalformedPacket)."""
-
-
-class ConnectionRefused(ConnectionRefusedError):
-    """The broker's CONNACK refused us: `code` is the 3.1.1 return code or MQTT 5 reason code."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, digit = n >> 7, n & 0x7F
-        out.append(digit | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _str(b: bytes) -> bytes:
-    return struct.pack("!H", len(b)) + b
-
-
-def _as_bytes(s) -> bytes:
-    return s.encode("utf-8") if isinstance(s, str) else bytes(s)
-
-
-def _need(pos: int, size: int, limit: int):
-    if pos + size > limit:
-        raise _Truncated("%d byte(s) at %d, past the packet's end %d" % (size, pos, limit))
-
-
-def _read_varint(data, pos: int, limit: int = None):
-    limit = len(data) if limit is None else limit
-    value = 0
-    for i in range(4):
-        _need(pos + i, 1, limit)
-        b = data[pos + i]
-        value |= (b & 0x7F) << (7 * i)
-        if not b & 0x80:
-            return value, pos + i + 1
-    raise _Truncated("a variable byte integer of more than 4 bytes")
-
-
-def parse_properties(data, pos: int, limit: int = None) -> tuple:
-    """({id: value}, position after) of the MQTT 5 property block at data[pos], which must
-    end by `limit` (default: the end of data); _Truncated when it does not, ValueError for an
-    unknown property (the caller turns both into MalformedPacket)."""
-    limit = len(data) if limit is None else limit
-    length, pos = _read_varint(data, pos, limit)
-    end, props = pos + length, {}
-    _need(pos, length, limit)
-    while pos < end:
-        pid = data[pos]
-        kind = _PROPS.get(pid)
-        pos += 1
-        if kind in ("B", "H", "I"):
-            size = struct.calcsize(kind)
-            _need(pos, size, end)
-            (value,) = struct.unpack_from("!" + kind, data, pos)
-            pos += size
-        elif kind == "varint":
-            value, pos = _read_varint(data, pos, end)
-        elif kind in ("str", "pair"):
-            value, pos = _read_str(data, pos, end)
-            if kind == "pair":
-                second, pos = _read_str(data, pos, end)
-                value = (value, second)
-        else:
-            raise ValueError("unknown MQTT 5 property 0x%02x" % pid)
-        props[pid] = value
-    return props, end
-
-
-def _read_str(data, pos: int, limit: int):
-    _need(pos, 2, limit)
-    (n,) = struct.unpack_from("!H", data, pos)
-    _need(pos + 2, n, limit)
-    return bytes(data[pos + 2:pos + 2 + n]), pos + 2 + n
-
-
-class PublishBatch:
-    """The PUBLISH packets of one read. `data` (uint8, read-only) holds them; per message:
-    `qos`, `retain`, `dup` (uint8), `packet_id` (uint16, 0 for QoS 0) and the spans
-    `topic_off`, `topic_len`, `payload_off`, `payload_len` (uint32, offsets into `data`)."""
-
-    __slots__ = ("data", "qos", "retain", "dup", "packet_id", "topic_off", "topic_len",
-                 "payload_off", "payload_len", "oversized")
-
-    def __init__(self, data, first_byte, packet_id, topic_off, topic_len, payload_off,
-                 payload_len):
-        self.data = data
-        self.qos = (first_byte >> 1) & 3
-        self.retain = first_byte & 1
-        self.dup = (first_byte >> 3) & 1
-        self.packet_id = packet_id
-        self.topic_off, self.topic_len = topic_off, topic_len
-        self.payload_off, self.payload_len = payload_off, payload_len
-        self.oversized = np.zeros(len(packet_id), bool)
-        """PUBLISH packets longer than the client's `max_receive`: their payload was skipped as
-        it streamed in (payload_len 0); the owner acknowledges them like the others."""
-
-    @classmethod
-    def empty(cls) -> "PublishBatch":
-        u32 = np.zeros(0, np.uint32)
-        return cls(np.zeros(0, np.uint8), np.zeros(0, np.uint8), np.zeros(0, np.uint16),
-                   u32, u32, u32, u32)
-
-    def __len__(self) -> int:
-        return len(self.packet_id)
-
-    def topic_bytes(self, i: int) -> bytes:
-        off = int(self.topic_off[i])
-        return self.data[off:off + int(self.topic_len[i])].tobytes()
-
-    def topic(self, i: int):
-        """Topic of message i as str, None when it is not valid UTF-8."""
-        try:
-            return self.topic_bytes(i).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-
-    def payload(self, i: int) -> bytes:
-        off = int(self.payload_off[i])
-        return self.data[off:off + int(self.payload_len[i])].tobytes()
-
-    def payload_matrix(self, width: int) -> np.ndarray:
-        """(len, width) uint8 payloads; every payload must be `width` bytes (select first)."""
-        if len(self) and not (self.payload_len == width).all():
-            raise ValueError("payloads are not all %d bytes" % width)
-        return self.data[self.payload_off[:, None].astype(np.intp) + np.arange(width)]
-
-    def select(self, which) -> "PublishBatch":
-        """The messages at a boolean mask or index array (sharing `data`)."""
-        out = PublishBatch.__new__(PublishBatch)
-        out.data = self.data
-        for name in PublishBatch.__slots__[1:]:
-            setattr(out, name, getattr(self, name)[which])
-        return out
 
 
 class LeanClient:
@@ -230,16 +57,17 @@ class LeanClient:
                  receive_maximum: int = None):
         protocol = 4 if protocol == 311 else protocol
         if protocol not in (4, 5):
-            raise ValueError("protocol must be 4 (MQTT 3.1.1) or 5, got %r" % protocol)
+            raise ConfigError("protocol", "must be 4 (MQTT 3.1.1) or 5, got %r" % protocol)
         if persistent and not client_id:
-            raise ValueError("a persistent session needs a fixed client id")
+            raise ConfigError("client_id", "a persistent session needs a fixed client id")
         if persistent and protocol == 5 and not session_expiry:
-            raise ValueError("a persistent MQTT 5 session needs session_expiry > 0 (with 0 the "
-                             "broker discards it, and everything queued for us, at disconnect)")
+            raise ConfigError("session_expiry", "a persistent MQTT 5 session needs "
+                              "session_expiry > 0 (with 0 the broker discards it, and "
+                              "everything queued for us, at disconnect)")
         if not 0 <= keepalive <= 65535:
-            raise ValueError("keepalive must be in [0, 65535] seconds")
+            raise ConfigError("keepalive", "must be in [0, 65535] seconds")
         if receive_maximum is not None and not 1 <= receive_maximum <= 65535:
-            raise ValueError("receive_maximum must be in [1, 65535]")
+            raise ConfigError("receive_maximum", "must be in [1, 65535]")
         self.settings = settings
         self.client_id = client_id
         self.protocol = protocol
@@ -281,27 +109,16 @@ class LeanClient:
         return self.sock
 
     def _connect_packet(self) -> bytes:
-        s = self.settings
-        flags = 0 if self.persistent else 0x02
-        payload = _str(self.client_id.encode("utf-8"))
-        if s.username is not None:
-            flags |= 0x80
-            payload += _str(s.username.encode("utf-8"))
-            if s.password is not None:
-                flags |= 0x40
-                payload += _str(s.password.encode("utf-8"))
-        head = _str(b"MQTT") + bytes([self.protocol, flags]) + struct.pack("!H", self.keepalive)
+        props = {}
         if self.protocol == 5:
-            props = b""
             if self.persistent:
-                props += b"\x11" + struct.pack("!I", self.session_expiry)
+                props[0x11] = self.session_expiry
             if self.max_packet:
-                props += b"\x27" + struct.pack("!I", self.max_packet)
+                props[0x27] = self.max_packet
             if self.receive_maximum:
-                props += b"\x21" + struct.pack("!H", self.receive_maximum)
-            head += varint(len(props)) + props
-        body = head + payload
-        return b"\x10" + varint(len(body)) + body
+                props[0x21] = self.receive_maximum
+        return connect_packet(self.settings, self.client_id, self.protocol,
+                              0 if self.persistent else 0x02, self.keepalive, props)
 
     def connect(self, timeout: float = 10.0) -> bool:
         """Open the TCP (TLS when settings.tls) connection, send CONNECT and wait for the
@@ -336,7 +153,7 @@ class LeanClient:
         flags, code, props = self._connack
         if code:
             self.close()
-            text = (CONNACK_V4 if self.protocol == 4 else REASONS_V5).get(code, "refused")
+            text = refusal_text(self.protocol, code)
             reason = props.get(0x1F)
             raise ConnectionRefused(code, "broker %s refused the connection: %s (code %d)%s"
                                     % (s.url, text, code,
@@ -351,12 +168,7 @@ class LeanClient:
         """Subscribe to [(filter, qos)] (qos 0 or 1); returns the SUBACK's codes (the granted
         QoS, or >= 0x80 for a refusal). PUBLISH packets arriving meanwhile are kept for poll."""
         pid = self._take_ids(1, mark=False)[0]
-        body = struct.pack("!H", pid) + (b"\x00" if self.protocol == 5 else b"")
-        for topic_filter, qos in subscriptions:
-            if qos not in (0, 1):
-                raise ValueError("LeanClient subscribes at QoS 0 or 1, not %r" % qos)
-            body += _str(_as_bytes(topic_filter)) + bytes([qos])
-        self._send(b"\x82" + varint(len(body)) + body)
+        self._send(subscribe_packet(pid, subscriptions, self.protocol))
         deadline = time.monotonic() + timeout
         while pid not in self._subacks:
             if self._eof:
@@ -564,14 +376,7 @@ class LeanClient:
         keep its topic and packet id as an `oversized` message for the owner to count and
         acknowledge, and skip its remaining bytes as they arrive."""
         tail = self._tail
-        length, mult, i = 0, 1, 1
-        while True:  # the remaining-length varint is complete: the scan stopped past it
-            length += (tail[i] & 0x7F) * mult
-            mult <<= 7
-            i += 1
-            if not tail[i - 1] & 0x80:
-                break
-        first = tail[0]
+        first, i, length = publish_head(tail)  # the scan stopped past its remaining length
         if first >> 4 != 3:
             self.close()
             raise MalformedPacket(self.settings.url, first >> 4, "%d bytes, more than "
@@ -591,27 +396,20 @@ class LeanClient:
         big.oversized[:] = True
         self._pending.append(big)
 
-    # (smallest, largest) remaining length of the control packets a broker may send us
-    _BODY = {2: (2, None), 4: (2, None), 9: (3, None), 11: (2, None), 13: (0, 0), 14: (0, None)}
-
     def _control(self, data, types, body, end, pid, is_pub):
         """Handle the control packets of one read. Any packet that breaks its layout (too
         short, a field past its end, an unknown property, a type the broker never sends us)
         closes the connection: MalformedPacket, a ConnectionError like any lost connection."""
         try:
             self._control_packets(data, types, body, end, pid, is_pub)
-        except (_Truncated, ValueError, IndexError, struct.error) as exc:
+        except (Truncated, ValueError, IndexError, struct.error) as exc:
             self.close()
             kinds = sorted(set(types[~is_pub].tolist()))
             raise MalformedPacket(self.settings.url, kinds[0] if len(kinds) == 1 else 0,
                                   str(exc) or type(exc).__name__) from None
 
     def _control_packets(self, data, types, body, end, pid, is_pub):
-        for t, b, e in zip(types[~is_pub].tolist(), body[~is_pub].tolist(),
-                           end[~is_pub].tolist()):
-            low, high = self._BODY.get(t, (0, None))
-            if e - b < low or (high is not None and e - b > high):
-                raise _Truncated("packet type %d with a body of %d byte(s)" % (t, e - b))
+        check_control_bodies(types[~is_pub], body[~is_pub], end[~is_pub])
         acks = types == 4
         if acks.any():  # PUBACKs of our QoS 1 publishes, in bulk
             ids = pid[acks]
@@ -625,16 +423,9 @@ class LeanClient:
             if kind == 13:  # PINGRESP
                 self._ping_sent = None
             elif kind == 2:  # CONNACK
-                props = parse_properties(data, b + 2, e)[0] if self.protocol == 5 and e > b + 2 \
-                    else {}
-                self._connack = (data[b], data[b + 1], props)
+                self._connack = parse_connack(data, b, e, self.protocol)
             elif kind == 9:  # SUBACK
-                codes_at = b + 2
-                if self.protocol == 5:
-                    codes_at = parse_properties(data, codes_at, e)[1]
-                if codes_at >= e:
-                    raise _Truncated("a SUBACK without return codes")
-                self._subacks[int(pid[k])] = list(data[codes_at:e])
+                self._subacks[int(pid[k])] = suback_codes(data, b, e, self.protocol)
             elif kind == 11:  # UNSUBACK
                 pass
             elif kind == 14:  # DISCONNECT (MQTT 5)
@@ -643,8 +434,8 @@ class LeanClient:
                 raise ConnectionError("broker %s disconnected us: %s (reason 0x%02x)"
                                       % (self.settings.url, REASONS_V5.get(code, "normal"), code))
             else:
-                raise ValueError("a packet of type %d, which a broker never sends a client"
-                                 % kind)
+                raise ReportFormatError("packet_type", "a packet of type %d, which a broker "
+                                        "never sends a client" % kind)
 
     # --- sending --------------------------------------------------------------------------
 
@@ -685,9 +476,7 @@ class LeanClient:
         if qos not in (0, 1):
             raise ValueError("LeanClient publishes at QoS 0 or 1, not %r" % qos)
         pid = int(self._take_ids(1)[0]) if qos else 0
-        body = (_str(_as_bytes(topic)) + (struct.pack("!H", pid) if qos else b"")
-                + (b"\x00" if self.protocol == 5 else b"") + bytes(payload))
-        self._send(bytes([0x30 | qos << 1 | bool(retain)]) + varint(len(body)) + body)
+        self._send(publish_packet(topic, payload, qos, pid, retain, self.protocol))
         return pid
 
     def send_packets(self, packets: bytes):
@@ -698,11 +487,6 @@ class LeanClient:
 
     def publish_many(self, messages):
         """QoS 0 PUBLISH of every (topic, payload) pair with one socket write."""
-        props = b"\x00" if self.protocol == 5 else b""
-        parts = []
-        for topic, payload in messages:
-            body = _str(_as_bytes(topic)) + props + bytes(payload)
-            parts += [b"\x30", varint(len(body)), body]
-        if parts:
-            self._send(b"".join(parts))
-
+        packets = publish_packets(messages, self.protocol)
+        if packets:
+            self._send(packets)

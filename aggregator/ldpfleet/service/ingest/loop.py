@@ -54,7 +54,8 @@ from ...core.config import NAME_RE
 from ...core.errors import ConfigError, LoginTakenOver
 from ...core.signing import read_signing_key
 from ...mqtt import client as mqtt
-from ...mqtt.lean import LeanClient, MalformedPacket, PublishBatch
+from ...mqtt.lean import LeanClient
+from ...mqtt.packets import MalformedPacket, PublishBatch
 from .broker_watch import SYS_DROPPED, BrokerDrops
 from ..campaigns.manage import status_document
 from .batch import ReportBatch

@@ -2,9 +2,10 @@
 import json
 
 from ..core.errors import ConfigError
+from .common import broker_args, command_broker, open_store, state_arg
 
 
-def register(csub, broker_args, state_arg):
+def register(csub):
     kg = csub.add_parser("keygen", help="write a fresh Ed25519 signing key: PATH (private, PKCS#8 "
                          "PEM, mode 0600) and PATH.pub (the public key devices trust)")
     kg.add_argument("path")
@@ -46,10 +47,9 @@ def run_keygen(args):
 def run_rotate_keys(args):
     from ..service.campaigns.keys import rotate_keys
     from ..core.signing import read_public_keys
-    from .service import _command_broker, open_store
     also = [k for path in args.also_trust for k in read_public_keys(path)]
     with open_store(args) as store:
-        out = rotate_keys(store, _command_broker(args, store), args.signing_key_file, args.new_key,
+        out = rotate_keys(store, command_broker(args, store), args.signing_key_file, args.new_key,
                           also)
     if args.json:
         print(json.dumps(out, sort_keys=True))

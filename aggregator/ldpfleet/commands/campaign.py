@@ -1,77 +1,24 @@
-"""`ldpfleet campaign create|status|close|list|phase2|advance` (and `keygen|rotate-keys`,
-commands/keys.py; `serve` and `broker-check`: commands/serve.py) and
-`ldpfleet estimate`: the aggregator service (ldpfleet.service).
+"""`ldpfleet campaign create|status|close|purge|trend|list|phase2|advance` (and `keygen|rotate-keys`,
+commands/campaign_keys.py): campaigns of the aggregator service (ldpfleet.service.campaigns).
 
 Two-phase protocols: `campaign create --protocol ldpminer-rappor|ldpminer-sh|ldpminer-sh-opt|ldplcm ...`,
 devices report phase 1, `campaign advance NAME` publishes the phase-2 message computed from
-the phase-1 sketch, devices report phase 2, `estimate NAME` prints the protocol's answer.
+the phase-1 sketch, devices report phase 2, `ldpfleet estimate NAME` prints the protocol's answer.
 
 Exit codes: 0 ok, 2 bad input (typed ldpfleet error, printed with its field), 3 broker
 unreachable.
 """
 import json
-import sys
 import time
 
 from ..core.config import DEFAULT_DRAIN_RATE
 from ..core.errors import ConfigError
 from ..core.protocols.options import ProtocolOptions, add_protocol_arguments
-from . import keys, serve
-from . import add_password_args, resolve_password
-
-
-def _broker_args(p, required=True):
-    p.add_argument("--broker", required=required, help="mqtt://HOST:PORT or mqtts://HOST:PORT")
-    p.add_argument("--username", default=None, help="broker login")
-    add_password_args(p)
-    p.add_argument("--tls", action="store_true", help="TLS (implied by mqtts:// or --cafile)")
-    p.add_argument("--cafile", default=None, help="CA certificate(s) to verify the broker")
-
-
-def _command_broker(args, store):
-    """The broker settings of a campaign command, refused when they log in as `serve` does: a
-    broker that binds client ids to logins (broker-config's) would hand serve's session, and
-    the reports queued in it, to this command's connection."""
-    broker = _broker(args)
-    serve_login = store.meta("serve.username")
-    if broker is not None and broker.username and broker.username == serve_login:
-        raise ConfigError("username", "%s is the login `serve` uses for this state; run campaign "
-                          "commands with another login (broker-config's admin login, e.g. %s-admin)"
-                          " so they never take over serve's session" % (broker.username, broker.username))
-    return broker
-
-
-def _state_arg(p):
-    p.add_argument("--state", required=True,
-                   help="state: a SQLite file (sqlite:///relative/path, sqlite:////absolute/path or a "
-                        "path) or a PostgreSQL database (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB; "
-                        "the password better in PGPASSWORD or ~/.pgpass)")
-    p.add_argument("--dedupe-key", default=None, metavar="FILE",
-                   help="the root key of the dedupe keys (64 hex digits), kept out of the state "
-                        "so a copy of the state links no device across campaigns. Default for a "
-                        "SQLite state: STATEFILE.dedupe-key, made on first use; a PostgreSQL "
-                        "state needs it, the same file for every worker and command (made on "
-                        "first use if missing; or `openssl rand -hex 32 > FILE`)")
-
-
-def open_store(args, create: bool = True):
-    """The state of a command (`--state`, `--dedupe-key`)."""
-    from ..service.state.store import Store
-    return Store(args.state, create=create, dedupe_key=getattr(args, "dedupe_key", None))
-
-
-def _broker(args):
-    from ..mqtt.client import BrokerSettings
-    if getattr(args, "broker", None) is None:
-        return None
-    return BrokerSettings.from_url(args.broker, username=args.username,
-                                   password=resolve_password(args),
-                                   tls=args.tls, cafile=args.cafile)
+from . import campaign_keys
+from .common import broker_args, command_broker, item_list, open_store, split_commas, state_arg
 
 
 def register(subparsers):
-    serve.register(subparsers, _broker_args, _state_arg)
-
     c = subparsers.add_parser("campaign", help="create, inspect and close campaigns")
     csub = c.add_subparsers(dest="campaign_command", metavar="ACTION")
     cr = csub.add_parser(
@@ -86,8 +33,8 @@ def register(subparsers):
                     "[--sample-rate R] [--theta T] [--sketch-k K --sketch-m M]); then `campaign "
                     "advance`. Hand-made two-phase campaigns: --mechanism sh,srappor --epsilon "
                     "1,3 and phase-2 parameters as --param 2:NAME=VALUE.")
-    _broker_args(cr)
-    _state_arg(cr)
+    broker_args(cr)
+    state_arg(cr)
     cr.add_argument("--signing-key", dest="signing_key_file", required=True, metavar="FILE",
                     help="Ed25519 private key from `campaign keygen FILE` (devices trust FILE.pub)")
     cr.add_argument("--name", required=True)
@@ -134,7 +81,7 @@ def register(subparsers):
 
     st = csub.add_parser("status", help="counters by reason and expected error of a campaign")
     st.add_argument("name")
-    _state_arg(st)
+    state_arg(st)
     st.add_argument("--confidence", type=float, default=0.95)
     st.add_argument("--devices-file", default=None, metavar="FILE",
                     help="the provisioned fleet (one device id per line): coverage = its "
@@ -149,8 +96,8 @@ def register(subparsers):
                                      "a device that comes later never spends on the campaign; the "
                                      "retained phase-2 message is cleared.")
     cl.add_argument("name")
-    _state_arg(cl)
-    _broker_args(cl, required=False)
+    state_arg(cl)
+    broker_args(cl, required=False)
     cl.add_argument("--signing-key", dest="signing_key_file", default=None, metavar="FILE",
                     help="key that signs the close (default: the one the campaign was made with)")
     cl.set_defaults(func=run_close)
@@ -161,7 +108,7 @@ def register(subparsers):
                     "of device ids) protect nothing any more: purge drops them; estimates and "
                     "counters are unchanged and `campaign status` shows when it happened.")
     pu.add_argument("name", nargs="?", default=None, help="a closed campaign")
-    _state_arg(pu)
+    state_arg(pu)
     pu.add_argument("--closed-before", type=float, default=None, metavar="DAYS",
                     help="instead of NAME: every campaign closed more than DAYS days ago")
     pu.add_argument("--json", action="store_true")
@@ -172,19 +119,19 @@ def register(subparsers):
                                      "otherwise rejected, cumulative, at most one point a "
                                      "minute while serve receives (what the dashboard draws).")
     tr.add_argument("name")
-    _state_arg(tr)
+    state_arg(tr)
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=run_trend)
 
     ls = csub.add_parser("list", help="campaigns in the state file")
-    _state_arg(ls)
+    state_arg(ls)
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=run_list)
 
     p2 = csub.add_parser("phase2", help="sign and publish the phase-2 message (candidates or model)")
     p2.add_argument("name")
-    _state_arg(p2)
-    _broker_args(p2)
+    state_arg(p2)
+    broker_args(p2)
     p2.add_argument("--candidates", default=None,
                     help="comma-separated item keys, or a file with one item per line")
     p2.add_argument("--model-file", default=None, help="LDPLCM model JSON")
@@ -200,60 +147,21 @@ def register(subparsers):
                     "the head and otherwise publishes \"fallback\": true (its flat branch, spec "
                     "§5.4).")
     ad.add_argument("name")
-    _state_arg(ad)
-    _broker_args(ad)
+    state_arg(ad)
+    broker_args(ad)
     ad.add_argument("--signing-key", dest="signing_key_file", default=None, metavar="FILE",
                     help="default: the one the campaign was made with")
     ad.add_argument("--json", action="store_true")
     ad.set_defaults(func=run_advance)
 
-    keys.register(csub, _broker_args, _state_arg)
+    campaign_keys.register(csub)
     c.set_defaults(func=lambda args: c.print_help() or 2)
-
-    e = subparsers.add_parser(
-        "estimate", help="frequency estimates with confidence intervals",
-        description="A two-phase protocol campaign in phase 2 prints the protocol's answer "
-                    "(LDPMiner: top-k with frequencies; LDPLCM: every item's frequency and "
-                    "whether the model calls it high-frequent; --top limits it); --phase N "
-                    "gives one phase's raw estimates instead.")
-    e.add_argument("name")
-    _state_arg(e)
-    e.add_argument("--phase", type=int, default=None, help="default: the campaign's current phase")
-    e.add_argument("--post", default=None,
-                   help="consistency post-processing (ldpfleet.core.post.METHODS) of one phase's "
-                        "estimates; `none` for none (clears a config file's [estimate] post); a "
-                        "two-phase protocol's answer ignores it with a warning")
-    e.add_argument("--post-opt", action="append", default=[], metavar="K=V",
-                   help="option of the post-processing method (repeatable)")
-    e.add_argument("--top", type=int, default=None, help="only the K largest")
-    e.add_argument("--threshold", default=None,
-                   help="'auto': only the rows that stand out of the noise (at the --fdr "
-                        "false-discovery rate), or a fraction of the reports")
-    e.add_argument("--fdr", type=float, default=0.05, metavar="LEVEL",
-                   help="false-discovery rate of a list: rows that do not stand out of the "
-                        "noise of all the estimated items at this level are flagged `noise` "
-                        "(Benjamini-Hochberg, or -Yekutieli where the estimates may depend on "
-                        "each other; default 0.05)")
-    e.add_argument("--confidence", type=float, default=0.95)
-    e.add_argument("--items", default=None,
-                   help="estimate only these items: comma-separated, or a file with one per line")
-    e.add_argument("--subset", default=None,
-                   help="set-value query: the fraction of users whose item is in this set "
-                        "(comma-separated, or a file with one per line)")
-    fmt = e.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
-    e.set_defaults(func=run_estimate)
 
 
 def _record(store, name: str, action: str, detail: str = None):
     """This command's change of campaign `name`, for serve's log (service/campaigns/events.py)."""
     from ..service.campaigns import events as lifecycle
     lifecycle.record(store, name, action, lifecycle.cli_origin(), detail)
-
-
-def _split(text):
-    return [t.strip() for t in str(text).split(",") if t.strip()]
 
 
 def _create_protocol(args):
@@ -266,7 +174,7 @@ def _create_protocol(args):
         options.fleet_size = None
     with open_store(args) as store:
         camp = create_protocol_campaign(
-            store, _command_broker(args, store), args.signing_key_file, args.name, args.protocol, args.epsilon,
+            store, command_broker(args, store), args.signing_key_file, args.name, args.protocol, args.epsilon,
             args.domain, options, _issuance(args, store))
         _record(store, camp.name, "create")
         return camp
@@ -321,8 +229,8 @@ def run_create(args):
     given = [name for name in ProtocolOptions.from_args(args).given() if name != "fleet_size"]
     if given:
         raise ConfigError(given[0], "--%s needs --protocol" % given[0].replace("_", "-"))
-    mechanisms = _split(args.mechanism)
-    epsilons = _split(args.epsilon)
+    mechanisms = split_commas(args.mechanism)
+    epsilons = split_commas(args.epsilon)
     if len(epsilons) != len(mechanisms):
         raise ConfigError("epsilon", "give one epsilon per phase (%d mechanisms)" % len(mechanisms))
     per_phase = [[] for _ in mechanisms]
@@ -334,7 +242,7 @@ def run_create(args):
         per_phase[phase - 1].append(pair)
     params = [parse_params(p) for p in per_phase]
     with open_store(args) as store:
-        camp = create_campaign(store, _command_broker(args, store), args.signing_key_file, args.name, mechanisms,
+        camp = create_campaign(store, command_broker(args, store), args.signing_key_file, args.name, mechanisms,
                                epsilons, args.domain, params=params, issue=_issuance(args, store))
         _record(store, camp.name, "create")
     return _print_created(args, camp)
@@ -451,7 +359,7 @@ def run_purge(args):
 def run_close(args):
     from ..service.campaigns.manage import close_campaign
     with open_store(args, create=False) as store:
-        broker = _command_broker(args, store)
+        broker = command_broker(args, store)
         camp = close_campaign(store, args.name, broker=broker, signing_key_file=args.signing_key_file)
         _record(store, camp.name, "close")
     if broker is None:
@@ -481,7 +389,7 @@ def run_list(args):
 def _items(text, domain_type=None):
     """Comma-separated items or a file of lines; ints where the domain is int."""
     from ..service.campaigns.estimates import parse_items
-    return parse_items(_item_list(text), domain_type)
+    return parse_items(item_list(text), domain_type)
 
 
 def run_phase2(args):
@@ -498,7 +406,7 @@ def run_phase2(args):
             candidates = [protocol.item_key(i)
                           for i in _items(args.candidates, camp.config["domain"]["type"])]
         moving = store.require_campaign(args.name).phase < 2
-        camp = publish_phase2(store, _command_broker(args, store), args.name, candidates=candidates, model=model,
+        camp = publish_phase2(store, command_broker(args, store), args.name, candidates=candidates, model=model,
                               signing_key_file=args.signing_key_file)
         if moving:
             _record(store, camp.name, "phase2")
@@ -515,7 +423,7 @@ def _svim_z() -> float:
 def run_advance(args):
     from ..service.campaigns.protocols import advance_campaign
     with open_store(args, create=False) as store:
-        out = advance_campaign(store, _command_broker(args, store), args.name, signing_key_file=args.signing_key_file)
+        out = advance_campaign(store, command_broker(args, store), args.name, signing_key_file=args.signing_key_file)
         from ..service.campaigns import events as lifecycle
         _record(store, args.name, "advance", lifecycle.advance_detail(out))
     if args.json:
@@ -536,47 +444,4 @@ def run_advance(args):
               "high-frequent items, measured theta %.4g; phase-2 message retained on ldp/%s/phase2"
               % (args.name, out["model_nodes"], out["phase1_reports"], out["high_items"],
                  out["theta_measured"], args.name))
-    return 0
-
-
-def run_estimate(args):
-    from ..service.campaigns.manage import parse_params
-    from ..service.campaigns.estimates import EstimateQuery, parse_threshold
-    from ..service.campaigns.query import estimate
-    from ..service.campaigns.significance import check_level
-    parse_threshold(args.threshold)
-    check_level(args.fdr)
-    if args.top is not None and args.top < 1:
-        raise ConfigError("top", "must be at least 1, got %d" % args.top)
-    if args.post_opt and args.post in (None, "", "none"):
-        raise ConfigError("post_opt", "options of a post-processing method need --post METHOD")
-    with open_store(args, create=False) as store:
-        result = estimate(store, args.name, EstimateQuery(
-            phase=args.phase, post=args.post, post_opts=parse_params(args.post_opt),
-            top=args.top, threshold=args.threshold, confidence=args.confidence,
-            items=_item_list(args.items), subset=_item_list(args.subset), fdr=args.fdr))
-    return _print_result(args, result)
-
-
-def _item_list(text):
-    """Comma-separated items, or a file with one per line (as strings; None stays None)."""
-    import os
-    if text is None:
-        return None
-    if os.path.isfile(text):
-        with open(text, encoding="utf-8") as f:
-            return [line.rstrip("\r\n") for line in f if line.strip()]
-    return _split(text)
-
-
-def _print_result(args, result):
-    """An estimate table or a protocol answer as JSON, CSV or text; its warnings on stderr."""
-    if args.json:
-        print(json.dumps(result.to_json(), sort_keys=True))
-    elif args.csv:
-        result.to_csv(sys.stdout)
-    else:
-        print(result.to_text())
-    for warning in result.warnings:
-        print("ldpfleet: warning: %s" % warning, file=sys.stderr)
     return 0
