@@ -20,7 +20,7 @@ def run_protocols(args):
     try:
         result = auto.choose(args.users, protocol.eps_to_milli(args.epsilon), args.domain,
                              args.set_size, args.top, args.k_max)
-    except (LdpError, ValueError) as exc:
+    except LdpError as exc:
         print("ldpfleet plan: error: %s" % exc, file=sys.stderr)
         return 2
     result.update({"users": args.users, "epsilon": args.epsilon, "domain": args.domain,

@@ -182,7 +182,7 @@ def _population_flags(args):
 
 
 def run_protocol(args):
-    from ..core.errors import DataFileError
+    from ..core.errors import DataFileError, LdpError
     from ..eval.simulation import ProtocolConfig, simulate_protocol
     for flag, bad in (("--post", bool(args.post)),
                       ("--fast", args.fast), ("--param", bool(args.param))):
@@ -199,7 +199,7 @@ def run_protocol(args):
         result = simulate_protocol(cfg)
     except DataFileError:
         raise  # cli.exit_codes: one line naming the file and line
-    except (ValueError, TypeError) as exc:
+    except LdpError as exc:  # bad settings; anything else is a bug (cli: exit 70)
         return _fail(exc)
     if args.json:
         print(json.dumps(result, sort_keys=True))
@@ -229,7 +229,7 @@ def protocol_summary(r) -> str:
 
 
 def run(args):
-    from ..core.errors import DataFileError
+    from ..core.errors import DataFileError, LdpError
     from ..eval.simulation import SimulationConfig, simulate
     if args.protocol:
         return run_protocol(args)
@@ -250,7 +250,7 @@ def run(args):
         result = simulate(cfg, progress=bar)
     except DataFileError:
         raise  # cli.exit_codes: one line naming the file and line
-    except (ValueError, TypeError) as exc:
+    except LdpError as exc:  # bad settings; anything else is a bug (cli: exit 70)
         return _fail(exc)
     except ImportError as exc:
         return _fail("mechanism %r is not available: %s" % (cfg.mechanism, exc))
