@@ -1,5 +1,5 @@
 """`ldpfleet.toml` and `LDPFLEET_<NAME>` environment variables as argparse defaults, for every
-subcommand at once (issue 15).
+subcommand at once.
 
 Precedence: a flag on the command line > the environment > the config file > the option's own
 default. It is argparse's: before `parse_args`, `apply` sets each subcommand option's default

@@ -1,4 +1,4 @@
-"""Device client certificates from a fleet CA (issue 13: device identity on the broker).
+"""Device client certificates from a fleet CA: device identity on the broker.
 
 A device may log in with a TLS client certificate instead of a password, as managed IoT
 platforms do: the broker's device listener requires a certificate signed by the fleet CA

@@ -1,8 +1,8 @@
 """`ldpfleet broker-check`: would this broker drop reports for a slow or absent aggregator?
 
 Brokers acknowledge a QoS 1 publish to the device and may drop it later, when the subscriber's
-queue is full (Mosquitto: `max_queued_messages`, default 1000, and `max_queued_bytes`; mosquitto
-issue #3687). The check measures it the way the aggregator would suffer it: a persistent
+queue is full (Mosquitto: `max_queued_messages`, default 1000, and `max_queued_bytes`; GitHub
+eclipse/mosquitto#3687). The check measures it the way the aggregator would suffer it: a persistent
 subscriber (clean session off, QoS 1) stops acknowledging, `messages` QoS 1 messages are
 published, the subscriber comes back and counts what the broker kept for it. Every message
 kept: pass. Fewer: the broker would have dropped that share of a burst of that size while

@@ -1,4 +1,4 @@
-"""The load generator's publisher for simulated devices: QoS 1 reports in bulk (issue 14).
+"""The load generator's publisher for simulated devices: QoS 1 reports in bulk.
 
 `BulkPublisher` publishes whole chunks of reports (one `perturb_batch` each) as PUBLISH packets
 built in one C call (`ldp_mqtt_build_publishes`) over one `leanmqtt.LeanClient` connection, with

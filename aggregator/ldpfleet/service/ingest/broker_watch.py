@@ -1,4 +1,4 @@
-"""Loss the aggregator cannot see in its own counters: the broker's drops (issue 12).
+"""Loss the aggregator cannot see in its own counters: the broker's drops.
 
 A broker acknowledges a QoS 1 publish to the device and may still drop it before the
 subscriber gets it, when the subscriber's queue is full (Mosquitto's `max_queued_messages`,
