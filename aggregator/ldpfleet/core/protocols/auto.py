@@ -150,8 +150,8 @@ def choose(users: int, eps_milli: int, domain: int, set_size: int, top: int,
     phase 1 (SH at eps1 < eps over length l, `phase1_sd`) ranks the domain with an estimate
     noisier than every one-phase protocol's final one at eps (SH's variance at eps/2 exceeds
     OLH's, RAPPOR's and SH's at eps), so the candidates miss the head that phase 2's small
-    predicted_sd assumes: the losses `tools/reproduce_twophase.py auto` measures on real data. svim's phase-1
-    score is the frequency divided by the sizes of the sets that hold the item, which
+    predicted_sd assumes: the losses `tools/reproduce_twophase.py auto` measures on real data.
+    svim's phase-1 score is the frequency divided by the sizes of the sets that hold the item, which
     (n, eps, d, l, k) do not give, so its phase1_sd is reported but not used. `size_step`
     False: svim as a real campaign runs it today (`_svim_sd`), for `campaign create`;
     `size_ratio`: r of the flat branch (module docstring), l if not given; `int_domain` False:
