@@ -20,7 +20,7 @@ from ldpfleet.provision import device_runner
 from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms import make_mechanism
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "device" / "tests" / "config_rules.py"
 
 

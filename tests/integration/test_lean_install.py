@@ -12,7 +12,7 @@ from ldpfleet.service import Store
 
 from support.service import ServeProcess
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXTRAS_ONLY = ("matplotlib", "sklearn", "tqdm")
 BLOCKER = '''
 import sys

@@ -16,7 +16,7 @@ from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
 from ldpfleet.core.signing import write_signing_key
 from support.service import report_messages
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (Ed25519PrivateKey
 
 from ldpfleet.provision import device_runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEVICE = ROOT / "device"
 
 P = 2 ** 255 - 19

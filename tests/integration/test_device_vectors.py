@@ -11,7 +11,7 @@ import pytest
 
 from ldpfleet.provision import device_runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 RUNNER = ROOT / "device" / "tests" / "vectors.py"
 DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",

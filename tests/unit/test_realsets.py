@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "realsets.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "realsets.py"
 _spec = importlib.util.spec_from_file_location("ldpfleet_tools_realsets", TOOL)
 realsets = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(realsets)

@@ -14,7 +14,7 @@ from ldpfleet.commands.simulate import MECHANISMS as SIMULATE_CHOICES
 from ldpfleet.core.kernels import ffi, lib
 from ldpfleet.core.mechanisms import MODULES, make_mechanism
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = json.loads((ROOT / "protocol_spec" / "v2" / "registry.json").read_text())
 IDS = {name: m["id"] for name, m in REGISTRY["mechanisms"].items()}
 SET_VALUED = {name for name, m in REGISTRY["mechanisms"].items() if m.get("set_valued")}

@@ -35,7 +35,7 @@ from ldpfleet.core.signing import write_signing_key
 from support.service import ServeProcess, publisher, report_messages
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "artifacts")
+ARTIFACTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "artifacts")  # tests/artifacts
 TOKEN = "dashboard-read-token-0123456789"
 SEED = 1915
 TABLE_TOP, CHART_TOP = 10, 32  # app.js: the heavy-hitters table and the chart

@@ -20,7 +20,7 @@ from support.brokers import free_port
 from support.service import ServeProcess, new_campaign, publisher, report_messages
 from support.service import scrape_metrics_until
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "ldpfleet-dashboard.json"
 UNITS = DEPLOY / "systemd"

@@ -30,7 +30,7 @@ from ldpfleet.core.mechanisms import MODULES
 from ldpfleet.core.protocols import ldplcm
 from test_device_config import PRIOR_GEN, PRIOR_LEDGER, envelopes, mutated_configs, refusal_cases
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
                      "psolh", "shc", "duchi", "pm", "hm", "sw"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "tools" / "bench.py"
 WORKER = ROOT / "tools" / "bench_mfldpy_worker.py"
 PROTOCOLS = ["l-osue", "l-sue", "l-grr", "ololoha", "biloloha"]

@@ -193,7 +193,7 @@ def test_bench_ingest_smoke():
     import os
     import subprocess
     import sys
-    tool = os.path.join(os.path.dirname(__file__), "..", "tools", "bench_ingest.py")
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench_ingest.py")
     proc = subprocess.run([sys.executable, tool, "--reports", "5000", "--batch-size", "500",
                            "--domain", "16", "--live-reports", "5000", "--held-reports", "5000"],
                           capture_output=True, text=True, timeout=240)

@@ -8,7 +8,7 @@ import pytest
 from ldpfleet.core import protocol
 from ldpfleet._kernels import ffi, lib
 
-VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v2" / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "protocol_spec" / "v2" / "vectors"
 ROWS = json.loads((VECTORS / "thresholds.json").read_text())
 EPS_MAX = protocol.MAX_EPS_MILLI  # LDP_EPS_MILLI_MAX in ldp_thresholds.h = spec §2's 64000
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "tools" / "bench.py"
 WORKER = ROOT / "tools" / "bench_pureldp_worker.py"
 CORE = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh"]

@@ -18,7 +18,7 @@ from ldpfleet import __version__
 
 from support.devices import write_key_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.o", "*.egg-info", "build",
                                  "_kernels.c", "tests", "c_client")
 

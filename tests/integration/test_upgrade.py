@@ -19,7 +19,7 @@ from ldpfleet.service.state.sql import SCHEMA_VERSION
 
 from support.service import cli_json, fold_batch
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "state_v5"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state_v5"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 
 

@@ -39,7 +39,7 @@ from ldpfleet.core.mechanisms import make_mechanism
 from ldpfleet.core.mechanisms.olh import default_g
 from ldpfleet.core.protocols import ldplcm, ldpminer, svim
 from test_device_config import PRIOR_LEDGER
-from test_ldplcm import BAD_DOCS, small_doc
+from support.ldplcm_docs import BAD_DOCS, small_doc
 
 W = 1 << 32
 CLIENTS = ["micropython", "c"]

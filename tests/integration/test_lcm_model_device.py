@@ -16,7 +16,7 @@ from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms import make_mechanism
 from ldpfleet.core.protocols import ldplcm as L
 
-from test_ldplcm import BAD_DOCS, small_doc  # tests/ is on sys.path (conftest.py)
+from support.ldplcm_docs import BAD_DOCS, small_doc
 
 D = 3000
 DEVICE_MODULES = ["__init__.py", "errors.py", "lcm_model.py"]

@@ -214,7 +214,7 @@ def test_the_readme_curl_example_gets_csv(served, tmp_path):
     dropped `&format=csv` (JSON came back)."""
     import re
     from pathlib import Path
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     [command] = [" ".join(c.split()) for c in re.findall(r"`(curl [^`]+)`", readme)
                  if "format=csv" in c]
     token = tmp_path / "http-read.token"

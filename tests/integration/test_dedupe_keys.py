@@ -24,7 +24,7 @@ from ldpfleet.service.state.store import SCHEMA_VERSION
 from ldpfleet.core.signing import write_signing_key
 from support.service import fold_batch, report_messages
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 FIXTURE = os.path.join(HERE, "fixtures", "state_schema5.db")
 SHARED, OWN = 120, 80
 GUESSES = 10000

@@ -22,7 +22,7 @@ from ldpfleet.core.mechanisms.base import Sketch
 from ldpfleet.core.mechanisms.longitudinal import enrolment_charge_milli
 from support.c_client import build_client, client_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 NAMES = ["losue", "lsue", "lgrr", "loloha", "lbitmean"]
 W = protocol.WORD

@@ -11,7 +11,7 @@ from ldpfleet._kernels import ffi, lib
 from ldpfleet.core.errors import ReportFormatError
 from ldpfleet.core.mechanisms import MODULES, mechanism_from_description
 
-VECTORS = Path(__file__).resolve().parents[1] / "protocol_spec" / "v2" / "vectors"
+VECTORS = Path(__file__).resolve().parents[2] / "protocol_spec" / "v2" / "vectors"
 
 
 def load(name):

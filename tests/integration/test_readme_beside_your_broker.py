@@ -18,7 +18,7 @@ from pathlib import Path
 from ldpfleet.broker import secured as broker
 from support.brokers import PrivateMosquitto
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_commands() -> list:
