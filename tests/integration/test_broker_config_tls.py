@@ -1,4 +1,4 @@
-"""`ldpfleet broker-config --certfile/--keyfile` (issue 10 #2, #3): the TLS listener is on 8883
+"""`ldpfleet broker-config --certfile/--keyfile`: the TLS listener is on 8883
 by default (what the README, `flash --broker-ca` and the C client expect), the printed
 `mosquitto -c ...` works as root — Mosquitto drops to its own user and must still read the key,
 so broker-config copies certificate and key into the output directory and hands them to that
@@ -58,7 +58,7 @@ def test_tls_listener_on_8883_with_a_key_the_broker_user_can_read(open_dir, caps
     copied = out / "tls" / "srv.key"
     assert stat.S_IMODE(copied.stat().st_mode) == 0o600
     assert pwd.getpwuid(copied.stat().st_uid).pw_name == "mosquitto"
-    # the next steps a newcomer needs (issue 10 #3)
+    # the next steps a newcomer needs
     assert "mosquitto -c %s" % (out / "mosquitto.conf") in printed
     assert "--username agg --password-file agg.pw" in printed and "mqtts://HOST:8883" in printed
     assert str(devices) in printed and "role device" in printed

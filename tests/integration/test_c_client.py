@@ -574,7 +574,7 @@ def test_reset_at_every_step_of_a_ledger_commit_loses_nothing(mosquitto, tmp_pat
 
 
 def test_unknown_campaign_says_so_at_the_timeout(mosquitto, tmp_path):
-    """issue 10 #10: with a campaign nobody created and --once, the client used to exit 3 at the
+    """With a campaign nobody created and --once, the client used to exit 3 at the
     timeout without a word; the usage text no longer marks identity-file options as required."""
     state = make_state(tmp_path)
     proc = run_client(build_client(), state, mosquitto.port, "no-such-campaign", 5, wait=8)
@@ -585,7 +585,7 @@ def test_unknown_campaign_says_so_at_the_timeout(mosquitto, tmp_path):
 
 
 def test_production_build_has_no_test_modes(tmp_path):
-    """issue 11 #4: `make` (what a board owner runs) leaves out the vector/threshold/model/config
+    """`make` (what a board owner runs) leaves out the vector/threshold/model/config
     test modes and the crash point; the tests build with TEST_MODES=1."""
     out = tmp_path / "prod"
     proc = subprocess.run(["make", "-C", str(ROOT / "device" / "c_client"), "BUILD=%s" % out, "-j2"],

@@ -1,4 +1,4 @@
-"""Closing a campaign stops devices from spending (issue 10 #5; spec §5.4).
+"""Closing a campaign stops devices from spending (spec §5.4).
 
 Before, `campaign close` left the signed config retained: a device that came later accepted it,
 spent ε and published a report the aggregator then rejected as `closed_campaign`. Now the signed

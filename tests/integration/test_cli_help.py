@@ -1,6 +1,6 @@
-"""Every command explains itself (issue 10 #8): `ldpfleet --help` opens with whole sentences,
-every subcommand has a description, the commands the issue named (plan, simulate) document every
-option, and no help text points to a file that is not in the repository."""
+"""Every command explains itself: `ldpfleet --help` opens with whole sentences, every
+subcommand has a description, plan and simulate document every option, and no help text points
+to a file that is not in the repository."""
 import argparse
 import re
 import subprocess
@@ -53,7 +53,7 @@ def test_plan_and_simulate_document_every_option():
 
 
 def test_device_main_help_exits_0():
-    """issue 10 #10: `main.py --help` on the MicroPython device used to exit 1."""
+    """`main.py --help` on the MicroPython device used to exit 1."""
     proc = subprocess.run([device_runner.micropython_binary(), str(device_runner.DEVICE_DIR / "main.py"),
                            "--help"], env=device_runner.micropython_env(), capture_output=True,
                           text=True, timeout=60)

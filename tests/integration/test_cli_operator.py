@@ -1,4 +1,4 @@
-"""Operator-facing details of issue 10 #9: a metrics port in use is named in one line (exit 2),
+"""Operator-facing details of serve: a metrics port in use is named in one line (exit 2),
 metrics listen on loopback unless told otherwise, and a broker password can come from a file or
 the environment instead of the process list."""
 import argparse

@@ -1,4 +1,4 @@
-"""Device identity by client certificate (issue 13), against broker-config's broker on a real
+"""Device identity by client certificate, against broker-config's broker on a real
 Mosquitto: `--client-ca` adds a TLS listener that requires a certificate from the fleet CA and
 takes its CN as the login. A board flashed with `flash --client-ca` (MicroPython, over TLS) and a
 C client with `device-cert`'s certificate report without any password; a device without a

@@ -1,4 +1,4 @@
-"""ldpfleet.toml and LDPFLEET_<NAME> (issue 15): every subcommand's options from a config file
+"""ldpfleet.toml and LDPFLEET_<NAME>: every subcommand's options from a config file
 and the environment, precedence flag > env > file > default, values checked by the options'
 own types (errors name file, section and key, exit 2), unknown keys and inline secrets refused,
 and `ldpfleet config check` showing effective values and sources with secrets masked."""

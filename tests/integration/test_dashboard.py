@@ -1,4 +1,4 @@
-"""The live dashboard (issue 15, service/dashboard/) in headless Chromium against a real
+"""The live dashboard (service/http/dashboard/) in headless Chromium against a real
 `serve --http` subprocess on a real mosquitto: every number the page shows (its `data-field`
 and `data-value`, and the text a user reads) equals the API's JSON — reports accepted per
 phase, rejections by reason, the heavy hitters with their intervals, the chart's bars and
@@ -35,7 +35,8 @@ from ldpfleet.core.signing import write_signing_key
 from support.service import ServeProcess, publisher, report_messages
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-ARTIFACTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "artifacts")  # tests/artifacts
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARTIFACTS = os.path.join(TESTS, "artifacts")  # tests/artifacts, ignored by git
 TOKEN = "dashboard-read-token-0123456789"
 SEED = 1915
 TABLE_TOP, CHART_TOP = 10, 32  # app.js: the heavy-hitters table and the chart

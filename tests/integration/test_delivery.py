@@ -1,4 +1,4 @@
-"""End-to-end delivery (issue 12, spec §6): behind a broker with Mosquitto's DEFAULT queue limits
+"""End-to-end delivery (spec §6): behind a broker with Mosquitto's DEFAULT queue limits
 a burst loses nothing, because the aggregator acknowledges each report after its commit and
 every kind of device (simulated, MicroPython, C) re-sends until acknowledged; the broker's own
 drop counter shows the loss the acknowledgements repaired. Devices accept only an ack that names
@@ -150,7 +150,7 @@ def test_device_stops_re_sending_at_the_deadline(kind, mosquitto, tmp_path):
 
 
 def test_burst_behind_a_stock_broker_is_accepted_exactly_once(tmp_path):
-    """Issue 12's acceptance run: Mosquitto with its default limits (max_queued_messages 1000),
+    """The delivery acceptance run: Mosquitto with its default limits (max_queued_messages 1000),
     10,000 simulated, 5 MicroPython and 2 C devices in one burst, `serve` killed -9 once the
     burst is under way and restarted: every report is accepted exactly once, and the broker's
     drop counter rose (without acknowledgements those reports would be lost)."""

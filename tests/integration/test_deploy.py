@@ -69,7 +69,7 @@ def test_every_panel_has_a_query_and_the_datasource_variable():
     for panel in panels:
         assert panel_exprs(panel), "panel %r has no PromQL expression" % panel["title"]
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
-    wanted = {  # what issue 15 asks the dashboard to show, by the series that shows it
+    wanted = {  # what the dashboard must show, by the series that shows it
         "ldpfleet_campaign_reports_accepted_total", "ldpfleet_campaign_reports_rejected_total",
         "ldpfleet_backlog_reports", "ldpfleet_batch_seconds_bucket",
         "ldpfleet_broker_messages_dropped", "ldpfleet_acks_published_total", "ldpfleet_build_info"}
@@ -143,7 +143,7 @@ def test_dashboard_series_are_served_and_labels_carry_no_device_data(tmp_path, m
     for name, labels in samples:
         assert set(labels) <= LABELS, (name, labels)
         assert not set(labels.values()) & device_data, (name, labels)
-    # names that were no metric before issue 15 keep their meaning
+    # names that were no metric before the dashboard keep their meaning
     assert "ldpfleet_reports_received_total" in served
 
 

@@ -82,7 +82,7 @@ def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
 
 
 def test_dry_run_without_a_stage_dir_keeps_what_its_commands_name(tmp_path):
-    """issue 10 #10: without --stage-dir the dry run used to print mpremote commands into a
+    """Without --stage-dir the dry run used to print mpremote commands into a
     staging directory it had already deleted, and no mpy-cross commands."""
     key_file = tmp_path / "signing.key"
     write_key_files(key_file)

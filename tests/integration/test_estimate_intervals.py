@@ -1,9 +1,9 @@
-"""Confidence intervals use each item's own (plug-in) variance (issue 10 #11).
+"""Confidence intervals use each item's own (plug-in) variance.
 
 The variance of GRR's, OLH's, CMS's ... estimate grows with the item's true frequency, so one
 f -> 0 variance for every item makes the intervals of the heavy items too narrow: on a Zipf(1.1)
 fleet (n = 200,000, d = 1,024, eps = 4) GRR's 95 % intervals cover only ~77 % of the true top 10
-(the issue saw 83 % at eps = 2, where the effect is smaller). With σ_x² = item_variances(n,
+(83 % at eps = 2 in the first report of it, where the effect is smaller). With σ_x² = item_variances(n,
 clip(f̂_x)) they cover ~95 %. 20 seeds x top 10 = 200 intervals per mechanism: the binomial sd
 of a coverage proportion is <= 0.03 there, so each bound sits about 3 sd from the coverage
 expected on its side (0.95 for plug-in, ~0.77 for the old variance).
@@ -70,7 +70,7 @@ def fold(mosquitto, tmp_path, name, n, probs, eps):
 
 
 def test_estimate_warns_when_the_noise_is_larger_than_the_estimates(mosquitto, tmp_path):
-    """issue 10: `estimate` says so when even the largest estimate is within 3 noise standard
+    """`estimate` says so when even the largest estimate is within 3 noise standard
     deviations, and names the fleet size that would resolve it; a fleet that resolves its items
     gets no warning."""
     from ldpfleet.service import Store, compute_estimates

@@ -1,4 +1,4 @@
-"""The operators' HTTP API (issue 15, service/http/api.py) on a real `serve --http` subprocess:
+"""The operators' HTTP API (service/http/api.py) on a real `serve --http` subprocess:
 every endpoint answers what the CLI prints for the same state (list, status, estimate as JSON
 and CSV with post, top, subset, threshold, phase; a two-phase protocol's answer), on SQLite and
 on PostgreSQL; bearer tokens (401 without, 403 for a read token on a write, the write token's

@@ -1,4 +1,4 @@
-"""Ed25519 trust and key rotation (spec §5.1-§5.3, issue 13), against a private Mosquitto.
+"""Ed25519 trust and key rotation (spec §5.1-§5.3), against a private Mosquitto.
 
 * `campaign rotate-keys` publishes the new trusted set signed by the old key, signs every
   campaign's retained messages again with the new key, and refuses the retired key afterwards.

@@ -1,4 +1,4 @@
-"""`pip install ldpfleet` without extras is the broker-side service (issue 11 #4): serve,
+"""`pip install ldpfleet` without extras is the broker-side service: serve,
 campaign, estimate and broker-config work without matplotlib, scikit-learn or tqdm, which are
 the `eval` and `ldplcm` extras. The service's processes run here with those packages made
 unimportable (a sitecustomize on PYTHONPATH), so a stray top-level import would fail them."""

@@ -1,5 +1,5 @@
-"""protocol_spec/v2/registry.json is the one source of mechanism ids, names and report sizes
-(issue 11 #5): every hand-kept table — the aggregator's, the C kernels' and the C client's, the
+"""protocol_spec/v2/registry.json is the one source of mechanism ids, names and report sizes:
+every hand-kept table — the aggregator's, the C kernels' and the C client's, the
 MicroPython client's, the CLI's choices — must agree with it, so adding a mechanism has one path
 (CONTRIBUTING.md) and a forgotten table fails here."""
 import json

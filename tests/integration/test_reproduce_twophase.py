@@ -33,7 +33,7 @@ def test_quick_run_of_both_families(tmp_path):
         summary = (tmp_path / (family + ".md")).read_text()
         assert "## Comparison with the paper" in summary and "## Analysis" in summary
         assert "paper:" in summary and "Measured:" in summary and "nan" not in summary
-    # issue 10 #7: progress on stderr while it runs, and a summary naming every check
+    # progress on stderr while it runs, and a summary naming every check
     assert "ldpminer: running" in proc.stderr and "done (" in proc.stderr
     listed = [line for line in proc.stdout.splitlines() if line.startswith("  [")]
     assert len(listed) == sum(int(line.split(" of ")[1].split()[0]) for line in proc.stdout.splitlines()

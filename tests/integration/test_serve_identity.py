@@ -1,4 +1,4 @@
-"""Two `serve` processes on one broker (issue 10 #6). With the old fixed default client id they
+"""Two `serve` processes on one broker. With the old fixed default client id they
 took each other's session ~5 times a second, logged only as "Unspecified error". Now the default
 id is derived from the state file, a second serve on the same state file is refused, and two
 serves that are given the same id explicitly say so in an ERROR line."""

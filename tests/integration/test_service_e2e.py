@@ -173,7 +173,7 @@ def test_fleet_cli_json(service, tmp_path):
                            "--rate", "2000", "--json", "--true-counts", str(tmp_path / "truth.json")],
                           capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout)  # a summary on stdout (issue 10 #7: no per-device dump)
+    summary = json.loads(proc.stdout)  # a summary on stdout, no per-device dump
     assert "device_ids" not in summary and "true_counts" not in summary
     assert summary["devices_by_kind"]["simulated"] == 300 and summary["distinct_true_items"] <= 3
     out = json.loads((tmp_path / "truth.json").read_text())

@@ -99,7 +99,7 @@ def test_accepted_equals_sent_and_sketch_is_exact(tmp_path, mosquitto, two_campa
         want = direct_sketch(mech_grr, reports_grr).estimate(keys)
         assert [r["item"] for r in table.rows] == items + ["other"]
         assert [r["estimate"] for r in table.rows] == [float(v) for v in want]
-        # each item's interval from its own variance at its (clipped) estimate (issue 10 #11)
+        # each item's interval from its own variance at its (clipped) estimate
         z = stats.norm.ppf(0.975)
         for row in table.rows:
             f = min(max(row["frequency"], 0.0), 1.0)

@@ -1,4 +1,4 @@
-"""The state on SQLite and on PostgreSQL gives the same answers (issue 14): one scenario (a
+"""The state on SQLite and on PostgreSQL gives the same answers: one scenario (a
 single-phase OLH campaign and a two-phase LDPMiner campaign; reports folded by two workers,
 duplicates and second reports among them; `campaign advance` between the phases) runs on each
 backend, and `estimate`, `campaign status` and `campaign advance` print the same JSON up to the

@@ -1,4 +1,4 @@
-"""Several `serve` workers on one PostgreSQL state (issue 14): `serve --group` subscribes through
+"""Several `serve` workers on one PostgreSQL state: `serve --group` subscribes through
 the MQTT shared subscription `$share/<group>/ldp/+/r/#`, each worker with its own persistent
 session and its own sketch partial. Three workers ingest a stream while one of them is SIGKILLed
 and restarted and the broker is restarted once: every report is accepted exactly once, and the

@@ -1,5 +1,5 @@
 """`ldpfleet simulate --data FILE`, `--users N` resampling, variable-size sets and `--repeat`
-for the LDPMiner family (issue 16): the CSV loader (ldpfleet.eval.datafile), its typed errors and
+for the LDPMiner family: the CSV loader (ldpfleet.eval.datafile), its typed errors and
 exit code, the default padded length l (90th percentile of the set sizes, LDPMiner §3), and
 runs through the CLI in process (`ldpfleet.cli.main`).
 

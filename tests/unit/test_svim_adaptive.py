@@ -1,4 +1,4 @@
-"""Adaptive svim (issue 16, protocols.svim): at the end of phase 1 the collector tests whether
+"""Adaptive svim (core/protocols/svim.py): at the end of phase 1 the collector tests whether
 phase 1 separates the head (`svim.separation`, a function of the phase-1 estimates only); on
 flat data phase 2 runs PSFO over the whole domain at the full l and both phases are pooled by
 inverse variance, which for fixed-size sets has the variance of one-phase PSFO over all
