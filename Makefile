@@ -5,7 +5,7 @@ VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 VPY := $(CURDIR)/$(VENV)/bin/python
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test test-unit bench
 setup:
 	VENV=$(VENV) bash tools/setup.sh
 
@@ -17,6 +17,17 @@ demo: setup
 TEST_WORKERS ?= 4
 test: setup
 	$(VPY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS)
+
+# The fast loop while changing a mechanism: tests/unit only (in process: no broker, interpreter,
+# database or compiler), on 2 xdist workers (the tests are compute-bound, so one per core).
+# It skips setup's package checks when the venv is there (run `make setup` after changing C);
+# ARGS passes more pytest options (ARGS="-k olh", ARGS="--durations=20").
+UNIT_WORKERS ?= 2
+test-unit: $(VPY)
+	$(VPY) -m pytest -q -p no:cacheprovider -n $(UNIT_WORKERS) tests/unit $(ARGS)
+
+$(VPY):
+	VENV=$(VENV) bash tools/setup.sh
 
 bench: setup
 	$(VPY) tools/bench.py

@@ -8,6 +8,19 @@ sys.path.insert(0, HERE)
 
 from support.brokers import PrivateMosquitto  # noqa: E402
 
+# The folder a test lives in says what it needs (README, "Tests"): tests/unit runs in process
+# only, tests/statistical too but takes long (large simulated fleets), tests/integration starts
+# brokers, interpreters, databases, browsers or compilers.
+FOLDER_MARKS = ("unit", "statistical", "integration")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test by its folder under tests/ (`-m unit`, `-m statistical`, `-m integration`)."""
+    for item in items:
+        rel = os.path.relpath(str(item.path), HERE).split(os.sep)
+        if rel[0] in FOLDER_MARKS:
+            item.add_marker(getattr(pytest.mark, rel[0]))
+
 
 @pytest.fixture
 def mosquitto():

@@ -12,7 +12,7 @@ Per case: `us` µs per trigger at set sizes 0, 1, 32, 64 (the 10th percentile of
 samples), `size_rank_correlation` (Spearman, size vs time over sizes 0..64),
 `large_over_small` (median time of sizes 48..64 over that of 0..16), `worst` value and its time
 over the sweep's median, `alloc_bytes` (MicroPython: the distinct heap allocations per trigger
-over all values). tests/test_set_timing.py asserts on the same figures.
+over all values). tests/integration/test_set_timing.py asserts on the same figures.
 
 --device-dir times another checkout's client code (a device/ directory with ldp/ and c_client/,
 and c_kernels/ beside it), e.g. the code before a change:

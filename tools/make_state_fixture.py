@@ -1,5 +1,5 @@
 """Make the committed upgrade fixture: a small aggregator state of this code's schema, with
-what its campaigns answer, for tests/test_upgrade.py (docs/upgrade.md).
+what its campaigns answer, for tests/integration/test_upgrade.py (docs/upgrade.md).
 
     python tools/make_state_fixture.py tests/fixtures/state_v5 [--postgres ADMIN_URL]
 

@@ -27,10 +27,10 @@ command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=
 [ -f /usr/include/cjson/cJSON.h ] || need_apt+=(libcjson-dev)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make >/dev/null 2>&1 || need_apt+=(make)
-# headless Chromium and its WebDriver for the dashboard's browser test (tests/test_dashboard.py)
+# headless Chromium and its WebDriver for the dashboard's browser test (tests/integration/test_dashboard.py)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
-# promtool checks and unit-tests the alert rules of deploy/prometheus/ (tests/test_alert_rules.py);
+# promtool checks and unit-tests the alert rules of deploy/prometheus/ (tests/integration/test_alert_rules.py);
 # Debian ships it in the prometheus package, whose server must not be left running (below)
 # (without its recommended node exporter, another server)
 need_apt_plain=()
