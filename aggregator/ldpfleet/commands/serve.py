@@ -11,7 +11,7 @@ from .common import (broker_args, broker_settings, duration, host_address, non_n
 
 DEFAULT_METRICS_PORT = 9108
 """The metrics port of every deployment file (README, deploy/ldpfleet.toml, compose, the
-systemd units, Prometheus' scrape config): one number everywhere (tests/test_deploy.py). Not
+systemd units, Prometheus' scrape config): one number everywhere (tests/integration/test_deploy.py). Not
 9100, the node exporter's, which often runs on the same machine."""
 
 

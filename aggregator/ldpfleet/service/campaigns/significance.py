@@ -29,7 +29,7 @@ true items are fixed, the randomness is the devices' perturbation):
   holding v not in {i, j}: P(H(i) = H(j) = y) = 1/g^2 = P(supports i) P(supports j); for one
   holding i: P(y = H(i) = H(j)) = p/g = P(supports i) P(supports j). So the counts are
   uncorrelated report by report, and jointly normal over n reports: independent (BH), as far
-  as the hash behaves as a random function of the seed (tests/test_significance.py measures
+  as the hash behaves as a random function of the seed (tests/unit/test_significance.py measures
   the correlation of the items nobody holds).
 - GRR: a report names exactly one item, so two items' counts are negatively correlated
   (rho = -q/(1 - q) between items nobody holds, -0.047 at d = 16, eps 2); FLH reuses a fixed

@@ -1,7 +1,7 @@
 """Response models of the HTTP API (http_api.py): the OpenAPI description of the JSON the CLI
 prints (`campaign list|status --json`, `estimate --json`, `campaign advance --json`). The API
 answers with that JSON itself; these models document it, and the contract tests
-(tests/test_http_api.py) check every answer against them."""
+(tests/integration/test_http_api.py) check every answer against them."""
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict
