@@ -26,6 +26,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import ConfigError
+
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGED_DEVICE_DIR = Path(__file__).resolve().parents[1] / "device_client"
 """The device client inside an installed package (setup.py copies device/ldp/*.py and
@@ -151,7 +153,7 @@ def compile_mpy(out_dir, march: str = "x64", src_dir=None) -> Path:
     main.py beside it (a board runs main.py from source; it only imports ldp). Returns
     `out_dir`, usable as `lib_dir`. Viper code needs the target's -march."""
     if march not in MARCHES:
-        raise ValueError("march must be one of %s" % ", ".join(MARCHES))
+        raise ConfigError("march", "must be one of %s" % ", ".join(MARCHES))
     out = Path(out_dir)
     (out / "ldp").mkdir(parents=True, exist_ok=True)
     cross = mpy_cross_binary()
