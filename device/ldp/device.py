@@ -1,7 +1,8 @@
-"""The device's decisions (spec §4-§7), without I/O: which messages it accepts, which phases it
-takes part in, what it reports, what the ledger is charged, when a queued report is due and when
-an unacknowledged one is re-sent. `ldp/session.py` is the MQTT loop around it (connect, subscribe,
-publish, keep alive, reconnect), as the C client keeps `device.c` apart from `session.c`.
+"""The device's decisions (spec §4-§7), with no network code: which messages it accepts, which
+phases it takes part in, what it reports, what the ledger is charged, when a queued report is due
+and when an unacknowledged one is re-sent. `ldp/session.py` is the MQTT loop around it (connect,
+subscribe, keep alive, reconnect) and hands its client to `flush` / `resend_due`, which publish
+through it; the C client keeps `device.c` apart from `session.c` the same way.
 
 Every accepted trigger (a config or phase-2 message, including the retained copy the
 broker sends on every reconnect) (re)publishes the campaign phase's report: fresh and
