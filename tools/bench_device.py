@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "aggregator"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from ldpfleet.provision import device_runner  # noqa: E402
+from support.devices import report_cycle_script, run_device  # noqa: E402  (tests/support)
 
 EPS_MILLI = 2000
 CASES = {
@@ -52,7 +53,7 @@ CASES = {
 def cycle_script(name, reports, workdir):
     d, params, value = CASES[name]
     path = Path(workdir) / ("cycle_%s_%d.py" % (name, reports))
-    path.write_text(device_runner.report_cycle_script(name, EPS_MILLI, d, params, value, reports))
+    path.write_text(report_cycle_script(name, EPS_MILLI, d, params, value, reports))
     return [str(path)]
 
 
@@ -127,7 +128,7 @@ def bench_device(lib, workdir):
             state = Path(workdir) / ("dev%d" % counter[0])
             device_runner.prepare_device(state, "bench-%d" % counter[0], SIGNING_KEY, value=5,
                                          campaign="bench")
-            proc = device_runner.run_device(state, "127.0.0.1", broker.port, wait=30,
+            proc = run_device(state, "127.0.0.1", broker.port, wait=30,
                                             lib_dir=lib, heapsize=heap)
             return proc.returncode == 0
 

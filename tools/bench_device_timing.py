@@ -45,7 +45,7 @@ identity = {"device_id": "bench", "trusted_keys": job["keys"], "eps_cap_milli": 
 dom = DomainIndex(job["domain"])
 out = []
 for i, (value, state) in enumerate(zip(job["values"], job["states"])):
-    dev = Device(state, identity, job["campaign"], value, "127.0.0.1", log=lambda *a: None)
+    dev = Device(state, identity, job["campaign"], value, log=lambda *a: None)
     t0 = time.ticks_us(); dev.on_config(payload); t1 = time.ticks_us()
     dev.outbox = []
     t2 = time.ticks_us(); dev.on_config(payload); t3 = time.ticks_us()

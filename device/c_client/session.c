@@ -272,7 +272,7 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
         code = LDPC_EXIT_DONE;
     else {
         code = LDPC_EXIT_TIMEOUT;
-        /* issue 10 #10: say why, instead of a silent exit 3 */
+        /* say why, instead of a silent exit 3 */
         if (dev->config == NULL)
             ldpc_log(dev->id.device_id, "timeout", "no config received on %s within %.0f s "
                      "(is the campaign created, and its name right?)", dev->topic_config, opts->run_for);

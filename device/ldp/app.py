@@ -14,12 +14,13 @@ On the unix port:
                       [--ca-file PATH]
 Exit codes: 0 done, 1 missing or corrupt ledger (the device stops rather than reset its
 budget; `ldpfleet flash` provisions it), 2 config refused (--once) or unusable CA file, 3 timed out
-(--once), 75 test crash point.
+(--once).
 """
 import json
 
 from .device import Device, join
 from .errors import LedgerCorrupt, LedgerMissing
+from .session import Session
 
 USAGE = "usage: main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON] " \
         "[--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S] [--ca-file PATH]"
@@ -45,20 +46,6 @@ def parse_args(argv):
         else:
             raise SystemExit(USAGE)
     return opts
-
-
-LEDGER_CRASH_POINTS = {"before-ledger-write": "before-write", "mid-ledger-write": "mid-write",
-                      "after-ledger-write": "after-write"}
-
-
-def _crash_point(name):
-    """Test crash points: "after-commit" (the device, after the ledger write, before the
-    publish) or a step of the ledger's write (LEDGER_CRASH_POINTS)."""
-    if name in LEDGER_CRASH_POINTS:
-        from . import ledger
-        ledger.CRASH_STEP = LEDGER_CRASH_POINTS[name]
-        return None
-    return name
 
 
 def load(path):
@@ -127,21 +114,19 @@ def main(argv):
     wifi(identity)
     timeout = opts.get("timeout")
     try:
-        device = Device(
-            state, identity, opts.get("campaign", value_doc.get("campaign")), value_doc.get("value"),
-            opts.get("host", broker.get("host", "127.0.0.1")),
-            int(opts.get("port", broker.get("port", 8883 if ssl else 1883))),
-            keepalive=int(opts.get("keepalive", 30)),
-            backoff_max=float(opts.get("backoff_max", 30)),
-            once=opts.get("once", False),
-            run_for=float(timeout) if timeout is not None else None,
-            high=opts.get("high", value_doc.get("high", False)),
-            crash_point=_crash_point(opts.get("crash_point")),
-            user=broker.get("user"), password=broker.get("password"), ssl=ssl)
+        where = (opts.get("host", broker.get("host", "127.0.0.1")),
+                 int(opts.get("port", broker.get("port", 8883 if ssl else 1883))))
+        link = {"keepalive": int(opts.get("keepalive", 30)),
+                "backoff_max": float(opts.get("backoff_max", 30)),
+                "run_for": float(timeout) if timeout is not None else None}
+        device = Device(state, identity, opts.get("campaign", value_doc.get("campaign")),
+                        value_doc.get("value"), high=opts.get("high", value_doc.get("high", False)),
+                        once=opts.get("once", False))
     except (LedgerCorrupt, LedgerMissing) as exc:
         print("ldp %s stopped %s" % (identity.get("device_id"), exc))
         return EXIT_CORRUPT_LEDGER
-    except ValueError as exc:  # a malformed device id or campaign name in the local files
+    except ValueError as exc:  # a malformed device id, campaign name or number in the options
         print("ldp %s refused %s" % (identity.get("device_id"), exc))
         return EXIT_BAD_CA
-    return device.run()
+    return Session(device, where[0], where[1], user=broker.get("user"),
+                   password=broker.get("password"), ssl=ssl, **link).run()

@@ -1,7 +1,8 @@
-"""The device loop (spec §4-§6): connect with backoff, subscribe to the campaign's retained
-config and phase-2 topics, verify, decide, perturb with os.urandom words, record the spend
-in the ledger, publish the report at QoS 1; detect dead connections by timeout and
-reconnect with backoff, so broker restarts and network outages are survived.
+"""The device's decisions (spec §4-§7), with no network code: which messages it accepts, which
+phases it takes part in, what it reports, what the ledger is charged, when a queued report is due
+and when an unacknowledged one is re-sent. `ldp/session.py` is the MQTT loop around it (connect,
+subscribe, keep alive, reconnect) and hands its client to `flush` / `resend_due`, which publish
+through it; the C client keeps `device.c` apart from `session.c` the same way.
 
 Every accepted trigger (a config or phase-2 message, including the retained copy the
 broker sends on every reconnect) (re)publishes the campaign phase's report: fresh and
@@ -43,9 +44,6 @@ from .sets import candidate_index, trim
 
 EXIT_DONE = const(0)
 EXIT_REFUSED = const(2)
-EXIT_TIMEOUT = const(3)
-EXIT_CRASH_POINT = const(75)
-ETIMEDOUT = const(110)
 MAX_ACKS_PENDING = const(8)
 
 
@@ -53,31 +51,21 @@ def join(state_dir, name):
     return state_dir + "/" + name if state_dir else name
 
 
-def default_client(client_id, host, port, keepalive, timeout, user=None, password=None, ssl=None):
-    """This package's MQTT client (see device/README.md for umqtt.simple)."""
-    from .mqtt import MQTTClient
-    return MQTTClient(client_id, host, port, user=user, password=password, keepalive=keepalive,
-                      timeout=timeout, ssl=ssl)
-
-
 class Device:
-    """One device taking part in one campaign.
+    """One device taking part in one campaign: its decisions, fed messages by the session.
 
     `identity`: {device_id, trusted_keys (public keys only, spec §5.2), eps_cap_milli, lifetime_budget_milli,
     set_capacity (optional), ack_key (optional: this device's acknowledgement key, spec §6)}.
     `value`: the device's item (int or str), a list of items for set-valued campaigns
     (anything else, or an item outside the campaign's domain, reports ⊥, spec §1);
     `high`: LDPLCM phase-2 decision when the phase-2 message carries no model.
-    `once`: exit when every phase this device takes part in has been delivered, or at the
-    first refused config. `crash_point="after-commit"` (tests only) stops the process
-    right after the ledger write, before publishing. `ssl`: an `ssl.SSLContext` for a TLS
-    broker (`ldp.mqtt.tls_context`), None for plain TCP.
+    `once`: done when every phase this device takes part in has been delivered, or at the
+    first refused config. `rand(n)`: the OS RNG (os.urandom), the only source of randomness.
+    Reports leave through `flush(out)` and `resend_due(out)`: `out.publish(topic, bytes, qos=1)`
+    is the session's MQTT client.
     """
 
-    def __init__(self, state_dir, identity, campaign, value, host, port=1883, keepalive=30,
-                 timeout=5.0, backoff_max=30.0, once=False, run_for=None, high=False,
-                 crash_point=None, log=None, client_factory=default_client, user=None,
-                 password=None, ssl=None):
+    def __init__(self, state_dir, identity, campaign, value, *, high=False, once=False, log=None):
         self.device_id = identity["device_id"]
         if not cfg.valid_name(self.device_id) or not cfg.valid_name(campaign):
             raise ValueError("device id and campaign must match [A-Za-z0-9_-]{1,64}")
@@ -92,23 +80,13 @@ class Device:
         self.value = DeviceValue(value, identity.get("set_capacity", SET_CAPACITY))
         self.rand = os.urandom
         self.high = bool(high)
-        self.host, self.port = host, port
-        self.user, self.password = user, password
-        self.ssl = ssl
-        self.keepalive = keepalive
-        self.timeout = timeout
-        self.backoff_max = backoff_max
         self.once = once
-        self.run_for = run_for
-        self.crash_point = crash_point
         self.log = log or self._print
-        self.client_factory = client_factory
         self.topic_config = "ldp/%s/config" % campaign
         self.topic_phase2 = "ldp/%s/phase2" % campaign
         self.topic_report = "ldp/%s/r/%s" % (campaign, self.device_id)
         self.topic_ack = "ldp/%s/a/%s" % (campaign, self.device_id)
         self.topic_keys = KEYS_TOPIC
-        self.client = None
         self.inbox = {}
         self.acks = []
         self.awaiting = {}  # phase -> [report, due (ticks_ms), wait (s)]: unacknowledged
@@ -125,8 +103,9 @@ class Device:
         print("ldp %s %s %s" % (self.device_id, event, detail))
 
     # --- messages ---------------------------------------------------------------------------
-    def _on_message(self, topic, msg):
-        topic = topic.decode()
+    def on_message(self, topic, msg):
+        """Keep a received message (`topic` a str) for `process_inbox`: the last one per topic
+        wins; at most MAX_ACKS_PENDING acknowledgements wait."""
         if topic == self.topic_keys:
             self.inbox["keys"] = msg
         elif topic == self.topic_config:
@@ -418,9 +397,6 @@ class Device:
             return
         self.log("spent", "phase=%d eps_milli=%d remaining=%d"
                  % (phase, mech.eps_milli, self.ledger.remaining_milli))
-        if self.crash_point == "after-commit":
-            self.log("crash-point", "after-commit")
-            raise SystemExit(EXIT_CRASH_POINT)
         self._queue(phase, report)
 
     def _resend(self, phase, memo):
@@ -442,8 +418,9 @@ class Device:
             due = time.ticks_add(time.ticks_ms(), ms)
         self.outbox.append((phase, report, due))
 
-    def flush(self):
-        """Publish every queued report whose spread wait is over."""
+    def flush(self, out):
+        """Publish (`out.publish`, QoS 1) every queued report whose spread wait is over; one
+        whose publish raises (a lost link) stays queued."""
         now = time.ticks_ms()
         i = 0
         while i < len(self.outbox):
@@ -451,7 +428,7 @@ class Device:
             if due is not None and time.ticks_diff(due, now) > 0:
                 i += 1
                 continue
-            self.client.publish(self.topic_report, report, qos=1)
+            out.publish(self.topic_report, report, qos=1)
             self.outbox.pop(i)
             self.delivered.add(phase)
             self.log("published", "phase=%d bytes=%d" % (phase, len(report)))
@@ -477,8 +454,9 @@ class Device:
             return
         self.log("ack-ignored", "bytes=%d" % len(msg))
 
-    def resend_due(self):
-        """Re-send what is due; give up at the campaign's not_after (logged `undelivered`)."""
+    def resend_due(self, out):
+        """Re-send (`out.publish`) what is due; give up at the campaign's not_after (logged
+        `undelivered`)."""
         if not self.awaiting:
             return
         if self.config is None or cfg.unix_now() > self.config["not_after"]:
@@ -491,7 +469,7 @@ class Device:
         for phase in list(self.awaiting):
             entry = self.awaiting[phase]
             if time.ticks_diff(entry[1], now) <= 0:
-                self.client.publish(self.topic_report, entry[0], qos=1)
+                out.publish(self.topic_report, entry[0], qos=1)
                 entry[2] = min(entry[2] * 2, delivery["retry_max_s"])
                 entry[1] = self._due(entry[2])
                 self.log("resent", "phase=%d next_s=%d" % (phase, entry[2]))
@@ -505,76 +483,3 @@ class Device:
             if p not in self.delivered:
                 return False
         return True
-
-    # --- connection -------------------------------------------------------------------------
-    def _connect(self):
-        self.client = self.client_factory(self.device_id, self.host, self.port, self.keepalive,
-                                          self.timeout, self.user, self.password, self.ssl)
-        self.client.set_callback(self._on_message)
-        self.client.connect(clean_session=True)
-        self.log("connected", "%s:%d" % (self.host, self.port))
-        self.client.subscribe(self.topic_keys, qos=1)  # first: its retained rotation comes first
-        self.client.subscribe(self.topic_config, qos=1)
-        self.client.subscribe(self.topic_phase2, qos=1)
-        self.client.subscribe(self.topic_ack, qos=0)
-
-    def _serve(self, stop):
-        """Until done or `stop` (ticks_ms): wait for packets, process, publish, keep alive.
-        A broker silent for 1.5 keepalive periods (no PINGRESP) counts as a dead link."""
-        client = self.client
-        half = self.keepalive * 500
-        wait = min(half, 250)
-        last_ping = time.ticks_ms()
-        while not self.done():
-            if self._expired(stop):
-                return
-            if hasattr(client, "poll_msg"):
-                client.poll_msg(wait)
-            else:  # umqtt.simple
-                client.check_msg()
-                time.sleep_ms(wait)
-            self.process_inbox()
-            self.flush()
-            self.resend_due()
-            now = time.ticks_ms()
-            if time.ticks_diff(now, last_ping) >= half:
-                client.ping()
-                last_ping = now
-            if hasattr(client, "last_rx") and time.ticks_diff(now, client.last_rx) > 3 * half:
-                raise OSError(ETIMEDOUT, "broker silent for %d ms" % (3 * half))
-
-    def _expired(self, stop):
-        return stop is not None and time.ticks_diff(stop, time.ticks_ms()) <= 0
-
-    def run(self):
-        """Run until done (once mode) or `run_for` seconds; returns the exit code."""
-        stop = None
-        if self.run_for is not None:
-            stop = time.ticks_add(time.ticks_ms(), int(self.run_for * 1000))
-        backoff = 0.25
-        while True:
-            try:
-                self._connect()
-                backoff = 0.25
-                self._serve(stop)
-            except Exception as exc:  # OSError, MQTTException: drop the link, retry
-                self.log("connection-lost", repr(exc))
-            self._close()
-            if self.done():
-                return EXIT_DONE if self.exit_code is None else self.exit_code
-            if self._expired(stop):
-                return EXIT_TIMEOUT if self.once else EXIT_DONE
-            delay = int(1000 * backoff * (0.5 + os.urandom(1)[0] / 510))
-            if stop is not None:
-                delay = max(0, min(delay, time.ticks_diff(stop, time.ticks_ms())))
-            self.log("backoff", "%d ms" % delay)
-            time.sleep_ms(delay)
-            backoff = min(backoff * 2, self.backoff_max)
-
-    def _close(self):
-        if self.client is not None:
-            try:
-                self.client.disconnect()
-            except Exception:
-                pass
-            self.client = None

@@ -38,7 +38,6 @@ from .errors import BudgetExceeded, ConfigError, LedgerCorrupt, LedgerMissing
 FILES = ("ledger.0", "ledger.1")
 MAX_CLOSED = 64  # closed ids listed; past it the oldest (lowest not_before) raises closed_floor
 OPTIONAL = ("keys", "shc", "bound", "closed_floor")  # absent until first written
-CRASH_STEP = None  # tests only: (step name) at which `commit` raises SystemExit
 
 
 def _canonical(doc):
@@ -85,20 +84,12 @@ def _read(path):
 def write_generation(state_dir, gen, doc):
     """Write generation `gen` of `doc` into its file (gen mod 2) and sync."""
     text = json.dumps({"gen": gen, "doc": doc, "sha256": _digest(doc)})
-    if CRASH_STEP == "before-write":  # tests: a reset before the file is opened
-        raise SystemExit(75)
     with open(_path(state_dir, FILES[gen % 2]), "w") as f:
-        if CRASH_STEP == "mid-write":  # tests: a reset half-way through the write
-            f.write(text[:len(text) // 2])
-            f.close()
-            raise SystemExit(75)
         f.write(text)
         flush = getattr(f, "flush", None)
         if flush is not None:
             flush()
     _sync()
-    if CRASH_STEP == "after-write":  # tests: a reset once the generation is on flash
-        raise SystemExit(75)
 
 
 def provision(state_dir):

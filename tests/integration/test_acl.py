@@ -20,6 +20,7 @@ from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet.broker import secured as broker
 from ldpfleet import cli
 from ldpfleet.core.errors import ConfigError
+from support.devices import read_ledger, run_device
 
 DEVICES = ["dev-a", "dev-b", "dev_c"]
 
@@ -422,7 +423,7 @@ def test_service_and_real_devices_work_under_the_acl(secured, tmp_path):
                                               campaign="c1",
                                               broker={"host": "127.0.0.1", "port": port, "user": user,
                                                       "password": creds[user]})
-            done = device_runner.run_device(st, "127.0.0.1", port, "c1", wait=wait)
+            done = run_device(st, "127.0.0.1", port, "c1", wait=wait)
             assert done.returncode == code, done.stdout[-2000:]
             return done.stdout
 
@@ -467,7 +468,7 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
                                                     "user": device_id, "password": password})
 
     def ledgered_report(state):
-        return bytes.fromhex(device_runner.read_ledger(state)["reports"]["%d:1" % doc["campaign_id"]][2])
+        return bytes.fromhex(read_ledger(state)["reports"]["%d:1" % doc["campaign_id"]][2])
 
     good = state_for("dev-a", creds["dev-a"])
     done = run_client(binary, good, port, "c1", 5)
@@ -481,7 +482,7 @@ def test_c_client_logs_in_with_its_identity_credentials(secured, tmp_path):
     assert refused.returncode == device_runner.EXIT_TIMEOUT, refused.stdout + refused.stderr
     assert "ldp dev-b connection-lost CONNACK refused:" in refused.stdout, refused.stdout
     assert "spent" not in refused.stdout and "published" not in refused.stdout
-    assert device_runner.read_ledger(wrong) is None
+    assert read_ledger(wrong) is None
 
     overridden = run_client(binary, wrong, port, "c1", 5, extra=["--password", creds["dev-b"]])
     assert overridden.returncode == device_runner.EXIT_DONE, overridden.stdout + overridden.stderr

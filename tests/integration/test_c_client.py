@@ -24,6 +24,7 @@ from support.c_client import assert_no_sanitizer_report, build_client, client_cm
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger
 from ldpfleet.core import protocol
 from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms import MODULES
@@ -267,7 +268,7 @@ def test_report_ledgered_before_publishing_and_memoised(mosquitto, tmp_path):
         collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
         first = run_client(build_client(), state, mosquitto.port, "cpu-load", 5)
         assert first.returncode == 0, first.stdout + first.stderr
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         reports = collector.barrier()
         assert [t for t, _ in reports] == ["ldp/cpu-load/r/c-dev-1"]
         report = reports[0][1]
@@ -283,7 +284,7 @@ def test_report_ledgered_before_publishing_and_memoised(mosquitto, tmp_path):
         assert second.returncode == 0 and "memo phase=1" in second.stdout and "spent" not in second.stdout
         again = collector.barrier()
         assert [p for _, p in again] == [report, report]
-        assert device_runner.read_ledger(state) == ledger
+        assert read_ledger(state) == ledger
     finally:
         collector.close()
 
@@ -298,13 +299,13 @@ def test_crash_after_commit_resends_the_committed_report(mosquitto, tmp_path):
                              extra=["--crash-point", "after-commit"])
         assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout + crashed.stderr
         assert collector.barrier() == []
-        committed = device_runner.read_ledger(state)
+        committed = read_ledger(state)
         memo = bytes.fromhex(committed["reports"]["%d:1" % doc["campaign_id"]][2])
         resumed = run_client(build_client(), state, mosquitto.port, "cpu-load", 9)
         assert resumed.returncode == 0 and "memo phase=1" in resumed.stdout
         assert [p for _, p in collector.barrier()] == [memo]
         campaign_config.mechanism_for_phase(doc, 1).check(memo)
-        assert device_runner.read_ledger(state) == committed
+        assert read_ledger(state) == committed
     finally:
         collector.close()
 
@@ -337,7 +338,7 @@ def test_ledger_fails_closed(mosquitto, tmp_path, damage):
         collector.close()
     if damage == "torn-newest":
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         assert ledger["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 1000
         assert ledger["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
         assert len(reports) == 1
@@ -371,7 +372,7 @@ def test_ldpminer_two_phases(mosquitto, tmp_path, sanitize, phase2):
         assert [phase for phase, _ in reports] == [1, 2]
         campaign_config.mechanism_for_phase(doc, 1).check(reports[0][1])
         campaign_config.mechanism_for_phase(doc, 2, candidates=candidates).check(reports[1][1])
-        assert device_runner.read_ledger(state)["spent_milli"] == 2000
+        assert read_ledger(state)["spent_milli"] == 2000
     finally:
         collector.close()
 
@@ -389,7 +390,7 @@ def test_phase2_without_candidates_is_refused(mosquitto, tmp_path):
         assert proc.returncode == device_runner.EXIT_REFUSED
         assert "refused phase2 candidates:" in proc.stdout
         assert [p[2] for _, p in collector.barrier()] == [1]  # phase 1 went out, phase 2 did not
-        assert device_runner.read_ledger(state)["spent_milli"] == 1000
+        assert read_ledger(state)["spent_milli"] == 1000
     finally:
         collector.close()
 
@@ -425,7 +426,7 @@ def test_ldplcm_sampling_splits_devices_between_phases(mosquitto, tmp_path, sani
             proc = run_client(build_client(sanitize=sanitize), state, mosquitto.port, "learned", 7, high=high)
             assert_no_sanitizer_report(proc.stderr)
             assert proc.returncode == 0, proc.stdout + proc.stderr
-            assert device_runner.read_ledger(state)["spent_milli"] == 1000
+            assert read_ledger(state)["spent_milli"] == 1000
         by_topic = dict(collector.barrier())
         assert set(by_topic) == {"ldp/learned/r/%s" % first, "ldp/learned/r/%s" % second}
         one, two = by_topic["ldp/learned/r/%s" % first], by_topic["ldp/learned/r/%s" % second]
@@ -530,7 +531,7 @@ def test_waits_for_a_broker_that_is_not_up_yet(mosquitto, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert [p for _, p in reports] == [bytes.fromhex(ledger["reports"]["%d:1" % doc["campaign_id"]][2])]
     campaign_config.mechanism_for_phase(doc, 1).check(reports[0][1])
 
@@ -553,7 +554,7 @@ def test_reset_at_every_step_of_a_ledger_commit_loses_nothing(mosquitto, tmp_pat
                                  env=dict(client_env(), LDPC_LEDGER_CRASH=step))
         assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout + crashed.stderr
         assert collector.barrier() == []  # nothing left before the commit finished
-        after_crash = device_runner.read_ledger(state)
+        after_crash = read_ledger(state)
         assert after_crash["spent_milli"] >= PRIOR_LEDGER["spent_milli"]
         assert after_crash["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
         resumed = run_client(build_client(), state, mosquitto.port, "cpu-load", 5)
@@ -561,7 +562,7 @@ def test_reset_at_every_step_of_a_ledger_commit_loses_nothing(mosquitto, tmp_pat
         reports = collector.barrier()
     finally:
         collector.close()
-    final = device_runner.read_ledger(state)
+    final = read_ledger(state)
     assert final["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 1500  # spent exactly once
     assert final["reports"]["7:1"] == PRIOR_LEDGER["reports"]["7:1"]
     (report,) = [p for _, p in reports]

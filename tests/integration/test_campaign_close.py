@@ -16,6 +16,7 @@ from support.c_client import build_client, run_client
 from support.devices import SIGNING_KEY, ReportCollector, write_key_files
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.service.state.store import Store
 
 
@@ -66,7 +67,7 @@ def test_a_device_that_comes_after_the_close_spends_nothing(mosquitto, tmp_path,
         if client == "c":
             proc = run_client(build_client(), state, mosquitto.port, "gone", 3, wait=30)
             return proc.returncode, proc.stdout + proc.stderr
-        proc = device_runner.run_device(state, "127.0.0.1", mosquitto.port, "gone", value=3, wait=30)
+        proc = run_device(state, "127.0.0.1", mosquitto.port, "gone", value=3, wait=30)
         return proc.returncode, proc.stdout
 
     collector = ReportCollector(mosquitto.port)
@@ -74,7 +75,7 @@ def test_a_device_that_comes_after_the_close_spends_nothing(mosquitto, tmp_path,
         code, out = run()
         assert code == 0 and "closed campaign_id=%d" % closed_campaign["cid"] in out, out
         assert "spent" not in out and "published" not in out
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         assert ledger["spent_milli"] == 0
         assert ledger["closed"] == [[closed_campaign["cid"], closed_campaign["not_before"]]]
         # a replay of the old (validly signed) config is refused: the id was closed
@@ -84,7 +85,7 @@ def test_a_device_that_comes_after_the_close_spends_nothing(mosquitto, tmp_path,
         assert collector.barrier() == []
     finally:
         collector.close()
-    assert device_runner.read_ledger(state)["spent_milli"] == 0
+    assert read_ledger(state)["spent_milli"] == 0
 
 
 def test_fleet_refuses_a_closed_campaign(mosquitto, closed_campaign):

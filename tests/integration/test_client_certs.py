@@ -18,6 +18,7 @@ from support.devices import SIGNING_KEY, config_doc, write_key_files
 from ldpfleet.broker.embedded import MosquittoProcess, free_port
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import run_device
 from test_acl import Client
 from test_tls import make_ca, make_server_cert
 
@@ -148,7 +149,7 @@ def test_devices_without_a_fleet_certificate_are_refused(fleet, tmp_path, client
             proc = run_client(build_client(), state, None, "certs", 3, wait=8)
             out = proc.stdout + proc.stderr
         else:
-            proc = device_runner.run_device(state, "127.0.0.1", fleet["device_port"], "certs",
+            proc = run_device(state, "127.0.0.1", fleet["device_port"], "certs",
                                             wait=8, value=3)
             out = proc.stdout
         assert proc.returncode != 0 and "published" not in out, (name, out)

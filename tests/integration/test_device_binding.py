@@ -28,6 +28,7 @@ from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_proce
 from support.live import CLIENTS, read_log, start, wait_log
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.core import protocol
 from ldpfleet.core.protocols import ldplcm, ldpminer
 from ldpfleet.service.state.store import Store
@@ -49,7 +50,7 @@ def once(client, state, port, campaign, value=3, wait=30):
     if client == "c":
         proc = run_client(build_client(), state, port, campaign, value, wait=wait)
         return proc.returncode, proc.stdout + proc.stderr
-    proc = device_runner.run_device(state, "127.0.0.1", port, campaign, value=value, wait=wait)
+    proc = run_device(state, "127.0.0.1", port, campaign, value=value, wait=wait)
     return proc.returncode, proc.stdout
 
 
@@ -98,7 +99,7 @@ def test_shc_id_re_signed_with_another_eps1_is_refused(mosquitto, tmp_path, clie
         collector.close()
     out = read_log(log)
     assert out.count("spent phase=") == 2 and "spent phase=1 eps_milli=4000" not in out, out
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert ledger["spent_milli"] == 1100 and ledger["bound"] == {str(cid): digest(a)}
     assert sorted({p[2] for _, p in reports}) == [1, 2]
     assert {p.hex() for _, p in reports} == {ledger["reports"]["%d:%d" % (cid, p)][2] for p in (1, 2)}
@@ -110,7 +111,7 @@ def test_shc_id_re_signed_with_another_eps1_is_refused(mosquitto, tmp_path, clie
     finally:
         collector.close()
     assert code == device_runner.EXIT_REFUSED and "refused config bound:" in out, out
-    assert device_runner.read_ledger(state) == ledger
+    assert read_ledger(state) == ledger
 
 
 def lcm_config(name, rate_ppm, campaign_id=None):
@@ -157,7 +158,7 @@ def test_ldplcm_id_re_signed_with_another_rate_is_refused(mosquitto, tmp_path, c
             stop_processes([proc])
         collector.close()
     assert [p[2] for _, p in reports] == [1], read_log(log)
-    assert device_runner.read_ledger(state)["spent_milli"] == 1000
+    assert read_ledger(state)["spent_milli"] == 1000
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -186,7 +187,7 @@ def test_a_reported_phase_decides_participation_without_a_binding(mosquitto, tmp
     assert code == 0, out
     assert "memo phase=1" in out and "skip phase 2 (this device is not in it)" in out, out
     assert [p for _, p in reports] == [report] and "spent" not in out
-    assert device_runner.read_ledger(state) == prior
+    assert read_ledger(state) == prior
 
 
 def cli(*args):
@@ -242,7 +243,7 @@ def test_binding_survives_key_rotation(mosquitto, tmp_path, client):
         collector.close()
     assert code == 0 and "keys serial=1" in out and "memo phase=1" in out, out
     assert "spent" not in out and "refused" not in out
-    assert device_runner.read_ledger(state)["bound"] == {str(doc["campaign_id"]): digest(doc)}
+    assert read_ledger(state)["bound"] == {str(doc["campaign_id"]): digest(doc)}
 
 
 # --- closes act on the id held ---------------------------------------------------------------------
@@ -279,7 +280,7 @@ def test_close_of_an_older_campaign_does_not_stop_the_new_one(mosquitto, tmp_pat
         collector.close()
     out = read_log(log)
     assert "acked phase=1" in out and "\nldp %s closed" % device not in out, out
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert ledger["closed"] == [[111, now - 86400]] and ledger["spent_milli"] == 2000
 
 
@@ -309,7 +310,7 @@ def test_seventy_closes_then_replays(mosquitto, tmp_path, client):
         for i, doc in enumerate(closed):
             publish(collector, topic, campaign_config.make_close(doc))
             wait_log(log, "close-recorded campaign_id=%d " % doc["campaign_id"], timeout=20)
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         assert len(ledger["closed"]) == 64 and ledger["closed_floor"] == base + 5
         assert [c[0] for c in ledger["closed"]] == [1000 + i for i in range(6, 70)]
         publish(collector, topic, z)
@@ -331,7 +332,7 @@ def test_seventy_closes_then_replays(mosquitto, tmp_path, client):
     out = read_log(log)
     assert out.count("spent phase=1") == 2, out
     assert sorted({protocol.parse_header(p)[4] for _, p in reports}) == [5000, 7000]
-    final = device_runner.read_ledger(state)
+    final = read_ledger(state)
     assert final["spent_milli"] == 4000 and final["closed_floor"] == base + 5
     assert sorted(final["bound"]) == ["5000", "7000"]
 
@@ -370,4 +371,4 @@ def test_phase2_of_another_id_is_refused(mosquitto, tmp_path, client):
         collector.close()
     assert code == device_runner.EXIT_REFUSED and "refused phase2 campaign_id:" in out, out
     assert [p[2] for _, p in reports] == [1]
-    assert device_runner.read_ledger(state)["spent_milli"] == 1000
+    assert read_ledger(state)["spent_milli"] == 1000

@@ -17,6 +17,7 @@ from support.devices import (OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc
                              hmac_envelope)
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms import make_mechanism
 
@@ -309,7 +310,7 @@ def test_device_refuses_bad_config(mosquitto, tmp_path, case):
     collector = ReportCollector(mosquitto.port)
     try:
         collector.publish("ldp/cpu-load/config", payload)
-        proc = device_runner.run_device(state, "127.0.0.1", mosquitto.port, wait=40)
+        proc = run_device(state, "127.0.0.1", mosquitto.port, wait=40)
         assert proc.returncode == device_runner.EXIT_REFUSED, proc.stdout
         assert "refused config %s:" % field in proc.stdout, proc.stdout
         assert "spent" not in proc.stdout and "published" not in proc.stdout
@@ -325,7 +326,7 @@ def test_device_accepts_valid_config(mosquitto, tmp_path):
     collector = ReportCollector(mosquitto.port)
     try:
         collector.publish("ldp/cpu-load/config", campaign_config.sign(doc, SIGNING_KEY))
-        proc = device_runner.run_device(state, "127.0.0.1", mosquitto.port, wait=40)
+        proc = run_device(state, "127.0.0.1", mosquitto.port, wait=40)
         assert proc.returncode == device_runner.EXIT_DONE, proc.stdout
         reports = collector.barrier(mosquitto.port)
     finally:
@@ -335,7 +336,7 @@ def test_device_accepts_valid_config(mosquitto, tmp_path):
     mech = make_mechanism("olh", 2000, 64, salt=doc["salt"], campaign_id=doc["campaign_id"], phase=1, g=8)
     mech.check(report)
     nonce = int.from_bytes(report[8:12], "little")  # drawn from the OS RNG (spec §3)
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert ledger["spent_milli"] == PRIOR_LEDGER["spent_milli"] + 2000
     assert ledger["reports"]["%d:1" % doc["campaign_id"]] == [nonce, 2000, report.hex()]
     assert max(g for g, _ in device_runner.ledger_generations(state)) == PRIOR_GEN + 1

@@ -18,6 +18,7 @@ from support.c_client import build_client, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.core import protocol
 
 BOUNDS = [1, 2, 999, 44361, 44362, 45000, 50000, 63999, protocol.MAX_EPS_MILLI]
@@ -85,7 +86,7 @@ def run_live(client, state, port, campaign):
     if client == "c":
         proc = run_client(build_client(), state, port, campaign, 3, wait=30)
         return proc.returncode, proc.stdout + proc.stderr
-    proc = device_runner.run_device(state, "127.0.0.1", port, campaign, value=3, wait=30)
+    proc = run_device(state, "127.0.0.1", port, campaign, value=3, wait=30)
     return proc.returncode, proc.stdout
 
 
@@ -107,7 +108,7 @@ def test_live_eps_bounds(mosquitto, tmp_path, client, eps):
         reports = collector.barrier()
     finally:
         collector.close()
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     if eps == protocol.MAX_EPS_MILLI:
         assert code == 0, out
         assert len(reports) == 1 and ledger["spent_milli"] == eps, out

@@ -31,6 +31,7 @@ from support.c_client import build_client, client_cmd, client_env
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger
 from ldpfleet.core import protocol
 from ldpfleet.core.protocols import ldplcm, ldpminer
 
@@ -230,7 +231,7 @@ def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=Fals
                 finally:
                     if proc.poll() is None:
                         proc.kill()
-                ledger = device_runner.read_ledger(state) or {"spent_milli": 0, "reports": {}}
+                ledger = read_ledger(state) or {"spent_milli": 0, "reports": {}}
                 results[json.dumps(value)] = {"dev": dev, "code": proc.returncode,
                                               "log": out.replace(dev, "DEV").splitlines(),
                                               "spent": ledger["spent_milli"],
@@ -337,7 +338,7 @@ class Poison:
 job = json.load(open(sys.argv[1]))
 identity = {"device_id": "poison", "eps_cap_milli": 8000, "trusted_keys": job["keys"],
             "lifetime_budget_milli": 100000}
-dev = Device(sys.argv[2], identity, job["campaign"], [1, 2], "127.0.0.1")
+dev = Device(sys.argv[2], identity, job["campaign"], [1, 2])
 dev.value = Poison()
 dev.on_config(job["config"].encode())
 dev.on_phase2(job["phase2"].encode())
@@ -369,7 +370,7 @@ def test_micropython_shc_phase2_never_reads_the_value(tmp_path):
     memo = prior["reports"]["%d:1" % cid][2]
     assert [p for p, _ in outbox] == [1, 2] and outbox[0][1] == memo
     assert outbox[1][1][24:32] == memo[24:32]  # phase 2 repeats the phase-1 row
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert ledger["reports"]["%d:2" % cid][2] == outbox[1][1] and ledger["shc"] == prior["shc"]
 
 

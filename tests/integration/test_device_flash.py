@@ -9,6 +9,7 @@ import sys
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, write_key_files
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger
 
 # mpy header byte 2 = (arch << 2) | sub-version for files holding native (viper) code
 MPY_ARCH = {"x64": 2, "armv6m": 4, "armv7emsp": 7, "xtensawin": 10}
@@ -70,7 +71,7 @@ def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
     finally:
         collector.close()
     assert [t for t, _ in reports] == ["ldp/boardy/r/board-1"]
-    ledger = device_runner.read_ledger(stage)  # adopted from ledger.init, then generation 1
+    ledger = read_ledger(stage)  # adopted from ledger.init, then generation 1
     assert ledger["spent_milli"] == 2000
     # flashing the board again stages ledger.init anew: the board keeps the ledger it has
     (stage / "ledger.init").write_text((stage / "ledger.init").read_text())
@@ -78,7 +79,7 @@ def test_x64_staging_runs_as_a_board_filesystem(mosquitto, tmp_path):
                            cwd=stage, env=device_runner.micropython_env(stage),
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "memo phase=1" in again.stdout, again.stdout + again.stderr
-    assert device_runner.read_ledger(stage)["spent_milli"] == 2000
+    assert read_ledger(stage)["spent_milli"] == 2000
 
 
 def test_dry_run_without_a_stage_dir_keeps_what_its_commands_name(tmp_path):

@@ -18,6 +18,7 @@ from support.c_client import build_client, client_cmd, client_env, run_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.core import protocol
 from ldpfleet.core.protocols import ldpminer
 
@@ -28,7 +29,7 @@ def device(tmp_path, budget=10000, cap=4000, value=9, name="dev-1"):
 
 
 def run(state, broker, campaign, **kw):
-    return device_runner.run_device(state, "127.0.0.1", broker.port, campaign, wait=40, **kw)
+    return run_device(state, "127.0.0.1", broker.port, campaign, wait=40, **kw)
 
 
 def start_campaign(collector, name, eps_milli=2000):
@@ -57,7 +58,7 @@ def test_repeated_trigger_resends_the_memoised_report(mosquitto, tmp_path):
         doc = start_campaign(collector, "temp")
         first = run(state, mosquitto, "temp")
         assert first.returncode == 0 and "spent phase=1 eps_milli=2000" in first.stdout, first.stdout
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         second = run(state, mosquitto, "temp")
         assert second.returncode == 0 and "memo phase=1" in second.stdout, second.stdout
         assert "spent" not in second.stdout
@@ -65,7 +66,7 @@ def test_repeated_trigger_resends_the_memoised_report(mosquitto, tmp_path):
     finally:
         collector.close()
     assert len(reports) == 2 and reports[0] == reports[1]
-    assert device_runner.read_ledger(state) == ledger
+    assert read_ledger(state) == ledger
     nonce = int.from_bytes(reports[0][1][8:12], "little")  # the header's dedupe field (spec §3)
     assert ledger["spent_milli"] == 2000
     assert ledger["reports"] == {"%d:1" % doc["campaign_id"]: [nonce, 2000, reports[0][1].hex()]}
@@ -102,7 +103,7 @@ def test_crash_between_ledger_write_and_publish_resends_on_restart(mosquitto, tm
         crashed = run(state, mosquitto, "crashy", extra_args=["--crash-point", "after-commit"])
         assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout
         assert collector.barrier() == []  # the report never left
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         assert ledger["spent_milli"] == 2000
         (memo,) = ledger["reports"].values()
         restarted = run(state, mosquitto, "crashy")
@@ -112,7 +113,7 @@ def test_crash_between_ledger_write_and_publish_resends_on_restart(mosquitto, tm
     finally:
         collector.close()
     assert [p.hex() for _, p in reports] == [memo[2]]
-    assert device_runner.read_ledger(state) == ledger
+    assert read_ledger(state) == ledger
 
 
 def test_reset_half_way_through_a_ledger_write_loses_nothing(mosquitto, tmp_path):
@@ -127,20 +128,20 @@ def test_reset_half_way_through_a_ledger_write_loses_nothing(mosquitto, tmp_path
     try:
         start_campaign(collector, "one", eps_milli=1000)
         assert run(state, mosquitto, "one").returncode == 0
-        committed = device_runner.read_ledger(state)
+        committed = read_ledger(state)
         spends.append(committed["spent_milli"])
         start_campaign(collector, "two", eps_milli=1000)
         torn = run(state, mosquitto, "two", extra_args=["--crash-point", "mid-ledger-write"])
         assert torn.returncode == device_runner.EXIT_CRASH_POINT, torn.stdout
         assert collector.barrier()[1:] == []  # only campaign one's report ever left
         assert len(device_runner.ledger_generations(state)) == 1  # the torn file is invalid
-        assert device_runner.read_ledger(state) == committed  # spend and memos as before
-        spends.append(device_runner.read_ledger(state)["spent_milli"])
+        assert read_ledger(state) == committed  # spend and memos as before
+        spends.append(read_ledger(state)["spent_milli"])
         again = run(state, mosquitto, "one")  # the memo of campaign one survived the tear
         assert again.returncode == 0 and "memo phase=1" in again.stdout, again.stdout
         done = run(state, mosquitto, "two")
         assert done.returncode == 0 and "spent phase=1" in done.stdout, done.stdout
-        spends.append(device_runner.read_ledger(state)["spent_milli"])
+        spends.append(read_ledger(state)["spent_milli"])
         reports = collector.barrier()
     finally:
         collector.close()
@@ -186,7 +187,7 @@ def test_nonces_are_random_per_campaign_not_a_counter(mosquitto, tmp_path):
         collector.close()
     nonces = [int.from_bytes(p[8:12], "little") for _, p in reports]
     assert len(set(nonces)) == 3 and nonces != [0, 1, 2]  # P(collision) ~ 3/2^32
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert ledger["spent_milli"] == 3000
     assert sorted(v[0] for v in ledger["reports"].values()) == sorted(nonces)
     assert "next_seq" not in json.dumps(ledger)
@@ -205,12 +206,12 @@ def test_reset_at_every_step_of_a_ledger_commit(mosquitto, tmp_path, step):
     try:
         start_campaign(collector, "one", eps_milli=1000)
         assert run(state, mosquitto, "one").returncode == 0
-        committed = device_runner.read_ledger(state)
+        committed = read_ledger(state)
         start_campaign(collector, "two", eps_milli=1000)
         crashed = run(state, mosquitto, "two", extra_args=["--crash-point", step])
         assert crashed.returncode == device_runner.EXIT_CRASH_POINT, crashed.stdout
         assert [t for t, _ in collector.barrier()] == ["ldp/one/r/dev-1"]  # nothing of "two" left
-        after = device_runner.read_ledger(state)
+        after = read_ledger(state)
         assert after["spent_milli"] >= committed["spent_milli"]
         assert after["reports"]["%d:1" % config_doc("one")["campaign_id"]] == \
             committed["reports"]["%d:1" % config_doc("one")["campaign_id"]]
@@ -219,7 +220,7 @@ def test_reset_at_every_step_of_a_ledger_commit(mosquitto, tmp_path, step):
         reports = collector.barrier()
     finally:
         collector.close()
-    final = device_runner.read_ledger(state)
+    final = read_ledger(state)
     assert final["spent_milli"] == 2000  # campaign two spent exactly once
     assert [t for t, _ in reports] == ["ldp/one/r/dev-1", "ldp/two/r/dev-1"]
     if step == "after-ledger-write":
@@ -245,7 +246,7 @@ def run_client_kind(kind, state, broker, campaign, value, crash=None, wait=40):
     (it then exits EXIT_TIMEOUT having delivered phase 1)."""
     if kind == "micropython":
         extra = ["--crash-point", crash] if crash else []
-        proc = device_runner.run_device(state, "127.0.0.1", broker.port, campaign, value=value,
+        proc = run_device(state, "127.0.0.1", broker.port, campaign, value=value,
                                         wait=wait, extra_args=extra)
         return proc.returncode, proc.stdout
     env = client_env()
@@ -282,7 +283,7 @@ def test_shc_bit_is_committed_with_the_phase1_memo(mosquitto, tmp_path, kind, cr
         assert collector.barrier() == []  # the report never left
         gens = dict(device_runner.ledger_generations(state))
         if crash == "mid-ledger-write":
-            assert list(gens) == [0] and device_runner.read_ledger(state) is None
+            assert list(gens) == [0] and read_ledger(state) is None
         else:
             assert sorted(gens) == [0, 1]  # one commit: memo, spend and x together
             doc = gens[1]
@@ -293,7 +294,7 @@ def test_shc_bit_is_committed_with_the_phase1_memo(mosquitto, tmp_path, kind, cr
         reports = collector.barrier()
     finally:
         collector.close()
-    final = device_runner.read_ledger(state)
+    final = read_ledger(state)
     assert [p[2] for _, p in reports] == [1] and reports[0][1].hex() == final["reports"]["%d:1" % cid][2]
     assert final["spent_milli"] == 1500 and list(final["shc"]) == [str(cid)]
     if crash != "mid-ledger-write":
@@ -317,13 +318,13 @@ def test_shc_restarted_between_phases_reports_phase2_from_its_ledger(mosquitto, 
         collector.publish("ldp/%s/config" % cfg["campaign"], campaign_config.sign(cfg, SIGNING_KEY))
         code, out1 = run_client_kind(first, state, mosquitto, cfg["campaign"], [3, 8, 9], wait=10)
         assert code == device_runner.EXIT_TIMEOUT and "spent phase=1" in out1, out1
-        after1 = device_runner.read_ledger(state)
+        after1 = read_ledger(state)
         phase1 = collector.barrier()
         collector.publish("ldp/%s/phase2" % cfg["campaign"],
                           campaign_config.sign(ldpminer.phase2_message(cfg, SHC_CANDIDATES), SIGNING_KEY))
         code, out2 = run_client_kind(second, state, mosquitto, cfg["campaign"], [30, 31])
         assert code == 0, out2
-        after2 = device_runner.read_ledger(state)
+        after2 = read_ledger(state)
         both = collector.barrier()
         code, out3 = run_client_kind(first, state, mosquitto, cfg["campaign"], None)
         assert code == 0, out3
@@ -342,4 +343,4 @@ def test_shc_restarted_between_phases_reports_phase2_from_its_ledger(mosquitto, 
     assert after2["reports"]["%d:1" % cid] == after1["reports"]["%d:1" % cid]
     assert after2["reports"]["%d:2" % cid][2] == p2.hex()
     assert sorted(p for _, p in third) == sorted([p1, p2]) and "spent" not in out3
-    assert device_runner.read_ledger(state) == after2
+    assert read_ledger(state) == after2

@@ -19,6 +19,7 @@ import pytest
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.core import protocol
 from ldpfleet.core.config import mechanism_for_phase
 
@@ -96,7 +97,7 @@ def test_fleet_of_20_survives_broker_restart(mosquitto, tmp_path):
         assert arr.shape == (len(sent), mech.report_size)
         assert protocol.parse_header(sent[0])[4] == doc["campaign_id"]
         nonce = protocol.parse_header(sent[0])[5]  # random per campaign phase (spec §3)
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         assert ledger["spent_milli"] == 2000
         assert ledger["reports"] == {"%d:1" % doc["campaign_id"]: [nonce, 2000, sent[0].hex()]}
         text = log(tmp_path, state)
@@ -178,7 +179,7 @@ def test_ldpminer_two_phases(mosquitto, tmp_path, phase2, params):
         sh.check(first)
         second_mech.check(second)
         assert second[1] == protocol.MECHANISM_IDS[phase2]
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         assert ledger["spent_milli"] == 2500
         nonces = [int.from_bytes(r[8:12], "little") for r in (first, second)]
         assert nonces == [ledger["reports"]["%d:%d" % (doc["campaign_id"], p)][0] for p in (1, 2)]
@@ -223,7 +224,7 @@ def test_ldplcm_sampling_rule_and_model_decide_the_phase_2_encoding(mosquitto, t
         broken = dict(model, right=[5, -1, -1])
         collector.publish("ldp/learned/phase2",
                           campaign_config.sign(campaign_config.make_phase2(doc, model=broken), SIGNING_KEY))
-        refused = device_runner.run_device(bad, "127.0.0.1", mosquitto.port, wait=40)
+        refused = run_device(bad, "127.0.0.1", mosquitto.port, wait=40)
     finally:
         collector.close()
     assert refused.returncode == device_runner.EXIT_REFUSED and "refused phase2 model:" in refused.stdout
@@ -234,7 +235,7 @@ def test_ldplcm_sampling_rule_and_model_decide_the_phase_2_encoding(mosquitto, t
     int_model = ldplcm.check_model(model)
     for s, d in zip(states, inside + outside):
         (r,) = got[topic_of("learned", d)]
-        (key,) = device_runner.read_ledger(s)["reports"]
+        (key,) = read_ledger(s)["reports"]
         if d in inside:
             cms.check(r)
             assert key.endswith(":1")
@@ -265,7 +266,7 @@ def test_grr_on_a_string_domain_reports_the_item_index(mosquitto, tmp_path):
     try:
         collector.publish("ldp/states/config", campaign_config.sign(doc, SIGNING_KEY))
         procs = start(states, mosquitto, "states", tmp_path, once=True, timeout=60)
-        other = device_runner.run_device(stranger, "127.0.0.1", mosquitto.port, wait=40)
+        other = run_device(stranger, "127.0.0.1", mosquitto.port, wait=40)
         for p, s in zip(procs, states):
             assert p.wait(40) == 0, log(tmp_path, s)
         reports = collector.barrier()

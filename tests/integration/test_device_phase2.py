@@ -33,6 +33,7 @@ from support.devices import (OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet.core import config as campaign_config
 from ldpfleet.eval import datasets
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.core import protocol
 from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms import make_mechanism
@@ -66,7 +67,7 @@ with open(sys.argv[1]) as f:
 out = []
 for job in jobs:
     doc = cfg.check_config(job["config"])
-    dev = Device(sys.argv[3], identity, doc["campaign"], job["value"], "127.0.0.1",
+    dev = Device(sys.argv[3], identity, doc["campaign"], job["value"],
                  high=job.get("high", False))
     try:
         p2 = cfg.check_phase2(job["phase2"], doc)
@@ -547,7 +548,7 @@ def run_live(client, state, port, campaign, value, high=False):
     if client == "c":
         proc = run_client(build_client(), state, port, campaign, value, high=high)
         return proc.returncode, proc.stdout + proc.stderr
-    proc = device_runner.run_device(state, "127.0.0.1", port, campaign, value=value, high=high, wait=40)
+    proc = run_device(state, "127.0.0.1", port, campaign, value=value, high=high, wait=40)
     return proc.returncode, proc.stdout
 
 
@@ -613,7 +614,7 @@ def test_bad_candidates_refused_live(mosquitto, tmp_path, client, case):
     assert code == device_runner.EXIT_REFUSED, out
     assert "ldp m-bad refused phase2 %s:" % field in out, out
     assert [p[2] for _, p in reports] == [1]
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert set(ledger["reports"]) == {"%d:1" % cid}
     assert ledger["spent_milli"] == eps1
 
@@ -683,7 +684,7 @@ def test_ldpminer_live_both_phases_ledgered(mosquitto, tmp_path, client, protoco
     assert code == 0 and again == 0, out + out2
     assert "phase2 campaign_id=%d candidates=2\n" % cid in out, out
     assert "kept=" not in out  # how many of its items are candidates is value-derived (spec §7.1)
-    ledger = device_runner.read_ledger(state)
+    ledger = read_ledger(state)
     assert ledger["spent_milli"] == eps1 + eps2 == 2500
     assert sorted(ledger["reports"]) == ["%d:1" % cid, "%d:2" % cid]
     assert [ledger["reports"]["%d:%d" % (cid, p)][1] for p in (1, 2)] == [eps1, eps2]
@@ -694,7 +695,7 @@ def test_ldpminer_live_both_phases_ledgered(mosquitto, tmp_path, client, protoco
     assert by_phase[2].hex() == ledger["reports"]["%d:2" % cid][2]
     assert sorted(p for _, p in second) == sorted(p for _, p in first)
     assert "memo phase=2" in out2 and "spent" not in out2
-    assert device_runner.read_ledger(state) == ledger
+    assert read_ledger(state) == ledger
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -723,7 +724,7 @@ def test_ldplcm_live_model_decides_and_phase_membership(mosquitto, tmp_path, cli
         collector.close()
     for dev, (state, code, out) in runs.items():
         assert code == 0, out
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         phase = 1 if dev == inside else 2
         assert list(ledger["reports"]) == ["%d:%d" % (cid, phase)] and ledger["spent_milli"] == eps
         report = got["ldp/%s/r/%s" % (campaign, dev)]
@@ -768,7 +769,7 @@ def test_svim_live_public_split_between_phases(mosquitto, tmp_path, client, whic
     assert len(got) == len(runs)
     for dev, (state, code, out) in runs.items():
         assert code == 0, out
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         phase = 1 if dev in inside else 2
         assert list(ledger["reports"]) == ["%d:%d" % (cid, phase)] and ledger["spent_milli"] == eps
         report = got["ldp/%s/r/%s" % (campaign, dev)]
@@ -798,7 +799,7 @@ def test_budget_counts_only_the_phases_a_device_is_in(mosquitto, tmp_path, clien
         refused_state = make_state(tmp_path, "m-poor", budget=2000)
         code, out = run_live(client, refused_state, mosquitto.port, miner["campaign"], [5, 17])
         assert code == device_runner.EXIT_REFUSED and "refused config lifetime_budget:" in out, out
-        assert collector.barrier() == [] and device_runner.read_ledger(refused_state) is None
+        assert collector.barrier() == [] and read_ledger(refused_state) is None
 
         collector.publish("ldp/%s/config" % lcm["campaign"], campaign_config.sign(lcm, SIGNING_KEY))
         collector.publish("ldp/%s/phase2" % lcm["campaign"],
@@ -810,4 +811,4 @@ def test_budget_counts_only_the_phases_a_device_is_in(mosquitto, tmp_path, clien
         collector.close()
     assert code == 0, out
     assert [(t, p[2]) for t, p in reports] == [("ldp/%s/r/%s" % (lcm["campaign"], dev), 2)]
-    assert device_runner.read_ledger(state)["spent_milli"] == 1500
+    assert read_ledger(state)["spent_milli"] == 1500

@@ -31,6 +31,7 @@ from support.c_client import assert_no_sanitizer_report, build_client, client_en
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.core import protocol
 from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.protocols import ldpminer
@@ -151,7 +152,7 @@ def run_live(client, state, port, campaign, value):
     if client == "c":
         proc = run_client(build_client(), state, port, campaign, value)
         return proc.returncode, proc.stdout + proc.stderr
-    proc = device_runner.run_device(state, "127.0.0.1", port, campaign, value=value, wait=40)
+    proc = run_device(state, "127.0.0.1", port, campaign, value=value, wait=40)
     return proc.returncode, proc.stdout
 
 
@@ -203,7 +204,7 @@ out = []
 for job in jobs:
     doc = cfg.check_config(job["config"])
     p2 = cfg.check_phase2(job["phase2"], doc)
-    dev = Device(sys.argv[3], identity, doc["campaign"], job["value"], "127.0.0.1")
+    dev = Device(sys.argv[3], identity, doc["campaign"], job["value"])
     # the ledger as a restarted device finds it (in memory only: the driver writes no file)
     cid = doc["campaign_id"]
     if job.get("memo_hex") is not None:
@@ -393,7 +394,7 @@ def test_live_both_phases_then_memos(mosquitto, tmp_path, client):
         publish_campaign(collector, cfg, cands)
         code, out = run_live(client, state, mosquitto.port, cfg["campaign"], [5, 9, 17, 33])
         first = collector.barrier()
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         again, out2 = run_live(client, state, mosquitto.port, cfg["campaign"], [5, 9, 17, 33])
         second = collector.barrier()[len(first):]
     finally:
@@ -413,7 +414,7 @@ def test_live_both_phases_then_memos(mosquitto, tmp_path, client):
     assert ledger["shc"] == {str(cid): ledger["shc"][str(cid)]} and ledger["shc"][str(cid)] in (0, 1)
     assert sorted(p for _, p in second) == sorted(p for _, p in first)
     assert "memo phase=1" in out2 and "memo phase=2" in out2 and "spent" not in out2
-    assert device_runner.read_ledger(state) == ledger
+    assert read_ledger(state) == ledger
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ldpfleet.provision import device_runner
+from support.devices import report_cycle_script
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
@@ -58,7 +59,7 @@ def test_device_code_compiles_for_boards(tmp_path, march):
 def test_report_cycle_fits_a_16k_heap(mpy_dir, tmp_path, name, params):
     """From .mpy, importing the mechanism, building it (ε = 2, d = 1024) and making 500 reports
     runs with `-X heapsize=16k`; with 8k it does not (the limit is real)."""
-    (tmp_path / "cycle.py").write_text(device_runner.report_cycle_script(name, 2000, 1024, params,
+    (tmp_path / "cycle.py").write_text(report_cycle_script(name, 2000, 1024, params,
                                                                           5, 500))
     # Short relative paths (the script and "lib" from the test's directory): the interpreter
     # keeps its argv and sys.path strings on the same heap, so a long temporary directory (a

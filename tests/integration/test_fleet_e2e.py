@@ -18,6 +18,7 @@ from support.c_client import assert_no_sanitizer_report, build_client, start_cli
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, stop_processes
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger
 from ldpfleet.core import protocol
 
 MICROPYTHON_DEVICES = 20
@@ -112,7 +113,7 @@ def test_mixed_fleet_survives_broker_kill(mosquitto, tmp_path):
         assert arr.shape == (len(sent), mech.report_size)
         cid, nonce = protocol.parse_header(sent[0])[4:]  # nonce: random per phase (spec §3)
         assert cid == doc["campaign_id"]
-        ledger = device_runner.read_ledger(state)
+        ledger = read_ledger(state)
         assert ledger["spent_milli"] == 1000
         assert ledger["reports"] == {"%d:1" % doc["campaign_id"]: [nonce, 1000, sent[0].hex()]}
         text = log.read_text()

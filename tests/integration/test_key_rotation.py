@@ -18,6 +18,7 @@ from support.c_client import build_client, run_client
 from support.devices import OTHER_KEY, SIGNING_KEY, ReportCollector, config_doc, write_key_files
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from ldpfleet.service.state.store import Store
 from ldpfleet.core.signing import SigningKey
 
@@ -77,7 +78,7 @@ def run(client, state, port, campaign, value=3, wait=30):
     if client == "c":
         proc = run_client(build_client(), state, port, campaign, value, wait=wait)
         return proc.returncode, proc.stdout + proc.stderr
-    proc = device_runner.run_device(state, "127.0.0.1", port, campaign, value=value, wait=wait)
+    proc = run_device(state, "127.0.0.1", port, campaign, value=value, wait=wait)
     return proc.returncode, proc.stdout
 
 
@@ -92,14 +93,14 @@ def test_devices_follow_a_rotation(mosquitto, tmp_path, client):
         collector.publish("ldp/rot1/config", campaign_config.sign(config_doc("rot1"), SIGNING_KEY))
         code, out = run(client, state, mosquitto.port, "rot1")
         assert code == 0 and "refused keys kid" in out and "published" in out, out
-        assert "keys" not in device_runner.read_ledger(state)
+        assert "keys" not in read_ledger(state)
 
         # A signs the rotation to B; B signs the config: applied, persisted, accepted
         collector.publish(KEYS_TOPIC, rotation(1, [NEW_KEY], SIGNING_KEY))
         collector.publish("ldp/rot2/config", campaign_config.sign(config_doc("rot2"), NEW_KEY))
         code, out = run(client, state, mosquitto.port, "rot2")
         assert code == 0 and "keys serial=1 trusted=1" in out and "published" in out, out
-        held = device_runner.read_ledger(state)["keys"]
+        held = read_ledger(state)["keys"]
         assert held == {"serial": 1, "keys": [NEW_KEY.public.to_doc()],
                         "sha256": hashlib.sha256(rotation(1, [NEW_KEY], SIGNING_KEY)).hexdigest()}
 

@@ -36,6 +36,7 @@ from support.c_client import assert_no_sanitizer_report, build_client, client_en
 from support.devices import SIGNING_KEY, config_doc
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger
 from ldpfleet.core import protocol
 from ldpfleet.core.protocols import ldplcm
 
@@ -75,17 +76,17 @@ class Sink:
 results = []
 for job in json.load(open(sys.argv[1])):
     lines = []
-    dev = D.Device(job["state"], job["identity"], job["campaign"], job["value"], "127.0.0.1",
+    dev = D.Device(job["state"], job["identity"], job["campaign"], job["value"],
                    log=lambda event, detail="": lines.append("%s %s" % (event, detail)))
     dev.rand = Stream(job["seed"])
-    dev.client = Sink()
+    sink = Sink()
     reports = []
     for topic, payload in job["messages"]:
-        dev._on_message(topic.encode(), payload.encode())
+        dev.on_message(topic, payload.encode())
         dev.process_inbox()
         for phase, report, _due in dev.outbox:
             reports.append([phase, "".join("%02x" % b for b in report)])
-        dev.flush()
+        dev.flush(sink)
     results.append({"log": lines, "reports": reports})
 with open(sys.argv[2], "w") as f:
     json.dump(results, f)
@@ -257,7 +258,7 @@ def run_micropython(jobs, work):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads((work / "out.json").read_text())
     for job, res in zip(jobs, out):
-        res["ledger"] = device_runner.read_ledger(job["state"])
+        res["ledger"] = read_ledger(job["state"])
     return out
 
 
@@ -280,7 +281,7 @@ def run_c(jobs, work):
                 reports.append([int(phase), hexed])
             elif line.startswith("ldp %s " % DEVICE):
                 log.append(line[len("ldp %s " % DEVICE):])
-        out.append({"log": log, "reports": reports, "ledger": device_runner.read_ledger(job["state"])})
+        out.append({"log": log, "reports": reports, "ledger": read_ledger(job["state"])})
     return out
 
 

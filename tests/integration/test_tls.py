@@ -23,6 +23,7 @@ from support.c_client import build_client
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, write_key_files
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger, run_device
 from support.service import ServeProcess
 
 
@@ -161,7 +162,7 @@ def test_devices_refuse_an_unverified_broker(tmp_path, tls_broker, pki, case):
     mp_state = _identity(tmp_path / "mp-dev", port, ca)
     c_state = _identity(tmp_path / "c-dev", port, ca)
     try:
-        mp = device_runner.run_device(mp_state, "127.0.0.1", port, "tlsneg", timeout=4,
+        mp = run_device(mp_state, "127.0.0.1", port, "tlsneg", timeout=4,
                                       backoff_max=0.5, wait=30)
         c = run_c_device(c_state, 4)
         collector.barrier()
@@ -173,19 +174,19 @@ def test_devices_refuse_an_unverified_broker(tmp_path, tls_broker, pki, case):
         for out in (mp.stdout, c.stdout):
             assert " connected " not in out and " spent " not in out
         for state in (mp_state, c_state):
-            assert device_runner.read_ledger(state) is None
+            assert read_ledger(state) is None
 
         good = tls_broker.tls_port
         _identity(mp_state, good, pki["ca"])
         _identity(c_state, good, pki["ca"])
-        ok = device_runner.run_device(mp_state, "127.0.0.1", good, "tlsneg", timeout=20, wait=40)
+        ok = run_device(mp_state, "127.0.0.1", good, "tlsneg", timeout=20, wait=40)
         assert ok.returncode == 0, ok.stdout
         c_ok = run_c_device(c_state, 20)
         assert c_ok.returncode == 0, c_ok.stdout + c_ok.stderr
         reports = collector.wait_for(lambda r: len(r) >= 2, 20)
         assert sorted(t for t, _ in reports) == ["ldp/tlsneg/r/c-dev", "ldp/tlsneg/r/mp-dev"]
         for state in (mp_state, c_state):
-            assert device_runner.read_ledger(state) is not None
+            assert read_ledger(state) is not None
     finally:
         collector.close()
 

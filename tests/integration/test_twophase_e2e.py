@@ -43,6 +43,7 @@ from scipy import stats
 
 from support.c_client import build_client, start_client
 from ldpfleet.provision import device_runner
+from support.devices import read_ledger
 from ldpfleet.loadgen import FleetOptions, run_fleet
 from ldpfleet.core.protocols import ldplcm
 from ldpfleet.service import BrokerSettings, Store
@@ -87,7 +88,7 @@ def sketch_counts(state, name):
 
 
 def ledger(workdir, kind, device_id):
-    return device_runner.read_ledger("%s/%s/%s" % (workdir, kind, device_id))
+    return read_ledger("%s/%s/%s" % (workdir, kind, device_id))
 
 
 def test_ldpminer_two_phases_find_the_planted_heavy_hitters(service, run_cli, tmp_path):
@@ -442,7 +443,7 @@ def test_ldpminer_sh_opt_real_devices_report_phase2_from_their_ledgers(service, 
     assert sketch_counts(state, "so") == [total, total]
 
     for dev, (st, log, _) in procs.items():
-        book = device_runner.read_ledger(st)
+        book = read_ledger(st)
         assert book["spent_milli"] == eps1 + eps2, dev
         assert sorted(book["reports"]) == ["%d:1" % cid, "%d:2" % cid], dev
         r1, r2 = (bytes.fromhex(book["reports"]["%d:%d" % (cid, p)][2]) for p in (1, 2))

@@ -2,9 +2,11 @@
 
 The client is built with its own build script (device/c_client/build.sh -> Makefile, the
 command CI and a board owner run) into a temporary directory, once per test session and flag
-set (plain, SANITIZE=1, NO_INT128=1). Runs use the same state-directory layout as the
-MicroPython device (identity.json, ledger.json), so `ldpfleet.provision.device_runner.prepare_device`
-and `read_ledger` serve both clients.
+set (plain, SANITIZE=1, NO_INT128=1), always with TEST_MODES=1: the test harness's subcommands
+(test_harness.c: vector, replay, ...), the crash points and the deterministic-randomness seam.
+Runs use the same state-directory layout as the MicroPython device (identity.json, ledger.0 and
+ledger.1), so `ldpfleet.provision.device_runner.prepare_device` and
+`support.devices.read_ledger` serve both clients.
 """
 import atexit
 import functools

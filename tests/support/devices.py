@@ -1,22 +1,30 @@
-"""Helpers for the MicroPython device tests: a paho subscriber with an ordering barrier, a
-retained publisher and campaign configs (real broker, real interpreter; no mocks)."""
+"""Helpers for the device tests: a paho subscriber with an ordering barrier, a retained
+publisher and campaign configs (real broker, real interpreter; no mocks); running a MicroPython
+device to completion (`run_device`, with the test-only crash points of
+tests/support/micropython/crash_main.py), reading its ledger back (`read_ledger`, both clients
+share the layout) and the heap/speed script of one mechanism (`report_cycle_script`)."""
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 
 from ldpfleet.core import config as campaign_config
 from ldpfleet.core import signing
 from ldpfleet.core.signing import SigningKey
+from ldpfleet.provision import device_runner
 
 SIGNING_KEY = SigningKey.from_seed(bytes(range(32)))
 """The tests' aggregator key (Ed25519, spec §5.1); devices trust only its public half."""
 OTHER_KEY = SigningKey.from_seed(bytes(range(1, 33)))
 """A valid Ed25519 key that no test device trusts."""
 SENTINEL_TOPIC = "ldp/sentinel/r/barrier"
+CRASH_MAIN = Path(__file__).resolve().parent / "micropython" / "crash_main.py"
+"""main.py with crash points (`--crash-point STEP`): test runs only, never shipped."""
 
 
 def _client(port, client_id=None, clean_session=True):
@@ -146,3 +154,60 @@ def write_key_files(path, key: SigningKey = SIGNING_KEY):
     Path(path).write_bytes(key.pem())
     Path(str(path) + ".pub").write_text(json.dumps(key.public.to_doc()) + "\n")
     return key
+
+
+def run_device(state_dir, host, port, campaign=None, wait: float = 60, **kw) -> subprocess.CompletedProcess:
+    """Run one MicroPython device with --once until it exits (the device's own --timeout
+    defaults to `wait` - 5 s). `extra_args` with `--crash-point STEP` runs it through
+    CRASH_MAIN, which stops it (exit 75) at that step."""
+    kw.setdefault("timeout", max(1.0, wait - 5))
+    argv, env = device_runner.micropython_device_cmd(state_dir, host, port, campaign, once=True, **kw)
+    if "--crash-point" in argv:
+        main = next(i for i, arg in enumerate(argv) if Path(arg).name == "main.py")
+        argv[main] = str(CRASH_MAIN)
+    return subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=wait)
+
+
+def read_ledger(state_dir):
+    """The document of the device's newest valid ledger generation, or None while it has
+    spent nothing and memoised nothing (generation 0, or no ledger at all)."""
+    found = device_runner.ledger_generations(state_dir)
+    if not found:
+        return None
+    gen, doc = max(found, key=lambda g: g[0])
+    if gen == 0 and not doc["spent_milli"] and not doc["reports"] and not doc.get("closed"):
+        return None
+    return doc
+
+
+REPORT_CYCLE = """import gc, time
+gc.collect()
+base = gc.mem_alloc()
+from ldp.%(name)s import MECHANISM
+mech = MECHANISM(%(eps)d, %(d)d, 0x1234, 77, 1, %(params)r)
+value = %(value)r
+if isinstance(value, list):  # a set, in the device's 64 slots (as DeviceValue holds it)
+    from ldp.sets import KeySet
+    value = KeySet.of(value, 64)
+mech.report(value, 0)
+gc.collect()
+resident = gc.mem_alloc()
+mech.report(value, 1)
+cycle = gc.mem_alloc() - resident
+t0 = time.ticks_us()
+for i in range(%(reports)d):
+    mech.report(value, i)
+dt = time.ticks_diff(time.ticks_us(), t0)
+print(base, resident - base, cycle, dt)
+"""
+
+
+def report_cycle_script(name, eps_milli, domain_size, params, value, reports) -> str:
+    """Source of a minimal MicroPython script (literals only, so the driver adds little to the
+    heap it measures) that imports one mechanism, builds it, makes `reports` reports with
+    os.urandom words (a list `value` is a set in 64 slots) and prints `base resident cycle
+    total_us`: heap before the import, heap held by the imported modules and the mechanism, heap
+    allocated by one report, and the wall-clock µs of the loop."""
+    return REPORT_CYCLE % {"name": name, "eps": eps_milli, "d": domain_size, "params": params,
+                           "value": value, "reports": reports}

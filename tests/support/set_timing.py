@@ -152,7 +152,7 @@ for case in job["cases"]:
     p2 = cfg.check_phase2(case["phase2"], doc) if case["phase2"] is not None else None
     ops = []
     for label, value in case["values"]:
-        dev = Device(job["state"], identity, doc["campaign"], value, "127.0.0.1", log=quiet)
+        dev = Device(job["state"], identity, doc["campaign"], value, log=quiet)
         ops.append(trigger(dev, doc, p2, case["phase"]))
     alloc = []
     for op in ops:

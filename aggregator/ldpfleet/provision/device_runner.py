@@ -1,6 +1,7 @@
 """Run the MicroPython device client (device/) as real processes from CPython.
 
-Stable API used by tests, the fleet generator and the service end-to-end runs:
+Stable API used by `flash`, `provision`, the fleet generator and the tests
+(tests/support/devices.py adds `run_device`, `read_ledger` and `report_cycle_script`):
 
     prepare_device(state_dir, device_id, trusted_keys, value, campaign=None, high=None,
                    eps_cap_milli=..., lifetime_budget_milli=..., broker=None) -> Path
@@ -8,16 +9,15 @@ Stable API used by tests, the fleet generator and the service end-to-end runs:
     micropython_device_cmd(state_dir, host, port, campaign=None, DeviceRun(...) or its
                            fields as keywords: lib_dir, once, timeout, ...) -> (argv, env)
     start_device(..., log_path=None) -> subprocess.Popen   # output to log_path, else a pipe
-    run_device(..., wait=60) -> subprocess.CompletedProcess   # --once, waits for exit
-    read_ledger(state_dir) -> dict | None
-    report_cycle_script(name, eps_milli, domain_size, params, value, reports) -> str
+    ledger_generations(state_dir) -> [(gen, doc)]      # every valid ledger generation
 
 A device's state directory holds identity.json, value.json and its ledger (two generations,
 ledger.0 and ledger.1, spec §7.4; `provision_ledger` writes generation 0); the code
 comes from `lib_dir` (device/ sources by default, or a compile_mpy output). MICROPYPATH
 replaces sys.path on MicroPython, so the environment sets it to `.frozen:<lib_dir>`.
-Device exit codes: 0 done, 1 corrupt ledger, 2 config refused (--once), 3 timed out (--once),
-75 crash point.
+Device exit codes: 0 done, 1 corrupt ledger, 2 config refused (--once), 3 timed out (--once);
+75 is a test build's crash point (tests/support/micropython/crash_main.py, the C client's
+`make TEST_MODES=1`).
 """
 import json
 import os
@@ -25,6 +25,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGED_DEVICE_DIR = Path(__file__).resolve().parents[1] / "device_client"
@@ -151,7 +153,7 @@ def compile_mpy(out_dir, march: str = "x64", src_dir=None) -> Path:
     main.py beside it (a board runs main.py from source; it only imports ldp). Returns
     `out_dir`, usable as `lib_dir`. Viper code needs the target's -march."""
     if march not in MARCHES:
-        raise ValueError("march must be one of %s" % ", ".join(MARCHES))
+        raise ConfigError("march", "must be one of %s" % ", ".join(MARCHES))
     out = Path(out_dir)
     (out / "ldp").mkdir(parents=True, exist_ok=True)
     cross = mpy_cross_binary()
@@ -232,56 +234,3 @@ def start_device(state_dir, host, port, campaign=None, log_path=None, **kw) -> s
                                 text=True)
     with open(log_path, "a") as log:
         return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def run_device(state_dir, host, port, campaign=None, wait: float = 60, **kw) -> subprocess.CompletedProcess:
-    """Run one device with --once until it exits (the device's own --timeout defaults to
-    `wait` - 5 s)."""
-    kw.setdefault("timeout", max(1.0, wait - 5))
-    argv, env = micropython_device_cmd(state_dir, host, port, campaign, once=True, **kw)
-    return subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=wait)
-
-
-def read_ledger(state_dir):
-    """The document of the device's newest valid ledger generation, or None while it has
-    spent nothing and memoised nothing (generation 0, or no ledger at all)."""
-    found = ledger_generations(state_dir)
-    if not found:
-        return None
-    gen, doc = max(found, key=lambda g: g[0])
-    if gen == 0 and not doc["spent_milli"] and not doc["reports"] and not doc.get("closed"):
-        return None
-    return doc
-
-
-REPORT_CYCLE = """import gc, time
-gc.collect()
-base = gc.mem_alloc()
-from ldp.%(name)s import MECHANISM
-mech = MECHANISM(%(eps)d, %(d)d, 0x1234, 77, 1, %(params)r)
-value = %(value)r
-if isinstance(value, list):  # a set, in the device's 64 slots (as DeviceValue holds it)
-    from ldp.sets import KeySet
-    value = KeySet.of(value, 64)
-mech.report(value, 0)
-gc.collect()
-resident = gc.mem_alloc()
-mech.report(value, 1)
-cycle = gc.mem_alloc() - resident
-t0 = time.ticks_us()
-for i in range(%(reports)d):
-    mech.report(value, i)
-dt = time.ticks_diff(time.ticks_us(), t0)
-print(base, resident - base, cycle, dt)
-"""
-
-
-def report_cycle_script(name, eps_milli, domain_size, params, value, reports) -> str:
-    """Source of a minimal MicroPython script (literals only, so the driver adds little to the
-    heap it measures) that imports one mechanism, builds it, makes `reports` reports with
-    os.urandom words (a list `value` is a set in 64 slots) and prints `base resident cycle total_us`: heap before the import, heap
-    held by the imported modules and the mechanism, heap allocated by one report, and the
-    wall-clock µs of the loop."""
-    return REPORT_CYCLE % {"name": name, "eps": eps_milli, "d": domain_size, "params": params,
-                           "value": value, "reports": reports}

@@ -1,0 +1,84 @@
+/* The command line shared by the client and its test harness: see cli.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "device.h"
+
+const char ldpc_usage_text[] =
+    "usage: ldp_client [run] --campaign C --state-dir DIR (--value V | --value-file F)\n"
+    "                  [--host H] [--port P]\n"
+    "                  [--identity FILE] [--device-id ID] [--high] [--once] [--timeout S]\n"
+    "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n"
+    "                  [--cafile PEM] [--crash-point after-commit]\n"
+    "       ldp_client provision --state-dir DIR\n"
+    "   test builds only (make TEST_MODES=1):\n"
+    "       ldp_client vector --case JSON --words-hex HEX [--print-x]\n"
+    "       ldp_client check-model [--model-file F] [--d D]\n"
+    "       ldp_client thresholds --eps-milli E [--n N]...\n"
+    "       ldp_client shc-thresholds --eps1 E1 --eps2 E2\n"
+    "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n"
+    "                                [--print-digest]\n"
+    "       ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]\n"
+    "       ldp_client replay --state-dir DIR --campaign C --value V --messages FILE\n";
+
+int ldpc_usage(const char *problem)
+{
+    if (problem)
+        fprintf(stderr, "ldp_client: %s\n", problem);
+    fputs(ldpc_usage_text, stderr);
+    return LDPC_EXIT_USAGE;
+}
+
+const char *ldpc_opt(int argc, char **argv, const char *name)
+{
+    int i;
+    for (i = 0; i < argc - 1; i++)
+        if (strcmp(argv[i], name) == 0)
+            return argv[i + 1];
+    return NULL;
+}
+
+int ldpc_flag(int argc, char **argv, const char *name)
+{
+    int i;
+    for (i = 0; i < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+int ldpc_check_args(int argc, char **argv, const char *const *options, const char *const *flags)
+{
+    int i, j, ok;
+    for (i = 0; i < argc; i++) {
+        ok = 0;
+        for (j = 0; flags[j]; j++)
+            ok |= strcmp(argv[i], flags[j]) == 0;
+        for (j = 0; !ok && options[j]; j++) {
+            if (strcmp(argv[i], options[j]) == 0) {
+                if (i + 1 >= argc)
+                    return 0;
+                ok = 1;
+                i++;
+            }
+        }
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+int ldpc_parse_number(const char *text, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+    if (text == NULL)
+        return 0;
+    v = strtod(text, &end);
+    if (end == text || *end != '\0' || !(v >= lo && v <= hi))
+        return 0;
+    *out = v;
+    return 1;
+}
