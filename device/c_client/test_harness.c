@@ -454,7 +454,7 @@ static int shc_thresholds(int argc, char **argv)
  * and publishing the outbox (each report printed as "report <phase> <hex>", then handed back as
  * delivered, as the session does after its PUBACK). Randomness as in `run` (the test seam
  * LDPC_TEST_RANDOM_SEED makes it a known stream). Tests drive both clients through the same
- * sequences of signed messages (tests/test_privacy_resigning.py). */
+ * sequences of signed messages (tests/integration/test_privacy_resigning.py). */
 static int replay(int argc, char **argv)
 {
     static const char *const options[] = {"--state-dir", "--campaign", "--value", "--messages", "--identity", NULL};

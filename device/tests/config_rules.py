@@ -1,4 +1,4 @@
-"""Run the device's config rules on MicroPython (used by tests/test_device_config.py).
+"""Run the device's config rules on MicroPython (used by tests/integration/test_device_config.py).
 
   micropython config_rules.py IN_JSON OUT_JSON
 

@@ -1,4 +1,4 @@
-"""Reproduce the shared protocol vectors on MicroPython (run by tests/test_device_vectors.py).
+"""Reproduce the shared protocol vectors on MicroPython (run by tests/integration/test_device_vectors.py).
 
   micropython vectors.py VECTORS_DIR OUT_JSON [MECH ...]
 
