@@ -56,7 +56,10 @@ def register(subparsers):
                          "this state has had, else none and no spread) and, with --protocol auto, "
                          "the plan (the predicted errors depend on it; ldpfleet plan --top shows them)")
     cr.add_argument("--domain", required=True,
-                    help="N or 0-M (integer items) or a file with one string item per line")
+                    help="N or 0-M (integer items), a file with one string item per line, or a "
+                         "numeric range for duchi/pm/hm/sw: LO..HI[:STEP] in the metric's units "
+                         "(--domain=-40.0..85.0:0.1: write it with '=' when LO is negative) or "
+                         "a JSON range/ranges object of protocol spec §1.1")
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",
                     help="mechanism parameter, e.g. g=8 or 2:kc=16 (repeatable)")
     cr.add_argument("--valid-days", type=float, default=30.0)
@@ -278,9 +281,14 @@ def run_status(args):
     if args.json:
         print(json.dumps(status, sort_keys=True))
         return 0
-    print("campaign %s (id %d): %s, phase %d, domain %s of %d items"
-          % (status["campaign"], status["campaign_id"], status["state"], status["phase"],
-             status["domain"]["type"], status["domain"]["size"]))
+    if status["domain"].get("range"):
+        print("campaign %s (id %d): %s, phase %d, numeric domain %s"
+              % (status["campaign"], status["campaign_id"], status["state"], status["phase"],
+                 status["domain"]["range"]))
+    else:
+        print("campaign %s (id %d): %s, phase %d, domain %s of %d items"
+              % (status["campaign"], status["campaign_id"], status["state"], status["phase"],
+                 status["domain"]["type"], status["domain"]["size"]))
     if status.get("protocol"):
         print("protocol %s" % json.dumps(status["protocol"], sort_keys=True))
     if status.get("branch"):
@@ -311,6 +319,11 @@ def run_status(args):
         if not ph["open"]:
             line += " (not open: waiting for its phase-2 message)"
         err = ph.get("expected_error") or {}
+        if err.get("mean_ci_halfwidth") is not None:
+            line += "; mean +/- %.4g (%g%% interval, worst-case variance)" % (
+                err["mean_ci_halfwidth"], 100 * err["confidence"])
+        elif err.get("bins"):
+            line += "; histogram over %d bins (EMS)" % err["bins"]
         if err.get("stddev_fraction") is not None:
             line += "; per-item stddev %.3g of n (%.1f reports), %g%% interval +/- %.1f reports" % (
                 err["stddev_fraction"], err["stddev_count"], 100 * err["confidence"],

@@ -58,10 +58,16 @@ class Issuance:
 
 
 def parse_domain(spec) -> dict:
-    """`N` or `0-M` (int items 0..N-1 / 0..M), or a file of item lines (str domain)."""
+    """`N` or `0-M` (int items 0..N-1 / 0..M), a file of item lines (str domain), or a numeric
+    range: `LO..HI[:STEP]` or a JSON `range`/`ranges` object (spec §1.1, numeric.py)."""
     if isinstance(spec, dict):
         return spec
     spec = str(spec)
+    if not os.path.isfile(spec):
+        from .numeric import parse_numeric_domain
+        numeric = parse_numeric_domain(spec)
+        if numeric is not None:
+            return numeric
     if os.path.isfile(spec):
         with open(spec, encoding="utf-8") as f:
             items = [line.rstrip("\r\n") for line in f]
@@ -132,6 +138,8 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None,
             raise ConfigError("mechanism", str(exc)) from None
         eps_milli = parse_epsilon(eps)
         kw = dict(p, **domain_extras(probe, mech_name))
+        if mech_name == "hm" and "metrics" not in kw and domain.get("type") == "ranges":
+            kw["metrics"] = cfgmod.numeric_metrics(domain)  # one per metric of the domain
         if mech_name == "shc" and phase == 2 and phases:  # its thresholds need eps1 (§3.1)
             kw["eps1_milli"] = phases[0]["eps_milli"]
         size = cfgmod.mechanism_domain_size(probe, mech_name)
@@ -348,8 +356,11 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
     """Everything `ldpfleet campaign status` prints. `fleet`: the provisioned devices
     (coverage.ProvisionedFleet) that `coverage` counts."""
     from .coverage import coverage
+    from .numeric import describe_domain, is_numeric
+    from .numeric import expected_error as numeric_error
     from ..state.retention import purge_record
     camp = store.require_campaign(name)
+    numeric = is_numeric(camp.config)
     counters = store.counters(name)
     phases = []
     for ph in camp.config["phases"]:
@@ -363,7 +374,10 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
             entry.update(mechanism=fb["mechanism"], params=fb["params"], fallback=True)
         if "sample_rate_ppm" in ph:
             entry["sample_rate_ppm"] = ph["sample_rate_ppm"]
-        if ph["phase"] <= camp.phase:
+        if ph["phase"] <= camp.phase and numeric:
+            entry["expected_error"] = numeric_error(camp.mechanism(ph["phase"]),
+                                                    camp.config["domain"], n, confidence)
+        elif ph["phase"] <= camp.phase:
             try:
                 entry["expected_error"] = expected_error(camp, ph["phase"], n, confidence)
             except NotImplementedError as exc:  # a mechanism without variance() (numeric ones)
@@ -371,8 +385,9 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
         phases.append(entry)
     rejected = {k: v for k, v in sorted(counters.items()) if k not in ("received", "accepted")}
     return {"campaign": name, "campaign_id": camp.campaign_id, "state": camp.state,
-            "phase": camp.phase, "domain": {"type": camp.config["domain"]["type"],
-                                            "size": cfgmod.domain_size(camp.config)},
+            "phase": camp.phase, "domain": dict(
+                {"type": camp.config["domain"]["type"], "size": cfgmod.domain_size(camp.config)},
+                **({"range": describe_domain(camp.config["domain"])} if numeric else {})),
             "created_at": camp.created_at, "closed_at": camp.closed_at,
             "not_after": camp.config["not_after"],
             "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),

@@ -16,6 +16,8 @@ def estimate(store: Store, name: str, query: EstimateQuery):
     no post-processing; a protocol's answer ignores a post-processing method with a warning
     (the config file's `[estimate] post` is meant for one phase's estimates)."""
     camp = store.require_campaign(name)
+    if camp.config["domain"]["type"] in ("range", "ranges"):
+        return _numeric(store, name, query)
     post = None if query.post in (None, "", NO_POST) else query.post
     threshold = parse_threshold(query.threshold)
     if camp.protocol and camp.phase == 2 and query.phase is None:
@@ -36,3 +38,18 @@ def estimate(store: Store, name: str, query: EstimateQuery):
         top=query.top, threshold=threshold, confidence=query.confidence,
         items=parse_items(query.items, kind), subset=parse_items(query.subset, kind),
         fdr=query.fdr))
+
+
+def _numeric(store: Store, name: str, query: EstimateQuery):
+    """A numeric campaign's means or histogram (numeric.py); the options of item lists do
+    not apply."""
+    from .numeric import compute_numeric
+    for flag in ("items", "subset", "top", "threshold"):
+        if getattr(query, flag) not in (None, []):
+            raise ConfigError(flag, "%s applies to item estimates, not to a numeric campaign"
+                              % flag)
+    out = compute_numeric(store, name, phase=query.phase, confidence=query.confidence)
+    if query.post not in (None, "", NO_POST):
+        out.warnings.append("post-processing %s applies to item estimates: a numeric campaign's "
+                            "answer is not post-processed" % query.post)
+    return out

@@ -59,6 +59,11 @@ class ExpectedError(_Doc):
     ci_halfwidth_count: Optional[float] = None
     confidence: Optional[float] = None
     error: Optional[str] = None
+    mean_stddev: Optional[float] = None
+    """Numeric mean (duchi, pm, hm): the mean's standard deviation in the metric's units."""
+    mean_ci_halfwidth: Optional[float] = None
+    bins: Optional[int] = None
+    """sw: the histogram's bins."""
 
 
 class PhaseStatus(_Doc):
@@ -75,6 +80,8 @@ class PhaseStatus(_Doc):
 class Domain(_Doc):
     type: str
     size: int
+    range: Optional[str] = None
+    """Numeric domains: the range in the metric's units and the grid points."""
 
 
 class PurgeRecord(_Doc):
@@ -153,6 +160,49 @@ class SubsetAnswer(_Doc):
     post: Optional[float] = None
 
 
+class NumericMean(_Doc):
+    """One metric's mean in its units with its interval (sw: the histogram's mean, `stddev`
+    null: a bootstrap interval)."""
+
+    metric: int
+    name: str
+    reports: int
+    mean: Optional[float] = None
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    stddev: Optional[float] = None
+
+
+class HistogramBin(_Doc):
+    bin: int
+    low: float
+    high: float
+    fraction: float
+    ci_low: float
+    ci_high: float
+
+
+class Quantile(_Doc):
+    q: float
+    value: float
+    ci_low: float
+    ci_high: float
+
+
+class NumericAnswer(_Doc):
+    """A numeric campaign's answer (service/campaigns/numeric.py): means (duchi, pm, hm) or the
+    sw histogram over its bins with quantiles and the mean; `interval` says how the intervals
+    are made."""
+
+    domain: dict[str, Any]
+    range: str
+    interval: str
+    means: list[NumericMean]
+    per_report_variance: Optional[float] = None
+    histogram: Optional[list[HistogramBin]] = None
+    quantiles: Optional[list[Quantile]] = None
+
+
 class Estimate(_Doc):
     """`ldpfleet estimate NAME --json`: one phase's estimate table, or a two-phase protocol's
     final answer (`protocol`, `phase_reports`, `params`)."""
@@ -175,6 +225,7 @@ class Estimate(_Doc):
     params: Optional[dict[str, Any]] = None
     high_items: Optional[list[Item]] = None
     significance: Optional[Significance] = None
+    numeric: Optional[NumericAnswer] = None
 
 
 class Advanced(_Doc):
