@@ -210,7 +210,9 @@
     const out = {name: name, status: status, trend: trend, estimate: null, answer: null,
                  error: null};
     try {
-      if (status.protocol && status.phase >= 2) {
+      if (status.domain.range) {  // numeric: means or a histogram, no item list (no top)
+        out.estimate = await api(campaignPath(name) + "/estimate?format=json");
+      } else if (status.protocol && status.phase >= 2) {
         const top = status.protocol.protocol === "ldplcm" ? "&top=" + CHART_TOP : "";
         out.answer = await api(campaignPath(name) + "/estimate?format=json" + top);
       } else {
@@ -295,7 +297,8 @@
       el("h2", null, n),
       stateBadge(s.state, s.phase, s.phases.length),
       el("span", {class: "meta"},
-         s.domain.type + " domain of " + fmtInt(s.domain.size) + " items · created " +
+         (s.domain.range ? "numeric domain " + s.domain.range
+                         : s.domain.type + " domain of " + fmtInt(s.domain.size) + " items") + " · created " +
          fmtTime(s.created_at) + (s.state === "closed" ? " · closed " + fmtTime(s.closed_at)
                                                        : " · valid until " + fmtTime(s.not_after)))));
     parts.push(totals(s));
@@ -309,12 +312,16 @@
     const shown = d.answer || d.estimate;
     if (d.error) {
       chartBox.append(el("p", {class: "error"}, "estimate: " + d.error));
+    } else if (shown && shown.numeric) {
+      if (shown.numeric.histogram) chartBox.append(histogramChart(n, shown));
     } else if (shown) {
       chartBox.append(chartTitle(shown), estimateChart(n, shown));
     }
     if (d.trend) chartBox.append(trendChart(n, d.trend));
     if (d.answer) {
       side.append(answerTable(n, d.answer));
+    } else if (d.estimate && d.estimate.numeric) {
+      side.append(numericMeans(n, d.estimate));
     } else if (d.estimate) {
       side.append(heavyHitters(n, d.estimate));
     }
@@ -502,6 +509,53 @@
         "acknowledged, brokers redeliver after a restart; nothing is lost or counted twice"));
     }
     return box;
+  }
+
+  /** A numeric campaign's means (duchi, pm, hm; sw: the histogram's mean) with intervals. */
+  function numericMeans(n, est) {
+    const pct = Math.round((est.confidence || 0.95) * 100);
+    const fmt = (v) => Number(v.toPrecision(5)).toString();
+    const box = el("div", {class: "hitters"},
+      el("h3", null, "Mean", el("span", {class: "meta"}, " phase " + est.phase + ", n = ",
+         num("estimate." + n + ".n", est.n, fmtInt))));
+    if (!est.n) {
+      box.append(el("p", {class: "empty"}, "no reports yet"));
+      return box;
+    }
+    box.append(el("div", {class: "table-box"}, el("table", {class: "grid"},
+      el("thead", null, el("tr", null, el("th", null, "metric"), el("th", {class: "num"}, "reports"),
+        el("th", {class: "num"}, "mean"), el("th", {class: "num"}, pct + "% interval"))),
+      el("tbody", null, est.numeric.means.map((m) => {
+        const f = "numeric." + n + "." + m.metric + ".";
+        return el("tr", null, el("td", null, m.name || "metric " + m.metric),
+          el("td", {class: "num"}, num(f + "reports", m.reports, fmtInt)),
+          el("td", {class: "num"}, num(f + "mean", m.mean, fmt)),
+          el("td", {class: "num ci"}, num(f + "ci_low", m.ci_low, fmt), " – ",
+             num(f + "ci_high", m.ci_high, fmt)));
+      })))));
+    box.append(el("p", {class: "meta"}, est.numeric.interval));
+    return box;
+  }
+
+  /** sw: the EMS histogram over the bins (fraction per bin; the interval band as a line). */
+  function histogramChart(n, est) {
+    const bins = est.numeric.histogram;
+    const W = 720, H = 260, left = 58, right = 12, top = 24, bottom = 34;
+    const plotW = W - left - right, plotH = H - top - bottom;
+    const hi = Math.max(1e-12, ...bins.map((b) => b.ci_high));
+    const x = (v) => left + (v - bins[0].low) / (bins[bins.length - 1].high - bins[0].low) * plotW;
+    const y = (f) => top + plotH - f / hi * plotH;
+    const bars = bins.map((b) => svg("rect", {x: x(b.low), width: Math.max(0.5, x(b.high) - x(b.low)),
+      y: y(b.fraction), height: Math.max(0, plotH + top - y(b.fraction)), class: "bar",
+      "data-field": "histogram." + n + "." + b.bin, "data-value": b.fraction}));
+    const band = svg("polyline", {class: "ci", fill: "none", stroke: "currentColor", "stroke-width": 0.6,
+      points: bins.map((b) => x((b.low + b.high) / 2) + "," + y(b.ci_high)).join(" ")});
+    const axis = [bins[0].low, bins[bins.length - 1].high].map((v, i) =>
+      svg("text", {x: i ? W - right : left, y: H - 12, "text-anchor": i ? "end" : "start"}, String(v)));
+    return el("div", null,
+      el("h3", null, "Distribution", el("span", {class: "meta"},
+         " phase " + est.phase + " (sw, ε " + fmtEps(est.epsilon || 0) + "), " + bins.length + " bins")),
+      svg("svg", {class: "chart", viewBox: "0 0 " + W + " " + H, role: "img"}, bars, band, axis));
   }
 
   function heavyHitters(n, est) {
