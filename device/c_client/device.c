@@ -309,8 +309,9 @@ static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, int64
 {
     const cJSON *ph = phase_entry(doc, phase);
     const char *name = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
-    /* n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones */
-    uint64_t n = ldpc_domain_size(doc) + (ldpc_mech_set_valued_name(name) ? 0 : 1);
+    /* n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued ones,
+     * N grid points for numeric ones (no ⊥: they clip, spec §1.1) */
+    uint64_t n = ldpc_domain_size(doc) + (ldpc_mech_set_valued_name(name) || ldpc_numeric_id(ldp_mechanism_id(name)) ? 0 : 1);
     cJSON *params = NULL;
     int rc;
     if (phase == 2 && ldp_mechanism_id(name) == LDP_MECHANISM_ID_SHC) {
@@ -378,6 +379,48 @@ static uint32_t domain_index(const struct domain_view *v, const struct ldpc_item
     return idx;
 }
 
+/* Spec §1.1: the grid point of `reading` on metric `metric` of a checked numeric domain of N
+ * points (the same float steps for every number; not a number: the midpoint). */
+static uint32_t grid_point_of(const cJSON *domain, int metric, uint32_t n, double reading, int is_number)
+{
+    const cJSON *m = domain, *t = cJSON_GetObjectItemCaseSensitive(domain, "type");
+    int64_t lo = 0, hi = 1, dec = 0;
+    if (cJSON_IsString(t) && strcmp(t->valuestring, "ranges") == 0)
+        m = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(domain, "metrics"), metric);
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(m, "lo"), &lo);
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(m, "hi"), &hi);
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(m, "decimals"), &dec);
+    return ldp_grid_point(reading, is_number, lo, hi, (uint32_t)dec, n);
+}
+
+/* A numeric mechanism's input (spec §1.1, §3.3): in->index the grid point of the reading
+ * (duchi, pm, sw), or for hm *keys (heap) the grid point of every metric's reading, in domain
+ * order, with in->nslots = metrics. Every metric takes the same steps whatever its reading;
+ * never refuses because of the value. -1 only when memory runs out. */
+static int numeric_input(const struct ldpc_value *value, const cJSON *doc, const struct ldpc_mech *mech,
+                         struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+{
+    const cJSON *domain = cJSON_GetObjectItemCaseSensitive(doc, "domain");
+    uint32_t n = (uint32_t)mech->domain_size, a, metrics = 1;
+    if (mech->id == LDP_MECHANISM_ID_HM)
+        metrics = mech->num.hm.metrics;
+    if (metrics > LDPC_READINGS)
+        metrics = LDPC_READINGS;
+    *keys = malloc(metrics * sizeof **keys);
+    if (*keys == NULL) {
+        ldpc_reason_set(why, "value", "out of memory");
+        return -1;
+    }
+    for (a = 0; a < metrics; a++)
+        (*keys)[a] = grid_point_of(domain, (int)a, n, value->reading[a], value->is_number[a]);
+    in->index = (*keys)[0];
+    if (mech->id == LDP_MECHANISM_ID_HM) {
+        in->keys = *keys;
+        in->nslots = metrics;
+    }
+    return 0;
+}
+
 /* The device's value in the form the mechanism takes; *keys (heap) holds a set's slots. Never
  * refuses because of the value (spec §1): a value outside the domain is ⊥ (a list given to a
  * one-item campaign too: its `one` is NONE), set elements that are not domain items are
@@ -388,6 +431,8 @@ static int build_input(const struct ldpc_value *value, int high, const cJSON *do
     struct domain_view view;
     memset(in, 0, sizeof *in);
     *keys = NULL;
+    if (ldpc_numeric_id(mech->id))
+        return numeric_input(value, doc, mech, in, keys, why);
     if (domain_view_init(&view, doc, why) != 0)
         return -1;
     if (ldpc_mech_set_valued(mech)) {

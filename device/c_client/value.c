@@ -30,6 +30,12 @@ void ldpc_value_init(struct ldpc_value *v, const cJSON *value)
         v->slot[j] = item_of(item);
         item = item != NULL && cJSON_IsArray(value) ? item->next : NULL;
     }
+    item = cJSON_IsArray(value) ? value->child : value;
+    for (j = 0; j < LDPC_READINGS; j++) {
+        v->is_number[j] = (uint8_t)(cJSON_IsNumber(item) != 0);
+        v->reading[j] = cJSON_IsNumber(item) ? item->valuedouble : 0.0;
+        item = item != NULL && cJSON_IsArray(value) ? item->next : NULL;
+    }
     /* repeats count once (spec §1): slot j is dropped if an earlier slot holds the same item */
     for (j = 1; j < LDPC_SET_CAPACITY; j++) {
         uint32_t dup = 0;

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #define LDPC_SET_CAPACITY 64 /* spec §7.1: a set value is processed over this many slots */
+#define LDPC_READINGS 64     /* numeric campaigns: one reading per metric, at most 64 (spec §1.1) */
 
 /* What one element is (spec §1): an integer item (0..2^32-1), a string item (non-empty; its
  * key), or nothing (another type, an empty string, no element, a repeat of an earlier slot). */
@@ -24,6 +25,11 @@ struct ldpc_item {
 struct ldpc_value {
     struct ldpc_item one;
     struct ldpc_item slot[LDPC_SET_CAPACITY];
+    /* numeric campaigns (spec §1.1): the value as readings (a number is metric 0's; a list
+     * gives one per metric), `is_number` 0 where it is not a number (it then reports the
+     * grid's midpoint) */
+    double reading[LDPC_READINGS];
+    uint8_t is_number[LDPC_READINGS];
 };
 
 void ldpc_value_init(struct ldpc_value *v, const cJSON *value);

@@ -37,7 +37,8 @@ from .envelope import KEYS_TOPIC, Verifier, trusted_keys
 from .errors import BudgetExceeded, ConfigError
 from .hash import murmur3
 from .ledger import Ledger
-from .mechanisms import LISTED, SET_VALUED, make
+from .mechanisms import LISTED, NUMERIC, SET_VALUED, make
+from .numeric_domain import domain_metrics, grid_point
 from .ack import ACK_MAC_SIZE, ack_accepts, ack_pads
 from .report import ACK_SIZE
 from .sets import candidate_index, trim
@@ -57,7 +58,8 @@ class Device:
     `identity`: {device_id, trusted_keys (public keys only, spec §5.2), eps_cap_milli, lifetime_budget_milli,
     set_capacity (optional), ack_key (optional: this device's acknowledgement key, spec §6)}.
     `value`: the device's item (int or str), a list of items for set-valued campaigns
-    (anything else, or an item outside the campaign's domain, reports ⊥, spec §1);
+    (anything else, or an item outside the campaign's domain, reports ⊥, spec §1); for a
+    numeric campaign its reading (a number; hm: a list, one per metric), clipped to the grid;
     `high`: LDPLCM phase-2 decision when the phase-2 message carries no model.
     `once`: done when every phase this device takes part in has been delivered, or at the
     first refused config. `rand(n)`: the OS RNG (os.urandom), the only source of randomness.
@@ -78,6 +80,8 @@ class Device:
         self.last_payload = None
         self.campaign = campaign
         self.value = DeviceValue(value, identity.get("set_capacity", SET_CAPACITY))
+        # numeric campaigns (spec §1.1): the reading(s) as given, one per metric for hm
+        self.readings = value if isinstance(value, list) else [value]
         self.rand = os.urandom
         self.high = bool(high)
         self.once = once
@@ -362,6 +366,8 @@ class Device:
         g(index) >= P in constant steps (ldp/lcm_model.py), or the caller's `high` when the body
         carries no model."""
         name = mech.name
+        if name in NUMERIC:
+            return self._grid_input(doc, name, mech.domain_size)
         dom = self._domain(doc)
         if name in SET_VALUED:
             return dom.set_keys(self.value)
@@ -375,6 +381,16 @@ class Device:
                 high = LcmModel(p2["model"]).is_high(index)
             return {"key": key, "high": bool(high)}
         return key
+
+    def _grid_input(self, doc, name, n):
+        """The grid point of each metric's reading (spec §1.1; hm: the list of them, in domain
+        order). Never refuses: a missing, non-numeric or NaN reading is the midpoint, one
+        outside the range its end; every metric takes the same float steps (`grid_point`)."""
+        readings = self.readings
+        xs = []
+        for a, (lo, hi, dec) in enumerate(domain_metrics(doc["domain"])):
+            xs.append(grid_point(readings[a] if a < len(readings) else None, lo, hi, dec, n))
+        return xs if name == "hm" else xs[0]
 
     # --- reports ----------------------------------------------------------------------------
     def deliver(self, phase, mech, value):

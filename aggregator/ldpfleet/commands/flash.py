@@ -51,7 +51,9 @@ def register(subparsers):
         help="deprecated: the Wi-Fi password on the command line; use --wifi-password-file"))
     p.add_argument("--campaign", default=None, help="campaign this device reports to (value.json)")
     p.add_argument("--value", default=None,
-                   help="the device's item as JSON (5, \"cpu\", [1, 2]) or a bare string")
+                   help="the device's item as JSON (5, \"cpu\", [1, 2]) or a bare string; for a "
+                        "numeric campaign its reading (3.7; a list [3.7, 21.5] of one reading "
+                        "per metric for hm)")
     p.add_argument("--mpremote", default="mpremote", help="mpremote executable")
     p.add_argument("--stage-dir", default=None,
                    help="stage the bundle here and keep it (default: a temp dir, removed)")
@@ -84,6 +86,25 @@ def _flash_login(args):
     return None
 
 
+def parse_value(text):
+    """--value: a reading (a finite JSON number, or a list of them: one per metric of an hm
+    campaign) for numeric campaigns, else the item(s) of `boards.parse_value`."""
+    import json
+    import math
+    try:
+        value = json.loads(text) if text is not None else None
+    except ValueError:
+        value = None
+    readings = value if isinstance(value, list) and value else [value]
+    if any(isinstance(v, float) for v in readings):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                   for v in readings):
+            raise ConfigError("value", "a reading is a finite number (a list of them for "
+                              "several metrics), got %r" % text)
+        return value
+    return boards.parse_value(text)
+
+
 def _stage_single(staged, args) -> list:
     if not NAME_RE.match(args.device_id or ""):
         raise ConfigError("device_id", "--device-id must match [A-Za-z0-9_-]{1,64}")
@@ -92,7 +113,7 @@ def _stage_single(staged, args) -> list:
     options = board_options(args)
     value = None
     if args.campaign is not None or args.value is not None:
-        value = {"campaign": args.campaign, "value": boards.parse_value(args.value)}
+        value = {"campaign": args.campaign, "value": parse_value(args.value)}
     return boards.stage_board(staged, args.device_id, options, _flash_login(args), value=value)
 
 
