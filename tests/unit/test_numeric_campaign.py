@@ -152,3 +152,25 @@ def test_numeric_refuses_item_options(state):
             with pytest.raises(ConfigError):
                 estimate(store, "pm", query)
         assert estimate(store, "pm", EstimateQuery(post="base-pos")).warnings
+
+
+def test_fleet_readings():
+    from ldpfleet.loadgen.items import draw_indices, item_distribution
+    doc = {"domain": TEMP}
+    dist = item_distribution(None, doc)  # beta:2,5 scaled into -40..85
+    r = draw_indices(20000, dist, np.random.default_rng(1), 0)
+    assert r.shape == (20000,) and -40 <= r.min() and r.max() <= 85
+    assert abs(float(np.mean(r)) - (-40 + 125 * 2 / 7)) < 0.5
+    x = dist.grid(r)
+    assert x.dtype == np.uint32 and x.max() <= 1250
+    counts = {}
+    dist.add_counts(counts, r[:10])
+    assert sum(counts.values()) == 10 and isinstance(dist.value(r[0]), float)
+    pair = item_distribution("uniform", {"domain": {
+        "type": "ranges", "points": 11, "metrics": [{"lo": 0, "hi": 10}, {"lo": 5, "hi": 6}]}})
+    r2 = pair.draw(100, np.random.default_rng(2))
+    assert r2.shape == (100, 2) and pair.grid(r2).shape == (100, 2)
+    assert len(pair.value(r2[0])) == 2
+    for bad in ("zipf:1.1", "beta:1", "normal:a,b"):
+        with pytest.raises(ConfigError):
+            item_distribution(bad, doc)

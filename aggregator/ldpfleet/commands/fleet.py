@@ -37,8 +37,10 @@ def register(subparsers):
     p.add_argument("--ack-login-key", default=None, metavar="FILE",
                    help="instead of the root key, the key of this generator's --username login "
                         "(`ldpfleet ack-key login`): enough to check its simulated devices' acks")
-    p.add_argument("--dist", default="zipf:1.1",
-                   help="zipf:S over the domain, or FILE with one `item [weight]` per line")
+    p.add_argument("--dist", default=None,
+                   help="zipf:S over the domain (default zipf:1.1), or FILE with one `item "
+                        "[weight]` per line; a numeric campaign's readings: beta:A,B scaled into "
+                        "the range (default beta:2,5), uniform, normal:MU,SD or constant:V")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the simulator's item draws and perturbation words and of the "
                         "device ids (default: the campaign's id, so a re-run against the same "

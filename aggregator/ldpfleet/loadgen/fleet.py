@@ -42,7 +42,8 @@ class FleetOptions:
     devices: int = 1000
     micropython: int = 0
     c_clients: int = 0
-    dist: str = "zipf:1.1"
+    dist: str = None
+    """None: zipf:1.1 (items), beta:2,5 (numeric readings)."""
     seed: int = None
     phase: int = None
     id_prefix: str = None

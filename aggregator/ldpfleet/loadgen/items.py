@@ -70,8 +70,13 @@ def _weights_file(path: str, items, domain_type: str) -> np.ndarray:
 
 def item_distribution(dist: str, doc: dict) -> ItemDistribution:
     """`zipf:S` (or any `datasets` spec) over the domain in config order, or a FILE of
-    `item [weight]` lines (`_weights_file`)."""
+    `item [weight]` lines (`_weights_file`); a numeric campaign's readings
+    (numeric.NumericDistribution: `beta:A,B`, ...). None: zipf:1.1, numeric beta:2,5."""
     domain = doc["domain"]
+    if domain["type"] in campaign_config.NUMERIC_DOMAINS:
+        from .numeric import NumericDistribution
+        return NumericDistribution(dist, domain)
+    dist = dist or "zipf:1.1"
     if domain["type"] == "int":
         if domain["size"] > MAX_SIMULATED_DOMAIN:
             raise ConfigError("domain.size", "the fleet draws from a table over the whole domain; "
@@ -99,7 +104,10 @@ def campaign_set_size(doc: dict) -> int:
 
 def draw_indices(n: int, dist: ItemDistribution, rng: np.random.Generator, set_size: int = 0):
     """(n,) item indices, or (n, set_size) distinct indices per device for set-valued phases
-    (`datasets.draw_sets_from`: successive sampling without replacement)."""
+    (`datasets.draw_sets_from`: successive sampling without replacement); a numeric
+    campaign's readings ((n,) or (n, d) floats)."""
+    if getattr(dist, "numeric", False):
+        return dist.draw(n, rng)
     if not set_size:
         return datasets.draw_from(dist.probs, n, rng)
     with_mass = int(np.count_nonzero(dist.probs))

@@ -70,7 +70,10 @@ def simulated_reports(view: CampaignView, mech, dist: ItemDistribution, device_i
     out = np.zeros((len(device_ids), mech.report_size), np.uint8)
     for start in range(0, len(chosen), BATCH_DEVICES):
         indices = all_indices[start:start + BATCH_DEVICES]
-        keys = np.ascontiguousarray(dist.keys[indices])
+        if getattr(dist, "numeric", False):  # readings: the grid points devices report
+            keys = np.ascontiguousarray(dist.grid(indices))
+        else:
+            keys = np.ascontiguousarray(dist.keys[indices])
         if memos is not None:
             reports = mech.perturb_batch(type(memos)(*(a[start:start + BATCH_DEVICES]
                                                         for a in memos)), rng)
