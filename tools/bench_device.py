@@ -10,7 +10,8 @@ For each mechanism (typical device parameters, ε = 2), from `.mpy` files (mpy-c
   peak_bytes         resident + cycle allocation (+ the interpreter's own baseline)
   min_heap_bytes     smallest `-X heapsize` (bisected, 256-byte steps) that imports, builds and
                      produces 200 reports
-With --device, also the smallest heap that runs the whole device (config verification, ledger,
+With --readings, also duchi/pm/sw reports from a float reading (grid point + report, as the device
+loop makes them), wall µs per report. With --device, also the smallest heap that runs the whole device (config verification, ledger,
 MQTT, one OLH report) against a private Mosquitto.
 
 Run: python tools/bench_device.py [--reports N] [--repeats R] [--device] [--source]
@@ -110,6 +111,38 @@ def bench_mechanism(name, lib, workdir, reports, repeats):
             "min_heap_bytes": heap, "params": params, "domain_size": CASES[name][0]}
 
 
+READING_CYCLE = """import gc, time
+from ldp.numeric_domain import grid_point
+from ldp.%(name)s import MECHANISM
+mech = MECHANISM(%(eps)d, 1251, 0x1234, 77, 1, %(params)r)
+readings = [21.5, -40.0, 85.0, 1000.0, 3.7, None, 22.25, -3.1]
+t0 = time.ticks_us()
+for i in range(%(reports)d):
+    mech.report(grid_point(readings[i & 7], -400, 850, 1, 1251), i)
+dt = time.ticks_diff(time.ticks_us(), t0)
+print(dt)
+"""
+
+
+def bench_reading(name, lib, workdir, reports, repeats):
+    """A numeric report from the reading, as the device makes it: the grid point of spec §1.1
+    (-40.0..85.0 by 0.1, readings in range, clipped and missing) and the report; the
+    in-interpreter wall clock (ticks_us), median over `repeats` runs, µs per report."""
+    params = {"bins": 256, "window": 131} if name == "sw" else {}
+    path = Path(workdir) / ("reading_%s.py" % name)
+    path.write_text(READING_CYCLE % {"name": name, "eps": EPS_MILLI, "params": params,
+                                     "reports": reports})
+    wall = []
+    for _ in range(repeats):
+        code, out, _cpu = run_script([str(path)], lib)
+        if code:
+            raise RuntimeError("%s failed: %s" % (name, out))
+        wall.append(int(out.split()[-1]) / reports)
+    wall.sort()
+    return {"wall_us_per_report": round(wall[len(wall) // 2], 3), "domain": "-40.0..85.0 by 0.1",
+            "params": params}
+
+
 def bench_device(lib, workdir):
     """Smallest heap that runs one whole device cycle (--once) against a private broker."""
     from support.brokers import PrivateMosquitto
@@ -144,6 +177,9 @@ def main(argv=None):
     ap.add_argument("--mechanisms", nargs="*", default=sorted(CASES))
     ap.add_argument("--device", action="store_true", help="also bisect the whole device's heap")
     ap.add_argument("--source", action="store_true", help="run from .py sources instead of .mpy")
+    ap.add_argument("--readings", action="store_true",
+                    help="also time duchi/pm/sw reports made from a reading (its grid point, "
+                         "spec §1.1, then the report), as the device loop makes them")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         lib = device_runner.DEVICE_DIR if args.source else device_runner.compile_mpy(Path(tmp) / "mpy")
@@ -156,6 +192,9 @@ def main(argv=None):
             # long-bitmap mechanisms draw one word per bit: fewer reports keep the run short
             n = args.reports if name not in ("cms", "lcm") else max(args.reports // 20, 200)
             out["mechanisms"][name] = bench_mechanism(name, lib, tmp, n, args.repeats)
+        if args.readings:
+            out["from_reading"] = {name: bench_reading(name, lib, tmp, args.reports, args.repeats)
+                                   for name in ("duchi", "pm", "sw")}
         if args.device:
             out["device_cycle"] = bench_device(lib, tmp)
     print(json.dumps(out, indent=1))

@@ -187,7 +187,7 @@ base = gc.mem_alloc()
 from ldp.%(name)s import MECHANISM
 mech = MECHANISM(%(eps)d, %(d)d, 0x1234, 77, 1, %(params)r)
 value = %(value)r
-if isinstance(value, list):  # a set, in the device's 64 slots (as DeviceValue holds it)
+if isinstance(value, list) and "%(name)s" != "hm":  # a set, in the device's 64 slots (hm: grid points)
     from ldp.sets import KeySet
     value = KeySet.of(value, 64)
 mech.report(value, 0)
