@@ -174,3 +174,20 @@ def test_fleet_readings():
     for bad in ("zipf:1.1", "beta:1", "normal:a,b"):
         with pytest.raises(ConfigError):
             item_distribution(bad, doc)
+
+
+def test_unchanged_sketch_answers_from_the_cache(state):
+    import time
+    with Store(state) as store:
+        fold(store, "sw", -40 + 125 * np.random.default_rng(3).beta(2, 5, 5000), 14)
+        t0 = time.monotonic()
+        first = estimate(store, "sw", EstimateQuery(post="base-pos"))
+        slow = time.monotonic() - t0
+        t0 = time.monotonic()
+        again = estimate(store, "sw", EstimateQuery())
+        fast = time.monotonic() - t0
+        assert again.to_json()["numeric"] == first.to_json()["numeric"]
+        assert first.warnings and not again.warnings  # the caller's warning stays its own
+        assert fast < slow
+        fold(store, "sw", -40 + 125 * np.random.default_rng(4).beta(2, 5, 5000), 15)
+        assert estimate(store, "sw", EstimateQuery()).to_json()["numeric"] != first.to_json()["numeric"]

@@ -22,6 +22,7 @@ mean intervals from the sketch's percentile bootstrap (the reports' output count
 EMS again). These carry the sampling and perturbation noise; EMS's smoothing bias is not in
 them (said in every answer).
 """
+import copy
 import math
 from decimal import Decimal, InvalidOperation
 
@@ -234,11 +235,17 @@ def _metric_names(domain: dict) -> list:
     return [m.get("name", "") for m in metrics]
 
 
+_CACHE = {}
+CACHE_SIZE = 16
+"""Answers of unchanged sketches: sw's bootstrap takes seconds at 1024 bins, and the dashboard
+asks again every few seconds."""
+
+
 def compute_numeric(store, name: str, phase: int = None, confidence: float = 0.95,
                     replicates: int = None) -> NumericEstimate:
     """The numeric estimate of campaign `name` (module docstring). `replicates`: the sw
     bootstrap's (default the sketch's)."""
-    from .estimates import load_sketch, two_sided_z
+    from .estimates import load_sketch
     camp = store.require_campaign(name)
     phase = camp.phase if phase is None else int(phase)
     if not 1 <= phase <= camp.phases:
@@ -247,8 +254,36 @@ def compute_numeric(store, name: str, phase: int = None, confidence: float = 0.9
         raise ConfigError("confidence", "must be in (0, 1), got %r" % confidence)
     mech = camp.mechanism(phase)
     domain = camp.config["domain"]
-    sketch = load_sketch(store, name, phase)
-    out = NumericEstimate(name, phase, mech, sketch.n, confidence, domain)
+    stored = store.sketch_blob(name, phase)
+    if stored is None:
+        return NumericEstimate(name, phase, mech, 0, confidence, domain)
+    import hashlib
+    key = (name, camp.campaign_id, phase, confidence, replicates,
+           hashlib.sha256(stored[1]).digest())
+    if key not in _CACHE:
+        while len(_CACHE) >= CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = _answer(load_sketch(store, name, phase),
+                              NumericEstimate(name, phase, mech, stored[0], confidence, domain),
+                              replicates)
+    return _fresh(_CACHE[key])
+
+
+def _fresh(out):
+    """A copy of a cached answer the caller may change (its warnings), sharing the mechanism."""
+    new = NumericEstimate(out.campaign, out.phase, out.mech, out.n, out.confidence, out.domain)
+    new.means, new.histogram, new.quantiles = (copy.deepcopy(out.means),
+                                               copy.deepcopy(out.histogram),
+                                               copy.deepcopy(out.quantiles))
+    new.warnings, new.per_report_variance = list(out.warnings), out.per_report_variance
+    return new
+
+
+def _answer(sketch, out, replicates):
+    """Fill `out` (NumericEstimate) from the sketch."""
+    from .estimates import two_sided_z
+    mech, domain, confidence = out.mech, out.domain, out.confidence
+    out.n = sketch.n
     if sketch.n == 0:
         return out
     dom = NumericDomain(domain)
