@@ -191,3 +191,14 @@ def test_unchanged_sketch_answers_from_the_cache(state):
         assert fast < slow
         fold(store, "sw", -40 + 125 * np.random.default_rng(4).beta(2, 5, 5000), 15)
         assert estimate(store, "sw", EstimateQuery()).to_json()["numeric"] != first.to_json()["numeric"]
+
+
+def test_flash_value_takes_readings():
+    from ldpfleet.commands.flash import parse_value
+    assert parse_value("3.7") == 3.7
+    assert parse_value("[42.0, 21.5]") == [42.0, 21.5]
+    assert parse_value("[1, 2.5]") == [1, 2.5]
+    assert parse_value("5") == 5 and parse_value("cpu") == "cpu" and parse_value(None) is None
+    for bad in ("[1.5, \"x\"]", "[1.5, true]", "1e999"):
+        with pytest.raises(ConfigError):
+            parse_value(bad)
