@@ -118,8 +118,21 @@ class FleetResult:
     """Times the simulated devices' publisher connected again (a broker restart or drop)."""
     acks: dict = None
     """With delivery.ack: acknowledged / unacknowledged / resent, by kind of device."""
+    numeric: bool = False
+    """A numeric campaign: true_counts are the devices' grid values ("<metric>:<value>" with
+    several metrics) and the summary gives their true mean."""
 
     TOP_IN_SUMMARY = 20
+
+    def true_means(self) -> dict:
+        """Numeric campaigns: metric ("0", ...) -> the mean of the devices' grid values."""
+        sums = {}
+        for key, count in self.true_counts.items():
+            metric, _, value = str(key).rpartition(":")
+            acc = sums.setdefault(metric or "0", [0.0, 0])
+            acc[0] += float(value) * count
+            acc[1] += count
+        return {m: total / n for m, (total, n) in sorted(sums.items()) if n}
 
     def to_json(self, detail: bool = False) -> dict:
         """A summary (the most common true items, device counts per kind); with `detail` every
@@ -136,6 +149,8 @@ class FleetResult:
                "acks": self.acks,
                "seconds": round(self.seconds, 3),
                "rate": round(self.sent / self.seconds, 1) if self.seconds > 0 else None}
+        if self.numeric:
+            out["true_means"] = self.true_means()
         if detail:
             out["true_counts"] = {str(k): int(v) for k, v in self.true_counts.items()}
             out["device_ids"] = self.device_ids
@@ -144,10 +159,15 @@ class FleetResult:
     def summary(self) -> str:
         kinds = ", ".join("%d %s" % (v, k) for k, v in self.sent_by_kind.items() if v)
         top = sorted(self.true_counts.items(), key=lambda kv: -kv[1])[:5]
+        truth = "most common true items: " + ", ".join("%s=%d" % kv for kv in top)
+        if self.numeric:
+            truth = "true mean of the readings' grid values: " + ", ".join(
+                ("%.6g" % v if len(self.true_means()) == 1 else "metric %s %.6g" % (m, v))
+                for m, v in self.true_means().items())
         line = ("campaign %s phase %d (%s): sent %d reports (%s) in %.1f s (seed %s: a re-run "
-                "re-sends the same devices' reports); most common true items: %s"
+                "re-sends the same devices' reports); %s"
                 % (self.campaign, self.phase, self.mechanism, self.sent, kinds or "none",
-                   self.seconds, self.seed, ", ".join("%s=%d" % kv for kv in top)))
+                   self.seconds, self.seed, truth))
         if self.acks is not None:
             line += "\nacknowledged end to end: %d, unacknowledged: %d (%d re-sends)" % (
                 self.acks["acknowledged"], self.acks["unacknowledged"], self.acks["resent"])
@@ -196,7 +216,8 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
     id_prefix = opts.device_prefix(seed)
     # a load generator's login L publishes only under ldp/<c>/r/L/<id> (spec §4)
     path_prefix = "%s/%s" % (broker.username, id_prefix) if broker.username else id_prefix
-    result = FleetResult(campaign, view.phase, mech.name, seed=seed)
+    result = FleetResult(campaign, view.phase, mech.name, seed=seed,
+                         numeric=bool(getattr(distribution, "numeric", False)))
     delivery = view.config.get("delivery")
     t0 = time.monotonic()
     bar = progress_bar(opts.devices + opts.micropython + opts.c_clients, opts.progress,

@@ -143,6 +143,9 @@ def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, signing_
         raise ConfigError("campaign", "name must match [A-Za-z0-9_-]{1,64}, got %r" % name)
     key = read_signing_key(signing_key_file)
     dom = parse_domain(domain)
+    if dom["type"] in cfgmod.NUMERIC_DOMAINS:
+        raise ConfigError("domain.type", "the two-phase protocols run over items; a numeric "
+                          "range takes --mechanism duchi, pm, hm or sw")
     issue = issue or Issuance()
     phases, proto = protocol_phases(protocol_name, parse_epsilon(epsilon), dom, options)
     salt = issue.fresh_salt()
