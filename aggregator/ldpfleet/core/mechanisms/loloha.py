@@ -88,6 +88,9 @@ class LolohaMechanism(LongitudinalMechanism):
         return kernels.lib.ldp_loloha_perturb(keys, n, self.g, self.t_inst, states, state_stride,
                                               words, out, stride)
 
+    fold_kind = kernels.lib.LDP_LONG_SEED_U16
+    fold_limit = property(lambda self: self.g)
+
     def validate_bodies(self, bodies):
         return [("y", body_u16(bodies, 4) >= self.g)]
 
