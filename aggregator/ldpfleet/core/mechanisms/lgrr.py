@@ -13,7 +13,7 @@ from .. import kernels, protocol
 from ..errors import ConfigError
 from .base import W, body_u32
 from .grr import GrrSketch
-from .longitudinal import LongitudinalMechanism, split_input, t_grr_inst
+from .longitudinal import CachedEstimate, LongitudinalMechanism, split_input, t_grr_inst
 
 N_MAX = 256
 
@@ -124,7 +124,7 @@ class LgrrMechanism(LongitudinalMechanism):
         return Fraction(self.t_perm, W)
 
 
-class LgrrSketch(GrrSketch):
+class LgrrSketch(CachedEstimate, GrrSketch):
     """GRR's support counts; `update` checks and counts in one C call (ldp_long_fold)."""
 
     def update(self, reports) -> int:

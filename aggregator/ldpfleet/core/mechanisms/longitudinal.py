@@ -329,10 +329,32 @@ class LongitudinalMechanism(DomainMechanism):
         sketch.n += arr.shape[0]
         return arr.shape[0]
 
+    def support_pq_float(self):
+        """`support_pq` as floats, computed once (the estimate of every round uses them)."""
+        pq = getattr(self, "_pq_float", None)
+        if pq is None:
+            pq = self._pq_float = tuple(float(v) for v in self.support_pq())
+        return pq
+
+    def key_indices(self, keys) -> np.ndarray:
+        """`DomainMechanism.key_indices`, short-cut for an unsigned array over 0..d-1."""
+        if (self._domain_keys is None and isinstance(keys, np.ndarray) and keys.ndim == 1
+                and keys.dtype.kind == "u" and (keys.size == 0 or keys.max() < self.domain_size)):
+            return keys.astype(np.int64)
+        return super().key_indices(keys)
+
     def describe_state(self) -> dict:
         """Sizes a ledger needs (spec §3.2)."""
         return {"state_bytes": self.state_size, "enrol_words": self.enrol_words,
                 "classes": self.classes}
+
+
+class CachedEstimate:
+    """Sketch mixin: the support estimate with the mechanism's (p*, q*) as cached floats."""
+
+    def support_estimate(self, support) -> np.ndarray:
+        p, q = self.mechanism.support_pq_float()
+        return (support - self.n * q) / (p - q)
 
 
 def bitmap_rows(rows: int, bits: int) -> int:

@@ -14,7 +14,7 @@ from fractions import Fraction
 from .. import kernels, protocol
 from ..errors import ConfigError
 from .base import W, bitmap_bytes, pack_bitmap, padding_mask
-from .longitudinal import LongitudinalMechanism, W2, split_input, t_lue_inst
+from .longitudinal import CachedEstimate, LongitudinalMechanism, W2, split_input, t_lue_inst
 from .oue import OueSketch
 
 N_MAX = 128
@@ -89,7 +89,7 @@ class LueMechanism(LongitudinalMechanism):
         return Fraction(self.t_p, W), Fraction(self.t_q, W)
 
 
-class LueSketch(OueSketch):
+class LueSketch(CachedEstimate, OueSketch):
     """OUE's bit counts; `update` checks and counts in one C call (ldp_long_fold)."""
 
     def update(self, reports) -> int:
