@@ -188,7 +188,7 @@ static int64_t fold_bitmap(const uint8_t *reports, size_t n, size_t stride, uint
 static int64_t fold_u32(const uint8_t *reports, size_t n, size_t stride, uint64_t expect,
                         uint32_t limit, int64_t *tmp)
 {
-    int64_t h[4][256];
+    int64_t h[4][256]; /* four interleaved histograms: no store-to-load chain on a popular y */
     size_t i;
     uint32_t v;
     int64_t bad = 0;
@@ -203,6 +203,30 @@ static int64_t fold_u32(const uint8_t *reports, size_t n, size_t stride, uint64_
     }
     for (v = 0; v < limit; v++)
         tmp[v] = h[0][v] + h[1][v] + h[2][v] + h[3][v];
+    return bad;
+}
+
+/* The checks alone (no fold) of the bitmap and u32 rules. */
+static int64_t check_only(const uint8_t *reports, size_t n, size_t stride, uint64_t expect,
+                          int kind, uint32_t limit)
+{
+    size_t i;
+    int64_t bad = 0;
+    if (kind == LDP_LONG_BITMAP) {
+        const size_t last = HDR + (limit + 7u) / 8u - 1u;
+        const uint8_t pad = (uint8_t)((0xFFu << (limit - 8u * ((limit - 1u) / 8u))) & 0xFFu);
+        for (i = 0; i < n; i++) {
+            const uint8_t *r = reports + i * stride;
+            if ((le64(r) != expect) | ((r[last] & pad) != 0))
+                bad++;
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            const uint8_t *r = reports + i * stride;
+            if ((le64(r) != expect) | (le32(r + HDR) >= limit))
+                bad++;
+        }
+    }
     return bad;
 }
 
@@ -283,6 +307,8 @@ int64_t ldp_long_fold(const uint8_t *reports, size_t n, size_t stride, const uin
         if (bad != 0 || counts == NULL || kind == LDP_LONG_SEED_U16)
             return bad;
     }
+    if (counts == NULL && (kind == LDP_LONG_BITMAP || kind == LDP_LONG_U32))
+        return check_only(reports, n, stride, le64(expect), kind, limit);
     width = kind == LDP_LONG_BITMAP || kind == LDP_LONG_U32 ? limit : 1u;
     memset(tmp, 0, sizeof(int64_t) * width);
     switch (kind) {
