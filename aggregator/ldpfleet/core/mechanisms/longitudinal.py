@@ -284,9 +284,10 @@ class LongitudinalMechanism(DomainMechanism):
         (this mechanism, phase and campaign id) and body field checked; with `counts` (the
         sketch's int64 array) the batch added to it iff all are valid. Returns the number of
         invalid reports; `faults` (n uint8) receives every report's fault code."""
-        expect = getattr(self, "_expect", None)
-        if expect is None:
-            expect = self._expect = self.header(0)[:8]
+        key, expect = getattr(self, "_expect", (None, None))
+        if key != (self.phase, self.campaign_id):  # the header's first 8 bytes, kept
+            expect = self.header(0)[:8]
+            self._expect = ((self.phase, self.campaign_id), expect)
         got = kernels.lib.ldp_long_fold(
             kernels.ffi.from_buffer("uint8_t[]", arr), arr.shape[0], arr.shape[1], expect,
             self.fold_kind, self.fold_limit,
