@@ -5,7 +5,8 @@
  * (Harley and Seal's population count, as in Muła, Kurz, Lemire, "Faster population counts
  * using AVX2 instructions", The Computer Journal 2018, §2): 15 bodies are first compressed to
  * four planes of weights 1, 2, 4, 8 by 11 full adders, then added to the counter; the counter
- * is read out into integers every 65535 reports and at the end. */
+ * is read out into integers every 65535 reports and at the end. A 128-bit body is one GCC/clang
+ * vector of two u64 lanes (portable struct fallback elsewhere, or with -DLDP_NO_VECTOR_EXT). */
 #include <string.h>
 
 #include "ldp_long_fold.h"
@@ -14,13 +15,26 @@
 #define FLUSH_EVERY 65535u /* counts per counter lane: 16 planes */
 #define PLANES 16
 
+#if defined(__GNUC__) && !defined(LDP_NO_VECTOR_EXT)
+/* GCC and clang: two u64 lanes in one 128-bit vector (one SSE2 / NEON instruction per op) */
+typedef uint64_t v2 __attribute__((vector_size(16)));
+#define LO(x) ((x)[0])
+#define HI(x) ((x)[1])
+static inline v2 vxor(v2 a, v2 b) { return a ^ b; }
+static inline v2 vand(v2 a, v2 b) { return a & b; }
+static inline v2 vor(v2 a, v2 b) { return a | b; }
+static inline v2 vmake(uint64_t lo, uint64_t hi) { v2 r = {lo, hi}; return r; }
+#else
 typedef struct {
     uint64_t lo, hi;
 } v2;
-
+#define LO(x) ((x).lo)
+#define HI(x) ((x).hi)
 static inline v2 vxor(v2 a, v2 b) { v2 r; r.lo = a.lo ^ b.lo; r.hi = a.hi ^ b.hi; return r; }
 static inline v2 vand(v2 a, v2 b) { v2 r; r.lo = a.lo & b.lo; r.hi = a.hi & b.hi; return r; }
 static inline v2 vor(v2 a, v2 b) { v2 r; r.lo = a.lo | b.lo; r.hi = a.hi | b.hi; return r; }
+static inline v2 vmake(uint64_t lo, uint64_t hi) { v2 r; r.lo = lo; r.hi = hi; return r; }
+#endif
 
 /* full adder: s = a + b + c mod 2, *cy = the carry */
 static inline v2 fa(v2 *cy, v2 a, v2 b, v2 c)
@@ -77,17 +91,13 @@ static inline v2 load_body(const bitcount *bc, const uint8_t *reports, size_t i,
                            size_t total)
 {
     const uint8_t *b = reports + i * stride + HDR;
-    v2 x;
-    if (i * stride + HDR + 16u <= total) {
-        x.lo = le64(b) & bc->mask_lo;
-        x.hi = le64(b + 8) & bc->mask_hi;
-    } else {
+    if (i * stride + HDR + 16u <= total)
+        return vmake(le64(b) & bc->mask_lo, le64(b + 8) & bc->mask_hi);
+    {
         uint8_t tmp[16] = {0};
         memcpy(tmp, b, bc->nbytes);
-        x.lo = le64(tmp);
-        x.hi = le64(tmp + 8);
+        return vmake(le64(tmp), le64(tmp + 8));
     }
-    return x;
 }
 
 /* counter += x at plane `level` (x's lanes have weight 2^level) */
@@ -97,7 +107,7 @@ static inline void ripple(bitcount *bc, v2 x, int level)
     for (p = level; p < PLANES; p++) {
         v2 cy = vand(bc->plane[p], x);
         bc->plane[p] = vxor(bc->plane[p], x);
-        if ((cy.lo | cy.hi) == 0)
+        if ((LO(cy) | HI(cy)) == 0)
             return;
         x = cy;
     }
@@ -111,7 +121,7 @@ static inline void add4(bitcount *bc, v2 ones, v2 twos, v2 fours, v2 eights)
     bc->plane[1] = fa(&c2, bc->plane[1], twos, cy);
     bc->plane[2] = fa(&cy, bc->plane[2], fours, c2);
     bc->plane[3] = fa(&c2, bc->plane[3], eights, cy);
-    if ((c2.lo | c2.hi) != 0)
+    if ((LO(c2) | HI(c2)) != 0)
         ripple(bc, c2, 4);
 }
 
@@ -122,13 +132,13 @@ static void readout(bitcount *bc, uint32_t bits, int64_t *tmp)
     uint32_t b;
     for (p = 0; p < PLANES; p++) {
         v2 x = bc->plane[p];
-        if ((x.lo | x.hi) == 0)
+        if ((LO(x) | HI(x)) == 0)
             continue;
         for (b = 0; b < bits; b++) {
-            uint64_t w = b < 64u ? x.lo : x.hi;
+            uint64_t w = b < 64u ? LO(x) : HI(x);
             tmp[b] += (int64_t)((w >> (b & 63u)) & 1u) << p;
         }
-        bc->plane[p].lo = bc->plane[p].hi = 0;
+        bc->plane[p] = vmake(0, 0);
     }
 }
 
