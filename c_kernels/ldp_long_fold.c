@@ -3,7 +3,7 @@
  * Bit counting of the unary encodings (L-OSUE, L-SUE: bodies of at most 128 bits): a
  * bit-sliced counter, plane p holding bit p of every body bit's count, fed by carry-save adders
  * (Harley and Seal's population count, as in Muła, Kurz, Lemire, "Faster population counts
- * using AVX2 instructions", The Computer Journal 2018, §2): 15 bodies are first compressed to
+ * using AVX2 instructions", The Computer Journal 2018): 15 bodies are first compressed to
  * four planes of weights 1, 2, 4, 8 by 11 full adders, then added to the counter; the counter
  * is read out into integers every 65535 reports and at the end. A 128-bit body is one GCC/clang
  * vector of two u64 lanes (portable struct fallback elsewhere, or with -DLDP_NO_VECTOR_EXT). */
