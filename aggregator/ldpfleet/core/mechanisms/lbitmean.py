@@ -90,6 +90,9 @@ class LbitmeanMechanism(LongitudinalMechanism):
         return kernels.lib.ldp_lbitmean_perturb(x, n, self.m, self.s, self.t_flip, states,
                                                 state_stride, words, out, stride)
 
+    fold_kind = kernels.lib.LDP_LONG_BIT
+    fold_limit = 1
+
     def validate_bodies(self, bodies):
         return [("y", bodies[:, 0] > 1)]
 
@@ -127,6 +130,9 @@ class LbitmeanSketch(IntStateSketch):
     def __init__(self, mechanism: LbitmeanMechanism):
         super().__init__(mechanism)
         self.ones = np.zeros(1, np.int64)
+
+    def update(self, reports) -> int:
+        return self.mechanism.fold(self, reports, self.ones)
 
     def _fold(self, arr):
         got = kernels.lib.ldp_lbitmean_count(body_ptr(arr), arr.shape[0], arr.shape[1])

@@ -13,7 +13,7 @@ from .. import kernels, protocol
 from ..errors import ConfigError
 from .base import W, body_u32
 from .grr import GrrSketch
-from .longitudinal import LongitudinalMechanism, split_input, t_grr_inst
+from .longitudinal import CachedEstimate, LongitudinalMechanism, split_input, t_grr_inst
 
 N_MAX = 256
 
@@ -104,11 +104,14 @@ class LgrrMechanism(LongitudinalMechanism):
         return kernels.lib.ldp_lgrr_perturb(x, n, self.domain_size, self.t_inst, states, state_stride,
                                             words, out, stride)
 
+    fold_kind = kernels.lib.LDP_LONG_U32
+    fold_limit = property(lambda self: self.domain_size)
+
     def validate_bodies(self, bodies):
         return [("y", body_u32(bodies, 0) >= self.domain_size)]
 
-    def new_sketch(self) -> GrrSketch:
-        return GrrSketch(self)
+    def new_sketch(self) -> "LgrrSketch":
+        return LgrrSketch(self)
 
     def support_pq(self):
         """p* = P(y = x) averaged over x, q* = (1 - p*)/(n - 1) (exact Fractions)."""
@@ -119,6 +122,13 @@ class LgrrMechanism(LongitudinalMechanism):
     def memo_keep(self) -> Fraction:
         """The permanent response's P(c = x)."""
         return Fraction(self.t_perm, W)
+
+
+class LgrrSketch(CachedEstimate, GrrSketch):
+    """GRR's support counts; `update` checks and counts in one C call (ldp_long_fold)."""
+
+    def update(self, reports) -> int:
+        return self.mechanism.fold(self, reports, self.support)
 
 
 MECHANISM = LgrrMechanism

@@ -19,7 +19,8 @@ from ..errors import ConfigError
 from .base import IntParam, body_u16
 from .domain import u32_keys
 from .lgrr import grr_chain_keep, grr_step, grr_table
-from .longitudinal import EPS1_PARAM, LongitudinalMechanism, split_input, t_grr_inst
+from .longitudinal import (EPS1_PARAM, CachedEstimate, LongitudinalMechanism, split_input,
+                           t_grr_inst)
 from .olh import OlhSketch
 
 G_MAX = 256
@@ -88,17 +89,24 @@ class LolohaMechanism(LongitudinalMechanism):
         return kernels.lib.ldp_loloha_perturb(keys, n, self.g, self.t_inst, states, state_stride,
                                               words, out, stride)
 
+    fold_kind = kernels.lib.LDP_LONG_SEED_U16
+    fold_limit = property(lambda self: self.g)
+
     def validate_bodies(self, bodies):
         return [("y", body_u16(bodies, 4) >= self.g)]
 
-    def new_sketch(self) -> OlhSketch:
-        return OlhSketch(self)
+    def new_sketch(self) -> "LolohaSketch":
+        return LolohaSketch(self)
 
     def support_pq(self):
         """p* = P(y = bucket of x) (exact, averaged over buckets), q* = 1/g (random hash)."""
         if self._keep is None:
             self._keep = grr_chain_keep(self.g, self.t_perm, self.t_inst)
         return self._keep, Fraction(1, self.g)
+
+
+class LolohaSketch(CachedEstimate, OlhSketch):
+    """OLH's support counts over the domain (bodies checked in C by `check`)."""
 
 
 MECHANISM = LolohaMechanism

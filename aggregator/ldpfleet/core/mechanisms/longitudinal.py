@@ -26,8 +26,8 @@ import numpy as np
 
 from .. import kernels, protocol
 from ..errors import ConfigError
-from .base import (W, IntParam, bitmap_bytes, body_ptr, check_words, os_random_words,
-                   report_array, run_chunks)
+from .base import (ERROR_FIELDS, W, IntParam, bitmap_bytes, body_ptr, check_words,
+                   os_random_words, report_array, run_chunks)
 from .domain import DomainMechanism
 
 S = protocol.SCALE
@@ -170,16 +170,25 @@ def split_input(value, state_size: int):
     return value["value"], state
 
 
+FOLD_FAULTS = ("version", "phase", "mechanism", "flags", "campaign_id")
+"""`ldp_long_fold`'s fault codes 1-5 (6 is the mechanism's body field): the header rule's
+order for reports of one phase (protocol.header_checks)."""
+
+
 class LongitudinalMechanism(DomainMechanism):
     """A memoised mechanism: `enrol` (permanent state from words), then reports from the
     state. Subclasses set `classes` (how many permanent responses the state holds),
-    `state_size`, `enrol_words`, and the kernels `_enrol_kernel(n, words, out, stride)` and
-    `_report_kernel(inputs, n, states, state_stride, words, out, stride)`."""
+    `state_size`, `enrol_words`, the kernels `_enrol_kernel(n, words, out, stride)` and
+    `_report_kernel(inputs, n, states, state_stride, words, out, stride)`, and the body rule
+    of the C batch check (`fold_kind`, `fold_limit`, `body_field`: ldp_long_fold.h)."""
 
     PARAMS = {"eps1_milli": EPS1_PARAM}
     classes: int
     state_size: int
     enrol_words: int
+    fold_kind: int
+    fold_limit: int
+    body_field = "y"
 
     def __init__(self, eps_milli: int, domain_size: int, **kw):
         super().__init__(eps_milli, domain_size, **kw)
@@ -260,10 +269,93 @@ class LongitudinalMechanism(DomainMechanism):
         keys = np.asarray(keys)
         return self.report_batch(keys, self.enrol_batch(keys.shape[0], rng), rng, seq_start)
 
+    # --- aggregator: the header and body checks in C ------------------------------------
+    def fold_codes(self):
+        """ERROR_FIELDS index of each `ldp_long_fold` fault code (0: valid, -1)."""
+        codes = getattr(self, "_fold_codes", None)
+        if codes is None:
+            codes = np.array([-1] + [ERROR_FIELDS.index(f) for f in FOLD_FAULTS]
+                             + [ERROR_FIELDS.index(self.body_field)], np.int16)
+            self._fold_codes = codes
+        return codes
+
+    def fold_checked(self, arr: np.ndarray, counts=None, faults=None) -> int:
+        """ONE C call over a C-contiguous (n, report_size) uint8 batch: every report's header
+        (this mechanism, phase and campaign id) and body field checked; with `counts` (the
+        sketch's int64 array) the batch added to it iff all are valid. Returns the number of
+        invalid reports; `faults` (n uint8) receives every report's fault code."""
+        key, expect = getattr(self, "_expect", (None, None))
+        if key != (self.phase, self.campaign_id):  # the header's first 8 bytes, kept
+            expect = self.header(0)[:8]
+            self._expect = ((self.phase, self.campaign_id), expect)
+        got = kernels.lib.ldp_long_fold(
+            kernels.ffi.from_buffer("uint8_t[]", arr), arr.shape[0], arr.shape[1], expect,
+            self.fold_kind, self.fold_limit,
+            kernels.ffi.NULL if faults is None else kernels.ffi.from_buffer("uint8_t[]", faults),
+            kernels.ffi.NULL if counts is None else kernels.ffi.from_buffer("int64_t[]", counts))
+        if got < 0:
+            raise ValueError("%s: ldp_long_fold refused its parameters" % self.name)
+        return got
+
+    def _c_batch(self, arr) -> bool:
+        return (isinstance(arr, np.ndarray) and arr.ndim == 2 and arr.dtype == np.uint8
+                and arr.shape[1] == self.report_size)
+
+    def validate(self, arr: np.ndarray) -> np.ndarray:
+        """`Mechanism.validate` (the same codes) in one C call when `arr` is a batch of this
+        mechanism's report size."""
+        if not self._c_batch(arr):
+            return super().validate(arr)
+        arr = np.ascontiguousarray(arr)
+        faults = np.zeros(arr.shape[0], np.uint8)
+        if arr.shape[0] == 0 or self.fold_checked(arr, faults=faults) == 0:
+            return np.full(arr.shape[0], -1, np.int16)
+        return self.fold_codes()[faults]
+
+    def check(self, reports) -> np.ndarray:
+        arr = self.as_report_array(reports)
+        if self._c_batch(arr) and arr.shape[0] and self.fold_checked(
+                np.ascontiguousarray(arr)) == 0:
+            return arr
+        return super().check(arr)
+
+    def fold(self, sketch, reports, counts=None) -> int:
+        """`Sketch.update` of a longitudinal sketch: the reports checked (ReportFormatError
+        naming the first invalid one's field, as `check`) and, with `counts`, folded into
+        them, in one C call; `sketch.n` advanced. Returns how many."""
+        arr = np.ascontiguousarray(self.as_report_array(reports))
+        if arr.shape[0] and self.fold_checked(arr, counts) != 0:
+            self.check(arr)  # raises for the first invalid report
+            raise AssertionError("ldp_long_fold and check disagree")
+        sketch.n += arr.shape[0]
+        return arr.shape[0]
+
+    def support_pq_float(self):
+        """`support_pq` as floats, computed once (the estimate of every round uses them)."""
+        pq = getattr(self, "_pq_float", None)
+        if pq is None:
+            pq = self._pq_float = tuple(float(v) for v in self.support_pq())
+        return pq
+
+    def key_indices(self, keys) -> np.ndarray:
+        """`DomainMechanism.key_indices`, short-cut for an unsigned array over 0..d-1."""
+        if (self._domain_keys is None and isinstance(keys, np.ndarray) and keys.ndim == 1
+                and keys.dtype.kind == "u" and (keys.size == 0 or keys.max() < self.domain_size)):
+            return keys.astype(np.int64)
+        return super().key_indices(keys)
+
     def describe_state(self) -> dict:
         """Sizes a ledger needs (spec §3.2)."""
         return {"state_bytes": self.state_size, "enrol_words": self.enrol_words,
                 "classes": self.classes}
+
+
+class CachedEstimate:
+    """Sketch mixin: the support estimate with the mechanism's (p*, q*) as cached floats."""
+
+    def support_estimate(self, support) -> np.ndarray:
+        p, q = self.mechanism.support_pq_float()
+        return (support - self.n * q) / (p - q)
 
 
 def bitmap_rows(rows: int, bits: int) -> int:

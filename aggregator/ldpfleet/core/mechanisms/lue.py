@@ -14,7 +14,7 @@ from fractions import Fraction
 from .. import kernels, protocol
 from ..errors import ConfigError
 from .base import W, bitmap_bytes, pack_bitmap, padding_mask
-from .longitudinal import LongitudinalMechanism, W2, split_input, t_lue_inst
+from .longitudinal import CachedEstimate, LongitudinalMechanism, W2, split_input, t_lue_inst
 from .oue import OueSketch
 
 N_MAX = 128
@@ -64,11 +64,15 @@ class LueMechanism(LongitudinalMechanism):
         return kernels.lib.ldp_lue_perturb(x, n, self.domain_size, self.t_flip, states, state_stride,
                                            words, out, stride)
 
+    fold_kind = kernels.lib.LDP_LONG_BITMAP
+    fold_limit = property(lambda self: self.domain_size)
+    body_field = "padding"
+
     def validate_bodies(self, bodies):
         return [("padding", padding_mask(bodies, self.domain_size))]
 
-    def new_sketch(self) -> OueSketch:
-        return OueSketch(self)
+    def new_sketch(self) -> "LueSketch":
+        return LueSketch(self)
 
     def channel_pq(self):
         """(p*, q*): one report's bit of the value / of another item is 1 with these exact
@@ -83,6 +87,13 @@ class LueMechanism(LongitudinalMechanism):
     def memo_pq(self):
         """The permanent bit's (p1, q1)."""
         return Fraction(self.t_p, W), Fraction(self.t_q, W)
+
+
+class LueSketch(CachedEstimate, OueSketch):
+    """OUE's bit counts; `update` checks and counts in one C call (ldp_long_fold)."""
+
+    def update(self, reports) -> int:
+        return self.mechanism.fold(self, reports, self.support)
 
 
 class LosueMechanism(LueMechanism):
