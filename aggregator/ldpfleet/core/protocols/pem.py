@@ -59,7 +59,9 @@ PemAnswer.__doc__ = ("The heavy hitters best first: decoded `strings`, their `co
 class PemPlan:
     """The public parameters of one PEM campaign: `max_len` bytes, eta = `step` bits per
     level, `first` bits at level 1 (default eta), `keep` prefixes kept per level, `top` k,
-    `validate_share` of the devices in the validation group, OLH's `g` (None: its default)."""
+    `validate_share` of the devices in the validation group, OLH's `g` (None: its default),
+    `alphabet` (optional, public: the characters the campaign looks for; the aggregator then
+    extends byte by byte with only their UTF-8 bytes and NUL, devices are unchanged)."""
 
     eps_milli: int
     max_len: int = 16
@@ -69,6 +71,7 @@ class PemPlan:
     keep: int = DEFAULT_KEEP
     validate_share: float = DEFAULT_VALIDATE_SHARE
     g: int = None
+    alphabet: str = None
 
     def __post_init__(self):
         protocol._check_eps(self.eps_milli)
@@ -87,6 +90,8 @@ class PemPlan:
             raise ConfigError("keep", "keep (%d) must be at least top (%d)" % (self.keep, self.top))
         if self.keep << self.step > MAX_CANDIDATES:
             raise ConfigError("keep", "keep * 2^step exceeds %d candidates" % MAX_CANDIDATES)
+        if self.alphabet is not None and (self.step != 8 or self.first_bits % 8):
+            raise ConfigError("alphabet", "an alphabet needs step 8 and first a multiple of 8")
         v = self.validate_share
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v < 1.0:
             raise ConfigError("validate_share", "validate_share must be in [0, 1), got %r" % (v,))
@@ -112,6 +117,12 @@ class PemPlan:
         v = float(self.validate_share)
         out = [(1.0 - v) / levels] * levels
         return np.array(out + [v] if v > 0 else out)
+
+    def segments(self):
+        """The byte values a level may append (None: every eta-bit segment)."""
+        if self.alphabet is None:
+            return None
+        return np.array(sorted(set(self.alphabet.encode("utf-8")) | {0}), np.uint8)
 
     def mechanism(self) -> OlhMechanism:
         """The OLH every group reports with (the domain size is not used by PEM)."""
@@ -193,9 +204,21 @@ def extend(codes: np.ndarray, start: int, step: int) -> np.ndarray:
     return np.packbits(out, axis=1)
 
 
-def all_prefixes(bits: int, max_len: int) -> np.ndarray:
-    """The 2^bits codes whose first `bits` bits run over every value (level 1)."""
-    return extend(np.zeros((1, max_len), np.uint8), 0, bits)
+def extend_bytes(codes: np.ndarray, start: int, stop: int, allowed: np.ndarray) -> np.ndarray:
+    """Every code with bytes [start, stop) replaced by each sequence of `allowed` bytes."""
+    out = np.asarray(codes, np.uint8)
+    for pos in range(start, stop):
+        out = np.repeat(out, allowed.size, axis=0)
+        out[:, pos] = np.tile(allowed, out.shape[0] // allowed.size)
+    return out
+
+
+def grow(plan: PemPlan, codes: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Candidates: `codes` extended from bit `start` to bit `stop`."""
+    allowed = plan.segments()
+    if allowed is None:
+        return extend(codes, start, stop - start)
+    return extend_bytes(codes, start // 8, stop // 8, allowed)
 
 
 def estimate(mech: OlhMechanism, reports: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -225,11 +248,9 @@ def identify(plan: PemPlan, reports_by_group: list, mech: OlhMechanism = None) -
         raise ConfigError("groups", "%d report groups for a plan of %d"
                           % (len(reports_by_group), len(plan.shares())))
     levels = []
-    codes = all_prefixes(schedule[0], plan.max_len)
-    freqs = None
+    codes = np.zeros((1, plan.max_len), np.uint8)
     for i, bits in enumerate(schedule):
-        if i:
-            codes = extend(codes, schedule[i - 1], bits - schedule[i - 1])
+        codes = grow(plan, codes, schedule[i - 1] if i else 0, bits)
         freqs = estimate(mech, reports_by_group[i], prefix_keys(codes, bits))
         levels.append((bits, int(reports_by_group[i].shape[0]), int(codes.shape[0])))
         best = top_rows(freqs, plan.keep)
