@@ -82,16 +82,19 @@ class PemPlan:
                 raise ConfigError(name, "%s must be an integer in %d..%d, got %r"
                                   % (name, lo, hi, value))
         first = self.first_bits
-        if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= min(
-                self.bits, 20):
+        if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= self.bits:
             raise ConfigError("first", "first must be an integer in 1..%d, got %r"
-                              % (min(self.bits, 20), self.first))
+                              % (self.bits, self.first))
         if self.keep < self.top:
             raise ConfigError("keep", "keep (%d) must be at least top (%d)" % (self.keep, self.top))
         if self.keep << self.step > MAX_CANDIDATES:
             raise ConfigError("keep", "keep * 2^step exceeds %d candidates" % MAX_CANDIDATES)
         if self.alphabet is not None and (self.step != 8 or self.first_bits % 8):
             raise ConfigError("alphabet", "an alphabet needs step 8 and first a multiple of 8")
+        width = 2 ** first if self.alphabet is None else len(self.segments()) ** (first // 8)
+        if width > MAX_CANDIDATES:
+            raise ConfigError("first", "level 1 would have %d candidates (at most %d)"
+                              % (width, MAX_CANDIDATES))
         v = self.validate_share
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v < 1.0:
             raise ConfigError("validate_share", "validate_share must be in [0, 1), got %r" % (v,))
