@@ -102,3 +102,22 @@ def test_identify_refuses_wrong_group_count():
     plan = pem.PemPlan(2000, max_len=2)
     with pytest.raises(ConfigError):
         pem.identify(plan, [np.zeros((0, plan.mechanism().report_size), np.uint8)])
+
+
+def test_simulate_cli_pem(capsys, tmp_path):
+    import json
+    from ldpfleet import cli
+    assert cli.main(["simulate", "--protocol", "pem", "--users", "20000", "--epsilon", "4",
+                     "--top", "3", "--param", "words=20", "--param", "length=4",
+                     "--param", "keep=8", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["protocol"] == "pem" and r["users"] == 20000 and len(r["top_items"]) == 3
+    data = tmp_path / "s.csv"
+    data.write_text("device,item\n" + "".join("d%d,%s\n" % (i, "abc" if i % 2 else "x%d" % i)
+                                                for i in range(2000)))
+    assert cli.main(["simulate", "--protocol", "pem", "--data", str(data), "--epsilon", "4",
+                     "--top", "1", "--param", "max_len=6", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["top_items"] == ["abc"] and r["data"] == str(data)
+    assert cli.main(["simulate", "--protocol", "pem", "--users", "10", "--epsilon", "1",
+                     "--param", "keep=0"]) == 2
