@@ -3,7 +3,7 @@
 in one run; prints one JSON object on stdout.
 
     .venv/bin/python tools/bench_heavy_hitters.py [--settings 100000:3,1000000:1] [--seed S]
-                                                  [--no-pureldp] [--out FILE]
+                                                  [--repeat R] [--no-pureldp] [--out FILE]
 
 Data (Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification", TDSC 2019,
 §6's Zipf setting): 1,000 random 10-character strings over 27 symbols (a-z and _), Zipf 1.1;
@@ -81,6 +81,9 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-pureldp", action="store_true", help="ldpfleet only")
     p.add_argument("--keep", type=int, default=128, help="ldpfleet: prefixes kept per level")
+    p.add_argument("--repeat", type=int, default=1, metavar="R",
+                   help="ldpfleet: R runs on fresh noise over the same users (recall_mean, "
+                        "recall_per_repeat); pure-ldp runs once")
     p.add_argument("--out", default=None, help="also write the JSON here")
     p.add_argument("--pureldp-worker", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -131,6 +134,12 @@ def main(argv=None):
         truth = {words[i] for i in np.argsort(-counts, kind="stable")[:K]}
         log("n=%d eps=%g: ldpfleet" % (n, eps))
         ours = run_ours(words, users, eps, args.keep, args.seed + 1)
+        if args.repeat > 1:
+            recalls = [ours["recall"]] + [run_ours(words, users, eps, args.keep,
+                                                   args.seed + 1 + 1000 * r)["recall"]
+                                          for r in range(1, args.repeat)]
+            ours["recall_per_repeat"] = recalls
+            ours["recall_mean"] = float(np.mean(recalls))
         run = {"users": n, "epsilon": eps, "ldpfleet": ours}
         if not args.no_pureldp:
             log("n=%d eps=%g: pure-ldp (pure Python, slow)" % (n, eps))
