@@ -65,7 +65,7 @@ def test_extend_enumerates_every_segment():
     plan = pem.PemPlan(2000, max_len=3, alphabet="ab")
     grown = pem.grow(plan, np.zeros((1, 3), np.uint8), 0, 16)
     assert sorted(bytes(r[:2]) for r in grown) == sorted(
-        bytes([x, y]) for x in b"\0ab" for y in b"\0ab")
+        bytes([x, y]) for x in b"\0ab" for y in b"\0ab" if x or not y)
 
 
 def test_plan_rejects_bad_settings():
@@ -121,3 +121,12 @@ def test_simulate_cli_pem(capsys, tmp_path):
     assert r["top_items"] == ["abc"] and r["data"] == str(data)
     assert cli.main(["simulate", "--protocol", "pem", "--users", "10", "--epsilon", "1",
                      "--param", "keep=0"]) == 2
+
+
+def test_no_candidate_continues_after_padding():
+    plan = pem.PemPlan(2000, max_len=3, alphabet="ab")
+    grown = pem.grow(plan, np.zeros((1, 3), np.uint8), 0, 24)
+    assert len(grown) == 1 + 2 + 4 + 8      # "", a, b, aa, ..., bbb
+    assert all(pem.encode(pem.decode(c), 3) == bytes(c) for c in grown)
+    kept = pem.padded_only(np.array([[0, 1, 0], [1, 0, 0], [1, 2, 0]], np.uint8), 16)
+    assert kept.tolist() == [[1, 0, 0], [1, 2, 0]]

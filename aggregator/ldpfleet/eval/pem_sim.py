@@ -86,7 +86,7 @@ def simulate_zipf(plan, n: int, words: int = 1000, length: int = 10, s: float = 
     drng = np.random.default_rng(seed if data_seed is None else data_seed)
     vocab, probs = zipf_strings(words, length, s, drng)
     out = simulate(plan, vocab, draw_users(n, probs, drng), seed=seed + 1)
-    out.update(dist="zipf:%g" % s, words=words, length=length)
+    out.update(dist="zipf:%g" % s, words=words, length=length, seed=seed)
     return out
 
 
