@@ -203,6 +203,9 @@ def run_pem(args):
     try:
         words = params.pop("words", 1000)
         length = params.pop("length", 10)
+        for name, value in (("words", words), ("length", length)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**6:
+                return _fail("--param %s must be an integer in 1..1000000, got %r" % (name, value))
         plan = pem.PemPlan(args.epsilon, max_len=params.pop("max_len", length),
                            top=args.top or 10, **params)
         if args.data is not None:
