@@ -34,6 +34,14 @@ baseline on the same seeded data (ldpfleet.eval.simulation.simulate_protocol):
   seed, sse and mse over the whole domain (frequencies as fractions), and for ldplcm
   phase1_users, phase2_users, high_items, theta_measured, sse_high, sse_low, ...
 
+- pem (PEM, the prefix extending method over strings; Wang, Li, Jha, "Locally Differentially
+  Private Heavy Hitter Identification", TDSC 2019; protocols.pem, eval.pem_sim): Zipf (--dist
+  zipf:S) over `--param words=W` random `--param length=L` strings (default 1000, 10), or
+  --data FILE's string items (one per device; --users N resamples); --top K; plan knobs as
+  --param max_len= step= first= keep= validate_share= g=: keys protocol, users, epsilon, k,
+  recall (recall@k), top_items, true_top_items, candidates_per_level, client_seconds,
+  decode_seconds, ...
+
 The LDPMiner family also takes variable-size sets: `--data FILE` (devices may hold any number of
 items, none included) or `--set-size-dist geometric:MEAN` (synthetic sizes on 1, 2, ...; fixed:L
 is --set-size L). The padded length l (§3: shorter sets are padded, longer ones sampled) is
@@ -143,7 +151,7 @@ def register(subparsers):
 
 PROTOCOLS = ("ldpminer-rappor", "ldpminer-sh", "ldpminer-sh-opt", "sampling-rappor",
              "sampling-sh", "svim", "psfo", "auto",
-             "ldplcm", "cms", "hcms", "flh")
+             "ldplcm", "cms", "hcms", "flh", "pem")
 
 
 def _fail(message):
@@ -181,8 +189,68 @@ def _population_flags(args):
     return None
 
 
+def run_pem(args):
+    """`--protocol pem`: PEM over strings (eval.pem_sim): synthetic Zipf over random strings,
+    or --data FILE's string items (one per device)."""
+    from ..core.errors import DataFileError, LdpError
+    from ..core.protocols import pem
+    from ..eval import pem_sim
+    for flag, bad in (("--post", bool(args.post)), ("--fast", args.fast),
+                      ("--set-size-dist", args.set_size_dist is not None)):
+        if bad:
+            return _fail("%s does not go with --protocol pem" % flag)
+    params = dict(args.param)
+    try:
+        words = params.pop("words", 1000)
+        length = params.pop("length", 10)
+        for name, value in (("words", words), ("length", length)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**6:
+                return _fail("--param %s must be an integer in 1..1000000, got %r" % (name, value))
+        plan = pem.PemPlan(args.epsilon, max_len=params.pop("max_len", length),
+                           top=args.top or 10, **params)
+        if args.data is not None:
+            if args.domain is not None or args.dist is not None:
+                return _fail("--domain, --dist do not go with --protocol pem --data")
+            import numpy as np
+            from ..eval import datafile
+            data = datafile.load_item_csv(args.data)
+            users = data.single_values().astype(np.int32)
+            if args.users is not None:  # resample the file's devices with replacement
+                users = users[np.random.default_rng(args.seed).integers(0, users.size,
+                                                                        args.users)]
+            result = pem_sim.simulate(plan, [str(x) for x in data.labels], users,
+                                      seed=args.seed + 1)
+            result["data"] = args.data
+        else:
+            if args.users is None:
+                return _fail("--users N is required without --data")
+            dist = args.dist or "zipf:1.1"
+            if not dist.startswith("zipf:"):
+                return _fail("--protocol pem draws strings from zipf:S only")
+            result = pem_sim.simulate_zipf(plan, args.users, words=words, length=length,
+                                           s=float(dist[5:]), seed=args.seed)
+    except DataFileError:
+        raise  # cli.exit_codes: one line naming the file and line
+    except LdpError as exc:
+        return _fail(exc)
+    except TypeError as exc:  # an unknown --param name
+        return _fail("--protocol pem: %s" % exc)
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print("pem  eps=%g  users=%d  max_len=%d  step=%d  keep=%d  validate=%g  seed=%d\n"
+              "recall@%d %.2f  client %.2f s  decode %.2f s\ntop: %s" % (
+                  result["epsilon"], result["users"], result["max_len"], result["step"],
+                  result["keep"], result["validate_share"], result["seed"], result["k"],
+                  result["recall"], result["client_seconds"], result["decode_seconds"],
+                  ", ".join(result["top_items"])))
+    return 0
+
+
 def run_protocol(args):
     from ..core.errors import DataFileError, LdpError
+    if args.protocol == "pem":
+        return run_pem(args)
     from ..eval.simulation import ProtocolConfig, simulate_protocol
     for flag, bad in (("--post", bool(args.post)),
                       ("--fast", args.fast), ("--param", bool(args.param))):
