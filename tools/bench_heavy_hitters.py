@@ -52,13 +52,13 @@ def pureldp_worker():
     random.seed(job["seed"])
     np.random.seed(job["seed"] % (1 << 32))
     words, users = job["words"], np.load(job["users"])
-    eps = job["eps"]
+    eps, length = job["eps"], job["length"]
     server_fo = CMSServer(eps, CMS_K, CMS_M)
     client_fo = CMSClient(eps, server_fo.get_hash_funcs(), CMS_M)
     alphabet = list(ALPHABET)
-    client = PEMClient(eps, 2, LENGTH, 1, alphabet=alphabet, fo_client=client_fo,
+    client = PEMClient(eps, 2, length, 1, alphabet=alphabet, fo_client=client_fo,
                        index_mapper=lambda x: x)
-    server = PEMServer(eps, 2, LENGTH, 1, alphabet=alphabet, fo_server=server_fo,
+    server = PEMServer(eps, 2, length, 1, alphabet=alphabet, fo_server=server_fo,
                        index_mapper=lambda x: x)
     t0 = time.perf_counter()
     reports = [client.privatise(words[u]) for u in users]
@@ -79,6 +79,8 @@ def parse_args(argv):
     p.add_argument("--settings", default="100000:3,1000000:1", metavar="N:EPS,...",
                    help="(users, epsilon) pairs (default 100000:3,1000000:1)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--length", type=int, default=LENGTH,
+                   help="characters per string (default %d; the issue's pure-ldp figures used 6)" % LENGTH)
     p.add_argument("--no-pureldp", action="store_true", help="ldpfleet only")
     p.add_argument("--keep", type=int, default=128, help="ldpfleet: prefixes kept per level")
     p.add_argument("--repeat", type=int, default=1, metavar="R",
@@ -89,18 +91,18 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def run_ours(words, users, eps, keep, seed):
+def run_ours(words, users, eps, keep, seed, length=LENGTH):
     sys.path.insert(0, str(ROOT / "aggregator"))
     from ldpfleet.core.protocols import pem
     from ldpfleet.eval import pem_sim
-    plan = pem.PemPlan(int(round(eps * 1000)), max_len=LENGTH, top=K, step=8, first=16,
+    plan = pem.PemPlan(int(round(eps * 1000)), max_len=length, top=K, step=8, first=16,
                        keep=keep, validate_share=0.0, alphabet=ALPHABET)
     r = pem_sim.simulate(plan, words, users, seed=seed)
     return {k: r[k] for k in ("recall", "top_items", "client_seconds", "decode_seconds",
                               "candidates_per_level", "keep", "levels", "g")}
 
 
-def run_pureldp(words, users, eps, seed):
+def run_pureldp(words, users, eps, seed, length=LENGTH):
     tools = str(ROOT / "tools")
     if tools not in sys.path:
         sys.path.insert(0, tools)
@@ -109,7 +111,7 @@ def run_pureldp(words, users, eps, seed):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "users.npy")
         np.save(path, users)
-        job = {"words": words, "users": path, "eps": eps, "seed": seed}
+        job = {"words": words, "users": path, "eps": eps, "seed": seed, "length": length}
         proc = subprocess.run([str(py), __file__, "--pureldp-worker"], input=json.dumps(job),
                               capture_output=True, text=True)
     if proc.returncode != 0:
@@ -125,25 +127,25 @@ def main(argv=None):
     from ldpfleet.eval import pem_sim
     settings = [(int(a), float(b)) for a, b in (s.split(":") for s in args.settings.split(","))]
     drng = np.random.default_rng(args.seed)
-    words, probs = pem_sim.zipf_strings(WORDS, LENGTH, ZIPF, drng)
-    out = {"data": {"words": WORDS, "length": LENGTH, "zipf": ZIPF, "alphabet": ALPHABET,
+    words, probs = pem_sim.zipf_strings(WORDS, args.length, ZIPF, drng)
+    out = {"data": {"words": WORDS, "length": args.length, "zipf": ZIPF, "alphabet": ALPHABET,
                     "seed": args.seed}, "k": K, "targets": TARGETS, "runs": []}
     for n, eps in settings:
         users = pem_sim.draw_users(n, probs, drng)
         counts = np.bincount(users, minlength=WORDS)
         truth = {words[i] for i in np.argsort(-counts, kind="stable")[:K]}
         log("n=%d eps=%g: ldpfleet" % (n, eps))
-        ours = run_ours(words, users, eps, args.keep, args.seed + 1)
+        ours = run_ours(words, users, eps, args.keep, args.seed + 1, args.length)
         if args.repeat > 1:
             recalls = [ours["recall"]] + [run_ours(words, users, eps, args.keep,
-                                                   args.seed + 1 + 1000 * r)["recall"]
+                                                   args.seed + 1 + 1000 * r, args.length)["recall"]
                                           for r in range(1, args.repeat)]
             ours["recall_per_repeat"] = recalls
             ours["recall_mean"] = float(np.mean(recalls))
         run = {"users": n, "epsilon": eps, "ldpfleet": ours}
         if not args.no_pureldp:
             log("n=%d eps=%g: pure-ldp (pure Python, slow)" % (n, eps))
-            pure = run_pureldp(words, users, eps, args.seed + 1)
+            pure = run_pureldp(words, users, eps, args.seed + 1, args.length)
             pure["recall"] = len(truth & set(pure["top_items"])) / float(K)
             run["pureldp"] = pure
             run["speed_ratio"] = {
