@@ -520,6 +520,31 @@ static int check_delivery(const cJSON *d, struct ldpc_reason *why)
     return 0;
 }
 
+int ldpc_valid_metric(const char *s)
+{
+    size_t i;
+    if (s == NULL || !(s[0] >= 'a' && s[0] <= 'z'))
+        return 0;
+    for (i = 0; s[i] != '\0'; i++) {
+        char c = s[i];
+        if (i >= LDPC_METRIC_MAX || !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Spec §5.4 `metric` (optional): a string [a-z][a-z0-9_]{0,31}. */
+static int check_metric(const cJSON *m, struct ldpc_reason *why)
+{
+    if (m == NULL)
+        return 0;
+    if (!cJSON_IsString(m) || !ldpc_valid_metric(m->valuestring)) {
+        ldpc_reason_set(why, "metric", "must match [a-z][a-z0-9_]{0,31}");
+        return -1;
+    }
+    return 0;
+}
+
 int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
 {
     const cJSON *name;
@@ -556,7 +581,8 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
     }
     if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || ldpc_numeric_check_phases(doc, why) != 0
         || check_grr_bound(doc, why) != 0
-        || check_shc(doc, why) != 0 || check_fallback(doc, why) != 0)
+        || check_shc(doc, why) != 0 || check_fallback(doc, why) != 0
+        || check_metric(cJSON_GetObjectItemCaseSensitive(doc, "metric"), why) != 0)
         return -1;
     return check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why);
 }

@@ -58,6 +58,11 @@ int ldpc_keys_check(const cJSON *doc, struct ldpc_keyset *set, int64_t *serial, 
 #define LDPC_SPREAD_S_MAX 86400 /* delivery.spread_s (spec §5.4) */
 int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why);
 
+/* Spec §5.4 `metric` (optional; a malformed one refuses the config, field `metric`):
+ * [a-z][a-z0-9_]{0,31}. 1 if `s` matches. */
+#define LDPC_METRIC_MAX 32
+int ldpc_valid_metric(const char *s);
+
 /* 0 if `p2` is a phase-2 body belonging to the accepted `config`, else -1 and `why`. */
 int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *why);
 /* svim's flat branch (spec §5.4): the config's phase-2 `fallback` (NULL if none), and whether a

@@ -116,7 +116,22 @@ def check_config(doc, now=None):
     check_fallback(doc)
     if "delivery" in doc:
         check_delivery(doc["delivery"])
+    if "metric" in doc and not valid_metric(doc["metric"]):
+        raise ConfigError("metric", "must match [a-z][a-z0-9_]{0,31}")
     return doc
+
+
+METRIC_MAX = 32
+
+
+def valid_metric(name):
+    """`name` matches [a-z][a-z0-9_]{0,31} (spec §5.4 `metric`)."""
+    if not isinstance(name, str) or not 1 <= len(name) <= METRIC_MAX or not "a" <= name[0] <= "z":
+        return False
+    for ch in name:
+        if not ("a" <= ch <= "z" or "0" <= ch <= "9" or ch == "_"):
+            return False
+    return True
 
 
 RETRY_S_MAX = 86400

@@ -119,7 +119,17 @@ def mutated_configs():
         m(lambda d: (set_(["phases"], [{"phase": 1, "mechanism": "grr", "eps_milli": 1, "params": {}}])(d),
                      set_(["domain", "size"], 2 ** 16)(d))),
     ]
-    return cases + fallback_configs(m, set_) + delivery_configs(m, set_) + numeric_configs(m, set_)
+    return (cases + fallback_configs(m, set_) + delivery_configs(m, set_) + numeric_configs(m, set_)
+            + metric_configs(m, set_))
+
+
+def metric_configs(m, set_):
+    """Spec §5.4 `metric` (optional): [a-z][a-z0-9_]{0,31}; anything else refuses the config
+    with field `metric`."""
+    good = ["temp", "fw_version", "a", "a" * 32, "rssi_bucket2"]
+    bad = ["", "Temp", "1temp", "_x", "a" * 33, "te-mp", "te mp", "t\u00e9", 5, True, None,
+           ["temp"], {"n": "temp"}]
+    return [m(set_(["metric"], v)) for v in good + bad]
 
 
 def delivery_configs(m, set_):

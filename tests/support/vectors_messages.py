@@ -129,6 +129,11 @@ def signature_cases() -> dict:
                                                 "params": {}}], {"type": "int", "size": 16},
                                 11, campaign_id=101, not_before=1790000000, not_after=1800000000,
                                 delivery=dict(config.DEFAULT_DELIVERY, spread_s=600))
+    temp = config.make_config("temperature", [{"phase": 1, "mechanism": "pm", "eps_milli": 1000,
+                                                "params": {}}],
+                              {"type": "range", "lo": -400, "hi": 850, "resolution": 1, "decimals": 1}, 13,
+                              campaign_id=102, not_before=1790000000, not_after=1800000000,
+                              delivery=dict(config.DEFAULT_DELIVERY), metric="temp")
     elsewhere = dict(cfg, campaign="elsewhere", campaign_id=5)
     messages = [("config", cfg), ("phase2", config.make_phase2(miner, candidates=[3, 5, 700])),
                 ("config", flat),  # svim: phase 2 with its signed fallback (spec §3, §5.4)
@@ -140,7 +145,8 @@ def signature_cases() -> dict:
                             "campaign": "cpu-load", "campaign_id": 0x12345678, "state": "open",
                             "phase": 1, "phases": 1, "time": 1790000100,
                             "counters": {"received": 10, "accepted": 9, "rejected": 1}}),
-                ("config", spread)]  # delivery.spread_s: the first-publish spread (spec §5.4, §6)
+                ("config", spread),  # delivery.spread_s: the first-publish spread (spec §5.4, §6)
+                ("config", temp)]  # metric: devices providing "temp" take part (spec §5.4)
     signed = []
     for kind, doc in messages:
         payload = config.sign(doc, key)

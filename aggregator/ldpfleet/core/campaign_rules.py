@@ -109,6 +109,21 @@ def check_numeric_phases(doc: dict):
             raise ConfigError("phases.params", "sw needs bins and window (spec §3.3)")
 
 
+METRIC_MAX = 32
+"""`metric` (spec §5.4): [a-z][a-z0-9_]{0,31}, the name of the reading a device provides."""
+
+
+def check_metric(metric) -> str:
+    """Spec §5.4 `metric` (optional): a string [a-z][a-z0-9_]{0,31}, else ConfigError
+    `metric`. Devices that provide that metric take part (discovery, spec §4)."""
+    ok = isinstance(metric, str) and 1 <= len(metric) <= METRIC_MAX and "a" <= metric[0] <= "z"
+    if ok:
+        ok = all("a" <= c <= "z" or "0" <= c <= "9" or c == "_" for c in metric)
+    if not ok:
+        raise ConfigError("metric", "must match [a-z][a-z0-9_]{0,31}, got %r" % (metric,))
+    return metric
+
+
 def check_delivery(delivery) -> dict:
     """Spec §5.4: {"ack": bool, "retry_s": 1..86400, "retry_max_s": retry_s..259200} and
     optionally "spread_s": 0..86400 (absent: 0)."""

@@ -15,7 +15,7 @@ from .campaign_rules import (  # noqa: F401 (config.X stays the one name for eve
     DECIMALS_MAX, DEFAULT_DELIVERY, DEFAULT_DRAIN_RATE, FALLBACK_MECHANISMS, FALLBACK_PARAMS,
     GRID_MAX, MEMOISED, METRICS_MAX, NUMERIC_DOMAINS, NUMERIC_MECHANISMS, PHASE2_FIELDS, PPM,
     PS_MAX_DOMAIN, RETRY_MAX_S_MAX, RETRY_S_MAX, SET_VALUED, SPREAD_S_MAX, VALUE_MAX,
-    acknowledged, check_delivery, check_fallback, check_grr_bound, check_listless_domain,
+    METRIC_MAX, acknowledged, check_delivery, check_metric, check_fallback, check_grr_bound, check_listless_domain,
     check_not_memoised, check_numeric_domain, check_numeric_phases, check_phase2_choice,
     check_shc_phases, default_spread_s, domain_extras, domain_keys, domain_size, fallback_entry,
     is_fallback, mechanism_domain_size, mechanism_for_phase, numeric_metrics, phase2_inputs,
@@ -83,9 +83,11 @@ def new_campaign_id(taken=()) -> int:
 
 
 def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: int = None,
-                not_before: int = None, not_after: int = None, delivery: dict = None) -> dict:
+                not_before: int = None, not_after: int = None, delivery: dict = None,
+                metric: str = None) -> dict:
     """A config body. `phases`: [{"phase", "mechanism", "eps_milli", "params"}]; `delivery`
-    (spec §5.4; absent: publish once per trigger, no acknowledgements)."""
+    (spec §5.4; absent: publish once per trigger, no acknowledgements); `metric` (spec §5.4;
+    absent: only devices flashed for the campaign's name take part)."""
     now = int(time.time())
     doc = {
         "type": "config", "protocol": protocol.PROTOCOL_VERSION, "campaign": name,
@@ -97,6 +99,8 @@ def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: i
     }
     if delivery is not None:
         doc["delivery"] = dict(delivery)
+    if metric is not None:
+        doc["metric"] = metric
     check_config(doc, now=now)
     return doc
 
@@ -174,6 +178,8 @@ def check_config(doc: dict, now: int = None) -> dict:
     check_fallback(doc)
     if "delivery" in doc:
         check_delivery(doc["delivery"])
+    if "metric" in doc:
+        check_metric(doc["metric"])
     return doc
 
 
