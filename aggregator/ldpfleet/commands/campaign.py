@@ -79,6 +79,10 @@ def register(subparsers):
     cr.add_argument("--spread-s", type=int, default=None, metavar="S",
                     help="devices spread a phase's first publish over U[0, S) seconds "
                          "(delivery.spread_s, spec §6; default --fleet-size / --drain-rate)")
+    cr.add_argument("--metric", default=None, metavar="NAME",
+                    help="the reading this campaign asks for ([a-z][a-z0-9_]{0,31}, spec §5.4): "
+                         "devices running a provider of NAME (MicroPython ldp.Agent, C client "
+                         "--metric) discover the campaign and take part")
     cr.add_argument("--json", action="store_true")
     cr.set_defaults(func=run_create)
 
@@ -185,7 +189,7 @@ def _create_protocol(args):
 
 def _issuance(args, store):
     from ..service.campaigns.manage import Issuance
-    from ..core.config import DEFAULT_DELIVERY, check_delivery
+    from ..core.config import DEFAULT_DELIVERY, check_delivery, check_metric
     delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
     if args.retry_s is not None:
         delivery["retry_s"] = args.retry_s
@@ -195,8 +199,9 @@ def _issuance(args, store):
     spread, args.spread_note = _spread(args, store)
     if spread:  # absent means 0 (spec §5.4): devices older than the field accept such configs
         delivery["spread_s"] = spread
+    metric = None if args.metric is None else check_metric(args.metric)
     return Issuance(valid_days=args.valid_days, salt=args.salt,
-                    delivery=check_delivery(delivery))
+                    delivery=check_delivery(delivery), metric=metric)
 
 
 def _spread(args, store):
@@ -266,6 +271,8 @@ def _print_created(args, camp):
                            for p in camp.config["phases"])
         print("created campaign %s (id %d): %s; config retained on ldp/%s/config"
               % (camp.name, camp.campaign_id, phases, camp.name))
+        if camp.config.get("metric"):
+            print("metric %s: devices providing it take part" % camp.config["metric"])
         if camp.protocol:
             print("protocol %s" % json.dumps(camp.protocol, sort_keys=True))
         print(spread)
@@ -291,6 +298,8 @@ def run_status(args):
                  status["domain"]["type"], status["domain"]["size"]))
     if status.get("protocol"):
         print("protocol %s" % json.dumps(status["protocol"], sort_keys=True))
+    if status.get("metric"):
+        print("metric %s" % status["metric"])
     if status.get("branch"):
         print("branch %s (svim phase 2%s)" % (status["branch"], ": the config's fallback over the "
               "whole domain" if status["branch"] == "flat" else ": the candidates"))

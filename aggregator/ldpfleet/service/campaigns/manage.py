@@ -42,13 +42,15 @@ MAX_VALID_DAYS = 3660
 @dataclass
 class Issuance:
     """How a config is issued: its validity window, public salt, campaign id (random when
-    None; the id also unused in the state file) and `delivery` (spec §5.4; default
-    `config.DEFAULT_DELIVERY`: acknowledged, devices re-send until acked)."""
+    None; the id also unused in the state file), `delivery` (spec §5.4; default
+    `config.DEFAULT_DELIVERY`: acknowledged, devices re-send until acked) and `metric` (spec
+    §5.4; None: no metric, only devices flashed for the campaign's name take part)."""
 
     valid_days: float = DEFAULT_VALID_DAYS
     salt: int = None
     campaign_id: int = None
     delivery: dict = None
+    metric: str = None
 
     def delivery_field(self) -> dict:
         return dict(cfgmod.DEFAULT_DELIVERY if self.delivery is None else self.delivery)
@@ -162,7 +164,8 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None,
                        "params": written})
     not_before, not_after = validity_window(issue.valid_days)
     return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=not_before,
-                              not_after=not_after, delivery=issue.delivery_field())
+                              not_after=not_after, delivery=issue.delivery_field(),
+                              metric=issue.metric)
 
 
 def validity_window(valid_days) -> tuple:
@@ -393,6 +396,6 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
             "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),
             "rejected": rejected, "rejected_total": sum(rejected.values()), "phases": phases,
             "protocol": camp.protocol, "branch": (camp.protocol or {}).get("branch"),
-            "delivery": camp.config.get("delivery"),
+            "delivery": camp.config.get("delivery"), "metric": camp.config.get("metric"),
             "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name),
             "coverage": coverage(store, name, fleet)}

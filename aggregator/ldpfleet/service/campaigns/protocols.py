@@ -153,7 +153,7 @@ def create_protocol_campaign(store: Store, broker: mqtt.BrokerSettings, signing_
     not_before, not_after = validity_window(issue.valid_days)
     doc = cfgmod.make_config(name, _spelled_out(phases, dom, salt % protocol.WORD, cid), dom, salt,
                              campaign_id=cid, not_before=not_before, not_after=not_after,
-                             delivery=issue.delivery_field())
+                             delivery=issue.delivery_field(), metric=issue.metric)
     return sign_store_publish(store, broker, signing_key_file, key, doc, protocol=proto)
 
 
