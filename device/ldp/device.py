@@ -21,7 +21,8 @@ U[0, spread_s) from the OS RNG, drawn at the trigger, after the report is made a
 acknowledgement re-sends keep their own timers.
 
 Privacy of behaviour (spec §7.1): nothing the device does depends on its value. The value is
-prepared once at start (`domain.DeviceValue`); an out-of-domain value reports ⊥ (never a
+prepared once at start (`domain.DeviceValue`), or, for a live metric (ldp/agent.py), read from
+its provider once per fresh report and prepared in place; an out-of-domain value reports ⊥ (never a
 refusal); the ledger memo is checked before the value is touched; lookups and the LDPLCM model
 take the same steps for every value; log lines carry no value-derived text.
 """
@@ -67,14 +68,21 @@ class Device:
     is the session's MQTT client.
     """
 
-    def __init__(self, state_dir, identity, campaign, value, *, high=False, once=False, log=None):
+    def __init__(self, state_dir, identity, campaign, value, *, high=False, once=False, log=None,
+                 shared=None):
         self.device_id = identity["device_id"]
         if not cfg.valid_name(self.device_id) or not cfg.valid_name(campaign):
             raise ValueError("device id and campaign must match [A-Za-z0-9_-]{1,64}")
-        self.ledger = Ledger(state_dir, identity["eps_cap_milli"], identity["lifetime_budget_milli"])
-        # the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3)
-        held = self.ledger.keys
-        self.verifier = Verifier(trusted_keys(held["keys"] if held else identity.get("trusted_keys")))
+        # `shared` (ldp/agent.py): (ledger, verifier, providers) of an agent running one Device
+        # per discovered campaign over one ledger; providers {metric: callable} (spec §5.4)
+        self.providers = shared[2] if shared else None
+        if shared:
+            self.ledger, self.verifier = shared[0], shared[1]
+        else:
+            self.ledger = Ledger(state_dir, identity["eps_cap_milli"], identity["lifetime_budget_milli"])
+            # the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3)
+            held = self.ledger.keys
+            self.verifier = Verifier(trusted_keys(held["keys"] if held else identity.get("trusted_keys")))
         self.ack_pads = ack_pads(identity.get("ack_key"))  # spec §6: MAC'd acks only, with a key
         self.kid_refused = {}  # "config"/"phase2" -> payload refused for its key id
         self.last_payload = None
@@ -134,28 +142,7 @@ class Device:
                 self.on_phase2(msg)
 
     def on_keys(self, payload):
-        """A key rotation (spec §5.3): signed by a key trusted now, a higher serial than the
-        one held; persisted in the ledger before use. Messages refused for their key id are
-        tried again under the new set."""
-        digest = hexlify(hashlib.sha256(payload).digest()).decode()
-        if self.ledger.keys and self.ledger.keys["sha256"] == digest:  # verified when applied
-            self.log("keys", "skip serial=%d" % self.ledger.keys_serial)
-            return
-        try:
-            doc = self.verifier.open(payload)
-            trusted = cfg.check_keys(doc)
-        except ConfigError as exc:
-            self.log("refused", "keys %s" % exc)  # fleet-wide: never ends a --once run
-            return
-        if doc["serial"] <= self.ledger.keys_serial:
-            self.log("keys", "skip serial=%d" % doc["serial"])
-            return
-        self.ledger.set_keys(doc["serial"], doc["keys"], digest)
-        self.verifier.set_trusted(trusted)
-        self.log("keys", "serial=%d trusted=%d" % (doc["serial"], len(trusted)))
-        for what, msg in self.kid_refused.items():
-            self.inbox.setdefault(what, msg)
-        self.kid_refused = {}
+        apply_keys(self, payload)
 
     def _refuse(self, what, exc):
         if getattr(exc, "field", None) == "kid":
@@ -234,6 +221,8 @@ class Device:
             doc = cfg.check_config(doc)
             if doc["campaign"] != self.campaign:
                 raise ConfigError("campaign", "config of campaign %r on our topic" % doc["campaign"])
+            if self.providers is not None and doc.get("metric") not in self.providers:
+                raise ConfigError("metric", "this device provides no metric %r" % doc.get("metric"))
             self.check_binding(doc, digest)
             phases = self.participating(doc)
             need = 0
@@ -365,6 +354,8 @@ class Device:
         elements dropped (spec §1). LDPLCM's high/low decision: the phase-2 body's `model`,
         g(index) >= P in constant steps (ldp/lcm_model.py), or the caller's `high` when the body
         carries no model."""
+        if self.providers is not None:
+            self._read(self.providers[doc["metric"]])
         name = mech.name
         if name in NUMERIC:
             return self._grid_input(doc, name, mech.domain_size)
@@ -381,6 +372,17 @@ class Device:
                 high = LcmModel(p2["model"]).is_high(index)
             return {"key": key, "high": bool(high)}
         return key
+
+    def _read(self, provider):
+        """A live metric's reading (spec §5.4), read once per fresh report, when it is made:
+        what the provider returns, None if it raises, prepared as a fixed value is (⊥ outside
+        the domain, spec §1; the midpoint or the nearest end, §1.1). Nothing is logged."""
+        try:
+            v = provider()
+        except Exception:
+            v = None
+        self.value.load(v)
+        self.readings = v if isinstance(v, list) else [v]
 
     def _grid_input(self, doc, name, n):
         """The grid point of each metric's reading (spec §1.1; hm: the list of them, in domain
@@ -499,3 +501,29 @@ class Device:
             if p not in self.delivered:
                 return False
         return True
+
+
+def apply_keys(dev, payload):
+    """A key rotation (spec §5.3) for `dev` (a Device, or an Agent: ledger, verifier, log,
+    kid_refused, inbox): signed by a key trusted now, a higher serial than the
+    one held; persisted in the ledger before use. Messages refused for their key id are
+    tried again under the new set."""
+    digest = hexlify(hashlib.sha256(payload).digest()).decode()
+    if dev.ledger.keys and dev.ledger.keys["sha256"] == digest:  # verified when applied
+        dev.log("keys", "skip serial=%d" % dev.ledger.keys_serial)
+        return
+    try:
+        doc = dev.verifier.open(payload)
+        trusted = cfg.check_keys(doc)
+    except ConfigError as exc:
+        dev.log("refused", "keys %s" % exc)  # fleet-wide: never ends a --once run
+        return
+    if doc["serial"] <= dev.ledger.keys_serial:
+        dev.log("keys", "skip serial=%d" % doc["serial"])
+        return
+    dev.ledger.set_keys(doc["serial"], doc["keys"], digest)
+    dev.verifier.set_trusted(trusted)
+    dev.log("keys", "serial=%d trusted=%d" % (doc["serial"], len(trusted)))
+    for what, msg in dev.kid_refused.items():
+        dev.inbox.setdefault(what, msg)
+    dev.kid_refused = {}

@@ -40,20 +40,26 @@ class DeviceValue:
     perturbs, so the report stays exactly ε-LDP (spec §7.1)."""
 
     def __init__(self, value, capacity=SET_CAPACITY):
-        self.int_value, self.str_key = _key_of(value)
-        items = (value if isinstance(value, list) else [value])[:capacity]  # the C client's slots
-        n = len(items)
         self.capacity = capacity
         self.slot_ints = array("I", bytes(4 * capacity))
         self.slot_strs = array("I", bytes(4 * capacity))
         self.slot_kinds = bytearray(capacity)
+        self.keyset = KeySet(capacity)
+        self.load(value)
+
+    def load(self, value):
+        """Prepare `value` in place (the same steps for every value): at start, and for a
+        live metric (ldp/agent.py) at each fresh report."""
+        capacity = self.capacity
+        self.int_value, self.str_key = _key_of(value)
+        items = (value if isinstance(value, list) else [value])[:capacity]  # the C client's slots
+        n = len(items)
         for j in range(capacity):
             iv, sk = _key_of(items[j] if j < n else None)
             self.slot_ints[j] = max(iv, 0)
             self.slot_strs[j] = max(sk, 0)
             self.slot_kinds[j] = (iv >= 0) + 2 * (sk >= 0)
         first_occurrences(self.slot_ints, self.slot_strs, self.slot_kinds, capacity)
-        self.keyset = KeySet(capacity)
         self.single = not isinstance(value, list)
 
 

@@ -69,6 +69,33 @@ from ldp.app import main
 sys.exit(main(sys.argv[1:]))
 '''
 
+AGENT_DRIVER = DRIVER.replace("""from ldp.app import main
+sys.exit(main(sys.argv[1:]))""", r"""import json
+from ldp.agent import Agent
+state, port, run_for = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+with open(state + "/identity.json") as f:
+    identity = json.load(f)
+with open(state + "/value.json") as f:
+    value = json.load(f)["value"]
+calls = [0]
+
+def read():
+    # the application's provider: "RAISE" raises, "LIVE" changes on every call
+    calls[0] += 1
+    if value == "RAISE":
+        raise OSError(5, "sensor gone")
+    if value == "LIVE":
+        return 20.0 + 0.25 * calls[0]
+    return value
+
+agent = Agent(identity, state)
+agent.metric("temp", read)
+agent.metric("unused_metric", read)
+sys.exit(agent.run("127.0.0.1", port, run_for=run_for))""")
+"""The same seam for an `ldp.agent.Agent` whose provider of metric `temp` returns the value
+(spec §5.4: discovery through `ldp/+/config`, the reading taken at report time); it runs for
+AGENT_RUN_S seconds."""
+AGENT_RUN_S = 6
 INT_VALUES = [0, 1, 2, 3, 4, 1000, 2 ** 32 - 1, -1, "x", None, [1, 2], 2.5, True]
 STR_ITEMS = ["idle", "busy", "hot"]
 STR_VALUES = STR_ITEMS + ["cold", "", 3, None, ["idle"]]
@@ -172,6 +199,16 @@ def micropython_cmd(work, state, port, campaign, value):
     return argv, device_runner.micropython_env()
 
 
+def agent_cmd(work, state, port, campaign, value):
+    """An Agent providing metric `temp` (the campaign's config must name it)."""
+    driver = work / "eq_agent_driver.py"
+    if not driver.exists():
+        driver.write_text(AGENT_DRIVER)
+    (Path(state) / "value.json").write_text(json.dumps({"value": value}))
+    argv = [device_runner.micropython_binary(), str(driver), str(state), str(port), str(AGENT_RUN_S)]
+    return argv, device_runner.micropython_env()
+
+
 def c_cmd(work, state, port, campaign, value):
     argv = client_cmd(build_client(), state, port, campaign, value, once=True, timeout=30)
     return argv, dict(client_env(), LDPC_TEST_RANDOM_SEED="12345")
@@ -211,7 +248,7 @@ def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=Fals
         collector.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, SIGNING_KEY))
         if p2 is not None:
             collector.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, SIGNING_KEY))
-        make = micropython_cmd if client == "micropython" else c_cmd
+        make = {"micropython": micropython_cmd, "agent": agent_cmd}.get(client, c_cmd)
         results = {}
         runs = list(zip(ids, values))
         for start in range(0, len(runs), PARALLEL):  # a bounded number of devices at a time
@@ -420,3 +457,26 @@ def test_binding_and_closed_refusals_do_not_depend_on_the_value(broker, tmp_path
         for value, got in results.items():
             assert got == reference, "%s: value %s behaves differently from %r" % (label, value,
                                                                                  INT_VALUES[0])
+
+
+AGENT_CASES = ("grr-str", "olh-int", "miner-sh", "ldplcm")
+
+
+@pytest.mark.parametrize("case", AGENT_CASES)
+def test_agent_behaviour_does_not_depend_on_the_provider(broker, tmp_path, case):
+    """ldp.agent.Agent (spec §5.4 `metric`): a campaign discovered on `ldp/+/config` whose
+    metric the agent provides; the provider's readings (every value of the case, one that
+    raises, one that changes on every call) change nothing but the report bodies."""
+    name, doc, p2, values = next(c for c in campaigns() if c[0] == case)
+    doc = dict(doc, metric="temp")
+    if p2 is not None:
+        p2 = dict(p2)
+    results = observe("agent", broker, tmp_path, name, doc, p2, list(values) + ["RAISE", "LIVE"])
+    reference = results[json.dumps(values[0])]
+    assert reference["code"] == 0, reference["log"]
+    assert reference["reports"] and reference["spent"] > 0, reference
+    assert any("joined campaign %s metric temp" % doc["campaign"] in line
+               for line in reference["log"]), reference["log"]
+    for value, got in results.items():
+        assert got == reference, "provider value %s behaves differently from %r" % (value, values[0])
+
