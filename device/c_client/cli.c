@@ -12,6 +12,8 @@ const char ldpc_usage_text[] =
     "                  [--identity FILE] [--device-id ID] [--high] [--once] [--timeout S]\n"
     "                  [--keepalive S] [--backoff-max S] [--username U] [--password P]\n"
     "                  [--cafile PEM] [--crash-point after-commit]\n"
+    "       ldp_client [run] --state-dir DIR --metric NAME=PROGRAM [--metric NAME=PROGRAM]...\n"
+    "                  [--host H] [--port P] [--identity FILE] [--device-id ID] [--timeout S] ...\n"
     "       ldp_client provision --state-dir DIR\n"
     "   test builds only (make TEST_MODES=1):\n"
     "       ldp_client vector --case JSON --words-hex HEX [--print-x]\n"

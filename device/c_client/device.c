@@ -5,6 +5,7 @@
 
 #include <openssl/evp.h>
 
+#include "agent.h"
 #include "device.h"
 #include "envelope.h"
 #include "lcm_model.h"
@@ -136,13 +137,53 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
     cJSON_Delete(value);
     dev->high = high != 0;
     dev->once = once != 0;
-    if (ldpc_ledger_open(&dev->ledger, state_dir, id->eps_cap_milli, id->lifetime_budget_milli, why) != 0)
+    dev->ledger = &dev->own_ledger;
+    if (ldpc_ledger_open(dev->ledger, state_dir, id->eps_cap_milli, id->lifetime_budget_milli, why) != 0)
         return -1;
     /* the identity's keys (serial 0) until a rotation is applied (spec §5.2-§5.3) */
-    if (dev->ledger.keys != NULL
-        && ldpc_keyset_load(&dev->id.trusted, cJSON_GetObjectItemCaseSensitive(dev->ledger.keys, "keys"), why) != 0)
+    if (dev->ledger->keys != NULL
+        && ldpc_keyset_load(&dev->id.trusted, cJSON_GetObjectItemCaseSensitive(dev->ledger->keys, "keys"), why) != 0)
         return -1;
     return 0;
+}
+
+int ldpc_device_init_live(struct ldpc_device *dev, const struct ldpc_identity *id, const char *campaign,
+                          struct ldpc_ledger *ledger, const struct ldpc_metric *metric)
+{
+    struct ldpc_reason why;
+    memset(dev, 0, sizeof *dev);
+    dev->exit_code = LDPC_RUNNING;
+    dev->id = *id;
+    if (!ldpc_valid_name(campaign))
+        return -1;
+    snprintf(dev->campaign, sizeof dev->campaign, "%s", campaign);
+    snprintf(dev->topic_config, sizeof dev->topic_config, "ldp/%s/config", campaign);
+    snprintf(dev->topic_phase2, sizeof dev->topic_phase2, "ldp/%s/phase2", campaign);
+    snprintf(dev->topic_report, sizeof dev->topic_report, "ldp/%s/r/%s", campaign, id->device_id);
+    snprintf(dev->topic_ack, sizeof dev->topic_ack, "ldp/%s/a/%s", campaign, id->device_id);
+    ldpc_value_init(&dev->value, NULL);
+    dev->ledger = ledger;
+    dev->metric = metric;
+    (void)why;
+    return 0;
+}
+
+/* A live metric's reading (spec §5.4), once per fresh report, when it is made: the program's
+ * first output line as --value takes it (JSON, else the raw string); a program that fails,
+ * times out or prints nothing gives no value (⊥, or the grid's midpoint). Nothing is logged. */
+static void read_live(struct ldpc_device *dev)
+{
+    char line[LDPC_METRIC_LINE];
+    cJSON *v = NULL;
+    if (dev->metric == NULL)
+        return;
+    if (ldpc_metric_read(dev->metric->program, line, sizeof line) == 0) {
+        v = cJSON_Parse(line);
+        if (v == NULL)
+            v = cJSON_CreateString(line);
+    }
+    ldpc_value_init(&dev->value, v);
+    cJSON_Delete(v);
 }
 
 void ldpc_device_free(struct ldpc_device *dev)
@@ -157,7 +198,8 @@ void ldpc_device_free(struct ldpc_device *dev)
     for (i = 0; i < 3; i++)
         free(dev->awaiting[i].data);
     cJSON_Delete(dev->config);
-    ldpc_ledger_close(&dev->ledger);
+    if (dev->ledger == &dev->own_ledger)
+        ldpc_ledger_close(dev->ledger);
     memset(dev, 0, sizeof *dev);
 }
 
@@ -210,14 +252,12 @@ static void keep_kid_refused(struct ldpc_device *dev, int slot, const uint8_t *p
     dev->kid_refused_len[slot] = len;
 }
 
-/* A key rotation (spec §5.3): signed by a key trusted now, a serial above the one held,
- * persisted in the ledger before use; fleet-wide, so a refusal never ends a --once run. */
-static void on_keys(struct ldpc_device *dev, const uint8_t *payload, size_t len)
+int ldpc_apply_keys(struct ldpc_ledger *ledger, struct ldpc_keyset *trusted, const char *device_id,
+                    const uint8_t *payload, size_t len)
 {
     struct ldpc_reason why;
     struct ldpc_keyset set;
     int64_t serial = 0;
-    int slot;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     char digest[65];
@@ -225,30 +265,37 @@ static void on_keys(struct ldpc_device *dev, const uint8_t *payload, size_t len)
     EVP_Digest(payload, len, md, &mdlen, EVP_sha256(), NULL);
     ldpc_hex_encode(md, 32, digest);
     digest[64] = '\0';
-    if (ldpc_ledger_keys_digest(&dev->ledger) != NULL
-        && strcmp(ldpc_ledger_keys_digest(&dev->ledger), digest) == 0) { /* verified when applied */
-        ldpc_log(dev->id.device_id, "keys", "skip serial=%lld", (long long)ldpc_ledger_keys_serial(&dev->ledger));
-        return;
+    if (ldpc_ledger_keys_digest(ledger) != NULL
+        && strcmp(ldpc_ledger_keys_digest(ledger), digest) == 0) { /* verified when applied */
+        ldpc_log(device_id, "keys", "skip serial=%lld", (long long)ldpc_ledger_keys_serial(ledger));
+        return 0;
     }
-    doc = ldpc_envelope_verify(payload, len, &dev->id.trusted, &why);
+    doc = ldpc_envelope_verify(payload, len, trusted, &why);
     if (doc == NULL || ldpc_keys_check(doc, &set, &serial, &why) != 0) {
         cJSON_Delete(doc);
-        ldpc_log(dev->id.device_id, "refused", "keys %s: %s", why.field, why.message);
-        return;
+        ldpc_log(device_id, "refused", "keys %s: %s", why.field, why.message);
+        return 0;
     }
-    if (serial <= ldpc_ledger_keys_serial(&dev->ledger)) {
+    if (serial <= ldpc_ledger_keys_serial(ledger)) {
         cJSON_Delete(doc);
-        ldpc_log(dev->id.device_id, "keys", "skip serial=%lld", (long long)serial);
-        return;
+        ldpc_log(device_id, "keys", "skip serial=%lld", (long long)serial);
+        return 0;
     }
-    if (ldpc_ledger_set_keys(&dev->ledger, serial, cJSON_GetObjectItemCaseSensitive(doc, "keys"), digest, &why) != 0) {
+    if (ldpc_ledger_set_keys(ledger, serial, cJSON_GetObjectItemCaseSensitive(doc, "keys"), digest, &why) != 0) {
         cJSON_Delete(doc);
-        ldpc_log(dev->id.device_id, "refused", "keys %s: %s", why.field, why.message);
-        return;
+        ldpc_log(device_id, "refused", "keys %s: %s", why.field, why.message);
+        return 0;
     }
     cJSON_Delete(doc);
-    dev->id.trusted = set;
-    ldpc_log(dev->id.device_id, "keys", "serial=%lld trusted=%d", (long long)serial, set.n);
+    *trusted = set;
+    ldpc_log(device_id, "keys", "serial=%lld trusted=%d", (long long)serial, set.n);
+    return 1;
+}
+
+void ldpc_device_keys_rotated(struct ldpc_device *dev, const struct ldpc_keyset *trusted)
+{
+    int slot;
+    dev->id.trusted = *trusted;
     for (slot = INBOX_CONFIG; slot <= INBOX_PHASE2; slot++) {
         if (dev->kid_refused[slot] != NULL && dev->inbox[slot] == NULL) {
             dev->inbox[slot] = dev->kid_refused[slot];
@@ -258,6 +305,14 @@ static void on_keys(struct ldpc_device *dev, const uint8_t *payload, size_t len)
         }
         dev->kid_refused[slot] = NULL;
     }
+}
+
+/* A key rotation (spec §5.3): signed by a key trusted now, a serial above the one held,
+ * persisted in the ledger before use; fleet-wide, so a refusal never ends a --once run. */
+static void on_keys(struct ldpc_device *dev, const uint8_t *payload, size_t len)
+{
+    if (ldpc_apply_keys(dev->ledger, &dev->id.trusted, dev->id.device_id, payload, len))
+        ldpc_device_keys_rotated(dev, &dev->id.trusted);
 }
 
 static int64_t int_of(const cJSON *obj, const char *key)
@@ -285,9 +340,9 @@ static void participating(const struct ldpc_device *dev, const cJSON *doc, int i
     if (rate < 0 || count == 1)
         return;
     /* a phase already reported for this id decides, whatever a config says: never both */
-    if (ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 1)
-        || ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 2)) {
-        in_phase[1] = ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 1);
+    if (ldpc_ledger_has(dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 1)
+        || ldpc_ledger_has(dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 2)) {
+        in_phase[1] = ldpc_ledger_has(dev->ledger, (uint32_t)int_of(doc, "campaign_id"), 1);
         in_phase[2] = !in_phase[1];
         return;
     }
@@ -507,7 +562,7 @@ void ldpc_device_enqueue(struct ldpc_device *dev, int phase, uint8_t *report, si
 static int resend_memo(struct ldpc_device *dev, uint32_t cid, int phase)
 {
     size_t len;
-    uint8_t *report = ldpc_ledger_memo(&dev->ledger, cid, phase, &len);
+    uint8_t *report = ldpc_ledger_memo(dev->ledger, cid, phase, &len);
     if (report == NULL)
         return 0;
     ldpc_log(dev->id.device_id, "memo", "phase=%d", phase);
@@ -525,7 +580,7 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     size_t len;
     uint8_t *report;
     int shc_x;
-    if (ldpc_ledger_check(&dev->ledger, mech->eps_milli, &why) != 0) {
+    if (ldpc_ledger_check(dev->ledger, mech->eps_milli, &why) != 0) {
         refuse(dev, "report", &why);
         return;
     }
@@ -551,13 +606,13 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     spend.len = len;
     spend.digest = dev->config_digest; /* the id's first spend binds it (spec §7.2) */
     spend.shc_bit = shc_x;
-    if (ldpc_ledger_commit(&dev->ledger, &spend, &why) != 0) {
+    if (ldpc_ledger_commit(dev->ledger, &spend, &why) != 0) {
         free(report);
         refuse(dev, "report", &why);
         return;
     }
     ldpc_log(dev->id.device_id, "spent", "phase=%d eps_milli=%lu remaining=%lld", phase,
-             (unsigned long)mech->eps_milli, (long long)ldpc_ledger_remaining(&dev->ledger));
+             (unsigned long)mech->eps_milli, (long long)ldpc_ledger_remaining(dev->ledger));
     if (dev->crash_after_commit) {
         ldpc_log(dev->id.device_id, "crash-point", "after-commit");
         free(report);
@@ -611,27 +666,36 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, const char *
                         cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring);
         return -1;
     }
+    if (dev->metric != NULL) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(doc, "metric");
+        if (!cJSON_IsString(m) || strcmp(m->valuestring, dev->metric->name) != 0) {
+            ldpc_reason_set(why, "metric", "this device provides no metric %s",
+                            cJSON_IsString(m) ? m->valuestring : "None");
+            return -1;
+        }
+    }
     cid = (uint32_t)int_of(doc, "campaign_id");
-    if (check_binding(&dev->ledger, doc, digest, why) != 0)
+    if (check_binding(dev->ledger, doc, digest, why) != 0)
         return -1;
     participating(dev, doc, in_phase);
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
         int64_t eps = int_of(ph, "eps_milli"), number = int_of(ph, "phase");
-        if (eps > dev->ledger.eps_cap_milli) {
+        if (eps > dev->ledger->eps_cap_milli) {
             ldpc_reason_set(why, "eps_cap", "phase %lld eps_milli %lld above the device cap %lld", (long long)number,
-                            (long long)eps, (long long)dev->ledger.eps_cap_milli);
+                            (long long)eps, (long long)dev->ledger->eps_cap_milli);
             return -1;
         }
-        if (in_phase[number] && !ldpc_ledger_has(&dev->ledger, cid, (int)number))
+        if (in_phase[number] && !ldpc_ledger_has(dev->ledger, cid, (int)number))
             need += eps;
     }
-    if (need > ldpc_ledger_remaining(&dev->ledger)) {
+    if (need > ldpc_ledger_remaining(dev->ledger)) {
         ldpc_reason_set(why, "lifetime_budget", "campaign needs eps_milli %lld, %lld remain", (long long)need,
-                        (long long)ldpc_ledger_remaining(&dev->ledger));
+                        (long long)ldpc_ledger_remaining(dev->ledger));
         return -1;
     }
-    if (!in_phase[1] || ldpc_ledger_has(&dev->ledger, cid, 1))
+    if (!in_phase[1] || ldpc_ledger_has(dev->ledger, cid, 1))
         return 0; /* memo first: a paid phase is re-sent untouched, nothing computed */
+    read_live(dev);
     if (ldpc_phase1_input(doc, &dev->value, dev->high, mech, in, keys, why) != 0)
         return -1;
     *have_mech = 1;
@@ -768,7 +832,7 @@ static void on_close(struct ldpc_device *dev, const cJSON *doc)
         not_before = int_of(doc, "not_before");
     else if (held == cid)
         not_before = int_of(dev->config, "not_before");
-    if (ldpc_ledger_close_campaign(&dev->ledger, (uint32_t)cid, not_before, &why) != 0) {
+    if (ldpc_ledger_close_campaign(dev->ledger, (uint32_t)cid, not_before, &why) != 0) {
         refuse(dev, "config", &why);
         return;
     }
@@ -954,17 +1018,17 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
         cJSON_Delete(p2);
         return;
     }
-    memo = rc == 0 && ldpc_ledger_has(&dev->ledger, (uint32_t)int_of(dev->config, "campaign_id"), 2);
+    memo = rc == 0 && ldpc_ledger_has(dev->ledger, (uint32_t)int_of(dev->config, "campaign_id"), 2);
     if (rc == 0 && !memo && ldpc_phase2_is_shc(dev->config)) {
         /* shc: the phase-1 memo and the ledger's bit x, never the value (spec §3.1) */
         uint32_t cid = (uint32_t)int_of(dev->config, "campaign_id");
         struct ldpc_shc_memo m1;
         uint8_t *memo1;
         m1.len = 0;
-        memo1 = ldpc_ledger_memo(&dev->ledger, cid, 1, &m1.len);
+        memo1 = ldpc_ledger_memo(dev->ledger, cid, 1, &m1.len);
         m1.report = memo1;
-        m1.x = ldpc_ledger_shc_bit(&dev->ledger, cid);
-        m1.eps1_milli = ldpc_ledger_memo_eps(&dev->ledger, cid, 1); /* what phase 1 was charged */
+        m1.x = ldpc_ledger_shc_bit(dev->ledger, cid);
+        m1.eps1_milli = ldpc_ledger_memo_eps(dev->ledger, cid, 1); /* what phase 1 was charged */
         rc = ldpc_shc_phase2_input(dev->config, p2, &m1, &mech, &in, &why);
         free(memo1);
         if (rc == 1) { /* no phase-1 report of this campaign: a function of the ledger */
@@ -974,6 +1038,7 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
             return;
         }
     } else if (rc == 0 && !memo) { /* memo first: nothing is computed from the value for a paid phase */
+        read_live(dev);
         rc = ldpc_phase2_input(dev->config, p2, &dev->value, dev->high, &mech, &in, &keys, &why);
     }
     if (rc == 0 && cJSON_GetObjectItemCaseSensitive(p2, "candidates") != NULL)

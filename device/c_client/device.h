@@ -20,6 +20,14 @@
 #include "mech.h"
 #include "value.h"
 
+/* A live metric (spec §5.4 `metric`): its name and the program whose first output line is the
+ * reading (agent.c runs it, no shell, fixed argv). */
+#define LDPC_MAX_METRICS 16
+struct ldpc_metric {
+    char name[LDPC_METRIC_MAX + 1];
+    const char *program;
+};
+
 #define LDPC_EXIT_DONE 0
 #define LDPC_EXIT_USAGE 1
 #define LDPC_EXIT_REFUSED 2
@@ -73,8 +81,10 @@ struct ldpc_device {
     struct ldpc_identity id;
     char campaign[65];
     char topic_config[96], topic_phase2[96], topic_report[160], topic_ack[160];
-    struct ldpc_ledger ledger;
+    struct ldpc_ledger own_ledger;
+    struct ldpc_ledger *ledger; /* &own_ledger, or an agent's ledger shared by its campaigns */
     struct ldpc_value value;   /* prepared at start from the JSON value (value.h) */
+    const struct ldpc_metric *metric; /* a live metric (agent.h): read at each fresh report */
     int high, once, crash_after_commit;
     cJSON *config;             /* the accepted config body */
     char config_digest[LDPC_BODY_DIGEST_HEX]; /* its digest: a campaign id binds to it (spec §7.2) */
@@ -104,6 +114,21 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
                      const char *campaign, const char *value_text, int high, int once,
                      struct ldpc_reason *why);
 void ldpc_device_free(struct ldpc_device *dev);
+
+/* The same for a campaign an agent discovered (agent.h): no value at start, `ledger` the
+ * agent's (shared by its campaigns, not closed by ldpc_device_free), the reading taken from
+ * `metric` at each fresh report; a config naming another metric is refused (`metric`). */
+int ldpc_device_init_live(struct ldpc_device *dev, const struct ldpc_identity *id, const char *campaign,
+                          struct ldpc_ledger *ledger, const struct ldpc_metric *metric);
+
+/* A key rotation (spec §5.3) against `ledger` and `trusted` (both updated when applied):
+ * 1 applied, 0 skipped or refused (logged as `device_id`). */
+int ldpc_apply_keys(struct ldpc_ledger *ledger, struct ldpc_keyset *trusted, const char *device_id,
+                    const uint8_t *payload, size_t len);
+
+/* After a rotation the agent applied: `trusted` becomes the device's set and the payloads it
+ * refused for their key id are tried again (as on_keys does). */
+void ldpc_device_keys_rotated(struct ldpc_device *dev, const struct ldpc_keyset *trusted);
 
 /* Spec §6: 1 if `ack` (from the device's own ack topic) acknowledges `report`. With the
  * identity's ack_key only a 28-byte ack whose tag verifies (constant-time compare); without

@@ -10,6 +10,10 @@
  *     flags override. With a CA the client speaks TLS (default port 8883) and accepts only a
  *     broker certificate chaining to that CA and naming the host. --value-file reads the value
  *     from a file: a command line is readable by every local user in /proc/PID/cmdline.)
+ *   ldp_client [run] --state-dir DIR --metric NAME=PROGRAM [--metric ...] [the options above]
+ *     (live metrics, spec §5.4: every campaign whose signed config names a metric given is
+ *     joined, discovered on ldp/+/config; PROGRAM runs at each fresh report, no shell, and its
+ *     first output line is the reading: agent.h. No --campaign, --value or --once.)
  *   ldp_client provision --state-dir DIR               (ledger generation 0, spec §7.4)
  *   ldp_client vector --case JSON --words-hex HEX [--print-x]
  *                                                     (test vectors: report hex on stdout;
@@ -36,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent.h"
 #include "cli.h"
 #include "device.h"
 #include "session.h"
@@ -81,7 +86,7 @@ static int run(int argc, char **argv)
     static const char *const options[] = {"--host", "--port", "--campaign", "--state-dir", "--identity",
                                           "--device-id", "--value", "--value-file", "--timeout", "--keepalive",
                                           "--backoff-max", "--crash-point", "--username", "--password",
-                                          "--cafile", NULL};
+                                          "--cafile", "--metric", NULL};
     static const char *const flags[] = {"--once", "--high", NULL};
     const char *state_dir = ldpc_opt(argc, argv, "--state-dir"), *identity_path = ldpc_opt(argc, argv, "--identity");
     const char *device_id = ldpc_opt(argc, argv, "--device-id"), *crash = ldpc_opt(argc, argv, "--crash-point");
@@ -95,13 +100,20 @@ static int run(int argc, char **argv)
     char path[4096], ca_path[4096 + LDPC_MAX_CREDENTIAL];
     char cert_path[4096 + LDPC_MAX_CREDENTIAL], key_path[4096 + LDPC_MAX_CREDENTIAL];
     double port = -1, keepalive = 30, backoff_max = 30, timeout = -1;
-    int code;
+    int code, live, i;
+    static struct ldpc_agent agent;
     memset(&so, 0, sizeof so);
     if (!ldpc_check_args(argc, argv, options, flags))
         return ldpc_usage("unknown or incomplete argument");
-    if (state_dir == NULL || ldpc_opt(argc, argv, "--campaign") == NULL)
+    live = ldpc_opt(argc, argv, "--metric") != NULL;
+    if (live && (ldpc_opt(argc, argv, "--campaign") || ldpc_opt(argc, argv, "--value")
+                 || ldpc_opt(argc, argv, "--value-file") || ldpc_flag(argc, argv, "--once")
+                 || ldpc_flag(argc, argv, "--high") || crash != NULL))
+        return ldpc_usage("--metric runs every campaign of its metrics: no --campaign, --value, --value-file, "
+                          "--once, --high or --crash-point");
+    if (state_dir == NULL || (!live && ldpc_opt(argc, argv, "--campaign") == NULL))
         return ldpc_usage("--state-dir, --campaign and --value (or --value-file) are required");
-    value = device_value(argc, argv, &problem);
+    value = live ? "null" : device_value(argc, argv, &problem);
     if (value == NULL)
         return ldpc_usage(problem);
     if ((ldpc_opt(argc, argv, "--port") && !ldpc_parse_number(ldpc_opt(argc, argv, "--port"), 1, 65535, &port))
@@ -160,12 +172,6 @@ static int run(int argc, char **argv)
     }
     if (port < 0)
         port = id.broker.has_port ? id.broker.port : ca_file != NULL ? 8883 : 1883;
-    if (ldpc_device_init(&dev, &id, state_dir, ldpc_opt(argc, argv, "--campaign"), value,
-                         ldpc_flag(argc, argv, "--high"), ldpc_flag(argc, argv, "--once"), &why) != 0) {
-        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
-        return LDPC_EXIT_USAGE;
-    }
-    dev.crash_after_commit = crash != NULL;
     so.host = ldpc_opt(argc, argv, "--host") ? ldpc_opt(argc, argv, "--host")
               : id.broker.has_host ? id.broker.host : "127.0.0.1";
     so.port = (int)port;
@@ -175,6 +181,28 @@ static int run(int argc, char **argv)
     so.keepalive = (int)keepalive;
     so.backoff_max = backoff_max;
     so.run_for = timeout;
+    if (live) {
+        if (ldpc_agent_init(&agent, &id, state_dir, &why) != 0) {
+            fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+            return LDPC_EXIT_USAGE;
+        }
+        for (i = 0; i < argc - 1; i++) {
+            if (strcmp(argv[i], "--metric") == 0 && ldpc_agent_add_metric(&agent, argv[++i]) != 0) {
+                ldpc_agent_free(&agent);
+                return ldpc_usage("--metric takes NAME=PROGRAM, NAME matching [a-z][a-z0-9_]{0,31}, "
+                                  "each NAME once, at most 16");
+            }
+        }
+        code = ldpc_session_run_agent(&agent, &so);
+        ldpc_agent_free(&agent);
+        return code;
+    }
+    if (ldpc_device_init(&dev, &id, state_dir, ldpc_opt(argc, argv, "--campaign"), value,
+                         ldpc_flag(argc, argv, "--high"), ldpc_flag(argc, argv, "--once"), &why) != 0) {
+        fprintf(stderr, "ldp_client: %s: %s\n", why.field, why.message);
+        return LDPC_EXIT_USAGE;
+    }
+    dev.crash_after_commit = crash != NULL;
     code = ldpc_session_run(&dev, &so);
     ldpc_device_free(&dev);
     return code;

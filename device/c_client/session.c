@@ -6,6 +6,7 @@
 
 #include <mosquitto.h>
 
+#include "agent.h"
 #include "session.h"
 
 #define MAX_INFLIGHT 16
@@ -19,7 +20,9 @@ static void on_signal(int sig)
 }
 
 struct session {
-    struct ldpc_device *dev;
+    struct ldpc_device *dev;    /* one campaign (--campaign), or NULL with an agent */
+    struct ldpc_agent *agent;   /* --metric: every campaign discovered (agent.h) */
+    const char *device_id;
     const struct ldpc_session_opts *opts;
     int connected;
     int pending_subacks; /* SUBSCRIBEs of this connection not yet acknowledged */
@@ -27,6 +30,7 @@ struct session {
     double backoff;
     struct {
         int mid, phase; /* phase 0: free slot */
+        struct ldpc_device *dev;
         uint8_t *data;
         size_t len;
     } inflight[MAX_INFLIGHT];
@@ -41,7 +45,7 @@ static void requeue_inflight(struct session *s)
     int i;
     for (i = 0; i < MAX_INFLIGHT; i++) {
         if (s->inflight[i].phase != 0) {
-            ldpc_device_enqueue(s->dev, s->inflight[i].phase, s->inflight[i].data, s->inflight[i].len);
+            ldpc_device_enqueue(s->inflight[i].dev, s->inflight[i].phase, s->inflight[i].data, s->inflight[i].len);
             s->inflight[i].phase = 0;
             s->inflight[i].data = NULL;
         }
@@ -53,23 +57,23 @@ static void on_connect(struct mosquitto *mosq, void *obj, int rc)
     struct session *s = obj;
     const char *topics[3];
     if (rc != 0) {
-        ldpc_log(s->dev->id.device_id, "connection-lost", "CONNACK refused: %s", mosquitto_connack_string(rc));
+        ldpc_log(s->device_id, "connection-lost", "CONNACK refused: %s", mosquitto_connack_string(rc));
         mosquitto_disconnect(mosq);
         return;
     }
     s->connected = 1;
     s->backoff = BACKOFF_START;
-    ldpc_log(s->dev->id.device_id, "connected", "%s:%d", s->opts->host, s->opts->port);
+    ldpc_log(s->device_id, "connected", "%s:%d", s->opts->host, s->opts->port);
     topics[0] = LDPC_KEYS_TOPIC; /* first: its retained rotation comes before the configs */
-    topics[1] = s->dev->topic_config;
-    topics[2] = s->dev->topic_phase2;
+    topics[1] = s->agent ? "ldp/+/config" : s->dev->topic_config; /* discovery (spec §5.4) */
+    topics[2] = s->agent ? "ldp/+/phase2" : s->dev->topic_phase2;
     rc = mosquitto_subscribe_multiple(mosq, NULL, 3, (char *const *)topics, 1, 0, NULL);
     s->pending_subacks = rc == MOSQ_ERR_SUCCESS;
     if (rc == MOSQ_ERR_SUCCESS)
-        rc = mosquitto_subscribe(mosq, NULL, s->dev->topic_ack, 0);
+        rc = mosquitto_subscribe(mosq, NULL, s->agent ? s->agent->topic_ack : s->dev->topic_ack, 0);
     s->pending_subacks += rc == MOSQ_ERR_SUCCESS;
     if (rc != MOSQ_ERR_SUCCESS)
-        ldpc_log(s->dev->id.device_id, "connection-lost", "subscribe: %s", mosquitto_strerror(rc));
+        ldpc_log(s->device_id, "connection-lost", "subscribe: %s", mosquitto_strerror(rc));
 }
 
 static void on_subscribe(struct mosquitto *mosq, void *obj, int mid, int count, const int *granted)
@@ -90,7 +94,7 @@ static void on_disconnect(struct mosquitto *mosq, void *obj, int rc)
     s->connected = 0;
     requeue_inflight(s);
     if (rc != 0) {
-        ldpc_log(s->dev->id.device_id, "connection-lost", "%s", mosquitto_strerror(rc));
+        ldpc_log(s->device_id, "connection-lost", "%s", mosquitto_strerror(rc));
         s->loss_logged = 1;
     }
 }
@@ -101,14 +105,17 @@ static void on_log(struct mosquitto *mosq, void *obj, int level, const char *tex
     struct session *s = obj;
     (void)mosq;
     if (level == MOSQ_LOG_ERR)
-        ldpc_log(s->dev->id.device_id, "mqtt-error", "%s", text);
+        ldpc_log(s->device_id, "mqtt-error", "%s", text);
 }
 
 static void on_message(struct mosquitto *mosq, void *obj, const struct mosquitto_message *msg)
 {
     struct session *s = obj;
     (void)mosq;
-    ldpc_device_on_message(s->dev, msg->topic, msg->payload, (size_t)msg->payloadlen);
+    if (s->agent)
+        ldpc_agent_on_message(s->agent, msg->topic, msg->payload, (size_t)msg->payloadlen);
+    else
+        ldpc_device_on_message(s->dev, msg->topic, msg->payload, (size_t)msg->payloadlen);
 }
 
 static void on_publish(struct mosquitto *mosq, void *obj, int mid)
@@ -118,32 +125,55 @@ static void on_publish(struct mosquitto *mosq, void *obj, int mid)
     (void)mosq;
     for (i = 0; i < MAX_INFLIGHT; i++) {
         if (s->inflight[i].phase != 0 && s->inflight[i].mid == mid) {
-            ldpc_device_delivered(s->dev, s->inflight[i].phase, s->inflight[i].data, s->inflight[i].len);
+            ldpc_device_delivered(s->inflight[i].dev, s->inflight[i].phase, s->inflight[i].data, s->inflight[i].len);
             s->inflight[i].phase = 0;
             s->inflight[i].data = NULL;
         }
     }
 }
 
+static int n_devices(const struct session *s)
+{
+    return s->agent ? s->agent->n_devs : 1;
+}
+
+static struct ldpc_device *device_at(const struct session *s, int i)
+{
+    return s->agent ? s->agent->devs[i] : s->dev;
+}
+
 /* Publish queued reports at QoS 1; a report leaves the queue once libmosquitto took it. */
-static void flush(struct session *s, struct mosquitto *mosq)
+static void flush_device(struct session *s, struct mosquitto *mosq, struct ldpc_device *dev)
 {
     const struct ldpc_report *r;
-    while (s->connected && (r = ldpc_device_peek(s->dev)) != NULL) {
+    while (s->connected && (r = ldpc_device_peek(dev)) != NULL) {
         int mid = 0, i, slot = -1, rc;
         for (i = 0; i < MAX_INFLIGHT && slot < 0; i++)
             if (s->inflight[i].phase == 0)
                 slot = i;
         if (slot < 0)
             return; /* every slot awaits its PUBACK */
-        rc = mosquitto_publish(mosq, &mid, s->dev->topic_report, (int)r->len, r->data, 1, false);
+        rc = mosquitto_publish(mosq, &mid, dev->topic_report, (int)r->len, r->data, 1, false);
         if (rc != MOSQ_ERR_SUCCESS)
             return; /* kept queued: retried after the next (re)connect */
         s->inflight[slot].mid = mid;
         s->inflight[slot].phase = r->phase;
+        s->inflight[slot].dev = dev;
         s->inflight[slot].len = r->len;
-        s->inflight[slot].data = ldpc_device_pop(s->dev);
+        s->inflight[slot].data = ldpc_device_pop(dev);
     }
+}
+
+static void flush(struct session *s, struct mosquitto *mosq)
+{
+    int i;
+    for (i = 0; i < n_devices(s); i++)
+        flush_device(s, mosq, device_at(s, i));
+}
+
+static int session_done(const struct session *s)
+{
+    return s->agent ? 0 : ldpc_device_done(s->dev);
 }
 
 static int expired(double stop_at)
@@ -158,7 +188,7 @@ static void back_off(struct session *s, double stop_at)
     double delay, until;
     ldpc_os_random_words(&jitter, 1);
     delay = s->backoff * (0.5 + (jitter >> 24) / 510.0);
-    ldpc_log(s->dev->id.device_id, "backoff", "%d ms", (int)(delay * 1000));
+    ldpc_log(s->device_id, "backoff", "%d ms", (int)(delay * 1000));
     until = ldpc_monotonic() + delay;
     while (!stop_signal && ldpc_monotonic() < until && !expired(stop_at))
         ldpc_sleep(0.05);
@@ -179,19 +209,38 @@ static void install_signals(void)
     sigaction(SIGPIPE, &sa, NULL);
 }
 
+static int run_session(struct session *sp, const struct ldpc_session_opts *opts);
+
 int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *opts)
 {
     struct session s;
+    memset(&s, 0, sizeof s);
+    s.dev = dev;
+    s.device_id = dev->id.device_id;
+    return run_session(&s, opts);
+}
+
+int ldpc_session_run_agent(struct ldpc_agent *agent, const struct ldpc_session_opts *opts)
+{
+    struct session s;
+    memset(&s, 0, sizeof s);
+    s.agent = agent;
+    s.device_id = agent->id.device_id;
+    return run_session(&s, opts);
+}
+
+static int run_session(struct session *sp, const struct ldpc_session_opts *opts)
+{
+    struct session s = *sp;
+    struct ldpc_device *dev = s.dev;
     struct mosquitto *mosq;
     double stop_at = opts->run_for >= 0 ? ldpc_monotonic() + opts->run_for : -1;
     int first = 1, socket_up = 0, code, i;
-    memset(&s, 0, sizeof s);
-    s.dev = dev;
     s.opts = opts;
     s.backoff = BACKOFF_START;
     install_signals();
     mosquitto_lib_init();
-    mosq = mosquitto_new(dev->id.device_id, true, &s);
+    mosq = mosquitto_new(s.device_id, true, &s);
     if (mosq == NULL) {
         fprintf(stderr, "ldp_client: mosquitto_new failed\n");
         mosquitto_lib_cleanup();
@@ -220,13 +269,13 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
     mosquitto_message_callback_set(mosq, on_message);
     mosquitto_publish_callback_set(mosq, on_publish);
     mosquitto_subscribe_callback_set(mosq, on_subscribe);
-    while (!ldpc_device_done(dev) && !stop_signal && !expired(stop_at)) {
+    while (!session_done(&s) && !stop_signal && !expired(stop_at)) {
         int rc;
         if (!socket_up) {
             rc = first ? mosquitto_connect(mosq, opts->host, opts->port, opts->keepalive) : mosquitto_reconnect(mosq);
             first = 0;
             if (rc != MOSQ_ERR_SUCCESS) {
-                ldpc_log(dev->id.device_id, "connection-lost", "connect: %s", mosquitto_strerror(rc));
+                ldpc_log(s.device_id, "connection-lost", "connect: %s", mosquitto_strerror(rc));
                 back_off(&s, stop_at);
                 continue;
             }
@@ -236,7 +285,7 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
         rc = mosquitto_loop(mosq, 100, 1);
         if (rc != MOSQ_ERR_SUCCESS) {
             if (!s.loss_logged)
-                ldpc_log(dev->id.device_id, "connection-lost", "%s%s", s.connected ? "" : "before CONNACK: ",
+                ldpc_log(s.device_id, "connection-lost", "%s%s", s.connected ? "" : "before CONNACK: ",
                          mosquitto_strerror(rc));
             s.connected = 0;
             socket_up = 0;
@@ -244,9 +293,12 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
             back_off(&s, stop_at);
             continue;
         }
-        ldpc_device_process_inbox(dev);
-        if (s.connected)
-            ldpc_device_resend_due(dev);
+        if (s.agent)
+            ldpc_agent_process(s.agent);
+        else
+            ldpc_device_process_inbox(dev);
+        for (i = 0; s.connected && i < n_devices(&s); i++)
+            ldpc_device_resend_due(device_at(&s, i));
         flush(&s, mosq);
     }
     if (socket_up) {
@@ -266,7 +318,9 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
     mosquitto_lib_cleanup();
     for (i = 0; i < MAX_INFLIGHT; i++) /* unacknowledged bytes: nothing re-sends them now */
         free(s.inflight[i].data);
-    if (dev->exit_code != LDPC_RUNNING)
+    if (s.agent)
+        code = LDPC_EXIT_DONE;
+    else if (dev->exit_code != LDPC_RUNNING)
         code = dev->exit_code;
     else if (ldpc_device_done(dev) || !dev->once)
         code = LDPC_EXIT_DONE;
@@ -274,10 +328,10 @@ int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *op
         code = LDPC_EXIT_TIMEOUT;
         /* say why, instead of a silent exit 3 */
         if (dev->config == NULL)
-            ldpc_log(dev->id.device_id, "timeout", "no config received on %s within %.0f s "
+            ldpc_log(s.device_id, "timeout", "no config received on %s within %.0f s "
                      "(is the campaign created, and its name right?)", dev->topic_config, opts->run_for);
         else
-            ldpc_log(dev->id.device_id, "timeout", "not every phase delivered within %.0f s", opts->run_for);
+            ldpc_log(s.device_id, "timeout", "not every phase delivered within %.0f s", opts->run_for);
     }
     return code;
 }

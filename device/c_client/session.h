@@ -23,4 +23,9 @@ struct ldpc_session_opts {
  * Returns the process exit code. */
 int ldpc_session_run(struct ldpc_device *dev, const struct ldpc_session_opts *opts);
 
+/* The same for an agent (agent.h): subscribes to ldp/+/config, ldp/+/phase2 and ldp/+/a/<id>,
+ * runs every campaign it joins, until run_for elapses or a signal; exit 0. */
+struct ldpc_agent;
+int ldpc_session_run_agent(struct ldpc_agent *agent, const struct ldpc_session_opts *opts);
+
 #endif

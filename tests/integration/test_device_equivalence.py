@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from support.brokers import PrivateMosquitto
-from support.c_client import build_client, client_cmd, client_env
+from support.c_client import build_client, client_cmd, client_env, metric_program
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
@@ -95,7 +95,7 @@ sys.exit(agent.run("127.0.0.1", port, run_for=run_for))""")
 """The same seam for an `ldp.agent.Agent` whose provider of metric `temp` returns the value
 (spec §5.4: discovery through `ldp/+/config`, the reading taken at report time); it runs for
 AGENT_RUN_S seconds."""
-AGENT_RUN_S = 6
+AGENT_RUN_S = 8
 INT_VALUES = [0, 1, 2, 3, 4, 1000, 2 ** 32 - 1, -1, "x", None, [1, 2], 2.5, True]
 STR_ITEMS = ["idle", "busy", "hot"]
 STR_VALUES = STR_ITEMS + ["cold", "", 3, None, ["idle"]]
@@ -209,6 +209,16 @@ def agent_cmd(work, state, port, campaign, value):
     return argv, device_runner.micropython_env()
 
 
+def c_agent_cmd(work, state, port, campaign, value):
+    """The C client with `--metric temp=PROGRAM` (and one metric no campaign asks for), PROGRAM
+    printing the value; it runs for AGENT_RUN_S seconds."""
+    prog = metric_program(Path(state) / "read_temp", value)
+    argv = [str(build_client()), "--host", "127.0.0.1", "--port", str(port), "--state-dir", str(state),
+            "--metric", "temp=%s" % prog, "--metric", "unused_metric=/bin/false",
+            "--timeout", str(AGENT_RUN_S)]
+    return argv, dict(client_env(), LDPC_TEST_RANDOM_SEED="12345")
+
+
 def c_cmd(work, state, port, campaign, value):
     argv = client_cmd(build_client(), state, port, campaign, value, once=True, timeout=30)
     return argv, dict(client_env(), LDPC_TEST_RANDOM_SEED="12345")
@@ -248,7 +258,8 @@ def observe(client, broker, work, name, doc, p2, values, prior=None, bodies=Fals
         collector.publish("ldp/%s/config" % campaign, campaign_config.sign(doc, SIGNING_KEY))
         if p2 is not None:
             collector.publish("ldp/%s/phase2" % campaign, campaign_config.sign(p2, SIGNING_KEY))
-        make = {"micropython": micropython_cmd, "agent": agent_cmd}.get(client, c_cmd)
+        make = {"micropython": micropython_cmd, "agent": agent_cmd,
+                "c-agent": c_agent_cmd}.get(client, c_cmd)
         results = {}
         runs = list(zip(ids, values))
         for start in range(0, len(runs), PARALLEL):  # a bounded number of devices at a time
@@ -462,8 +473,9 @@ def test_binding_and_closed_refusals_do_not_depend_on_the_value(broker, tmp_path
 AGENT_CASES = ("grr-str", "olh-int", "miner-sh", "ldplcm")
 
 
+@pytest.mark.parametrize("client", ["agent", "c-agent"])
 @pytest.mark.parametrize("case", AGENT_CASES)
-def test_agent_behaviour_does_not_depend_on_the_provider(broker, tmp_path, case):
+def test_agent_behaviour_does_not_depend_on_the_provider(broker, tmp_path, client, case):
     """ldp.agent.Agent (spec §5.4 `metric`): a campaign discovered on `ldp/+/config` whose
     metric the agent provides; the provider's readings (every value of the case, one that
     raises, one that changes on every call) change nothing but the report bodies."""
@@ -471,7 +483,10 @@ def test_agent_behaviour_does_not_depend_on_the_provider(broker, tmp_path, case)
     doc = dict(doc, metric="temp")
     if p2 is not None:
         p2 = dict(p2)
-    results = observe("agent", broker, tmp_path, name, doc, p2, list(values) + ["RAISE", "LIVE"])
+    # a program that never answers is killed after its timeout (5 s, one phase within the run)
+    slow = client == "c-agent" and len(doc["phases"]) == 1
+    extra = ["RAISE", "LIVE"] + (["SLOW"] if slow else [])
+    results = observe(client, broker, tmp_path, name, doc, p2, list(values) + extra)
     reference = results[json.dumps(values[0])]
     assert reference["code"] == 0, reference["log"]
     assert reference["reports"] and reference["spent"] > 0, reference

@@ -54,22 +54,23 @@ def test_numeric_behaviour_does_not_depend_on_the_reading(tmp_path, case):
     assert bodies["micropython"] == bodies["c"]
 
 
+@pytest.mark.parametrize("client,device", [("agent", "micropython"), ("c-agent", "c")])
 @pytest.mark.parametrize("case", ["pm", "hm"])
-def test_agent_behaviour_does_not_depend_on_the_provider(tmp_path, case):
+def test_agent_behaviour_does_not_depend_on_the_provider(tmp_path, case, client, device):
     """ldp.agent.Agent with a provider of metric `temp` (spec §5.4): every reading, a provider
     that raises and one whose reading changes on every call behave alike but for the bodies;
     the reading is taken at report time (the bodies of two fixed readings differ as the
     flash-time device's do)."""
     doc, values = CASES[case]
     doc = dict(doc, metric="temp")
-    values = list(values) + ["RAISE", "LIVE"]
-    results = run("agent", tmp_path, case, doc, values)
+    values = list(values) + ["RAISE", "LIVE"] + (["SLOW"] if client == "c-agent" else [])
+    results = run(client, tmp_path, case, doc, values)
     reference = results[json.dumps(values[0])]
     assert reference["code"] == 0, reference["log"]
     assert reference["reports"] and reference["spent"] == doc["phases"][0]["eps_milli"]
     for value, got in results.items():
-        assert got == reference, "agent: reading %s behaves differently from %r" % (value, values[0])
-    agent = run("agent", tmp_path, case, doc, values[:4], bodies=True)
-    device = run("micropython", tmp_path, case, doc, values[:4], bodies=True)
+        assert got == reference, "%s: reading %s behaves differently from %r" % (client, value, values[0])
+    agent = run(client, tmp_path, case, doc, values[:4], bodies=True)
+    device = run(device, tmp_path, case, doc, values[:4], bodies=True)
     assert {v: r["reports"] for v, r in agent.items()} == {v: r["reports"] for v, r in device.items()}
 

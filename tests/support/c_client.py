@@ -85,3 +85,25 @@ def start_client(binary, state_dir, port, campaign, value, log_path, **kw):
 def assert_no_sanitizer_report(text):
     for mark in SANITIZER_MARKS:
         assert mark not in text, text[-4000:]
+
+
+def metric_program(path, value):
+    """An executable that prints `value` as JSON on its first line (what `--metric
+    NAME=PROGRAM` reads, spec §5.4): "RAISE" exits 1 with nothing printed, "LIVE" prints a
+    reading that changes on every call (20.25, 20.5, ...), "SLOW" never answers."""
+    import json
+    import os
+    from pathlib import Path
+    path = Path(path)
+    if value == "RAISE":
+        body = "exit 1\n"
+    elif value == "LIVE":
+        body = ('n=$(cat "$0.n" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$0.n"\n'
+                'echo "20.$((25 * n))"\n')
+    elif value == "SLOW":
+        body = "sleep 60\n"
+    else:
+        body = "cat <<'LDP_EOF'\n%s\nLDP_EOF\n" % json.dumps(value)
+    path.write_text("#!/bin/sh\n" + body)
+    os.chmod(path, 0o755)
+    return path
