@@ -28,16 +28,14 @@ int ldpc_metric_read(const char *program, char *line, size_t cap)
         close(fds[1]);
         return -1;
     }
-    if (pid == 0) { /* the child: stdout into the pipe, no shell, fixed argv */
+    if (pid == 0) { /* the child: stdout into the pipe, no shell, fixed argv, nothing else open
+                       (not the broker's socket, not the ledger); async-signal-safe calls only */
         char *const argv[] = {(char *)program, NULL};
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            dup2(null, 0);
-            dup2(null, 2);
-        }
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
+        int null = open("/dev/null", O_RDWR), fd;
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 2) < 0 || dup2(fds[1], 1) < 0)
+            _exit(127);
+        for (fd = 3; fd < LDPC_METRIC_MAX_FD; fd++)
+            close(fd);
         execv(program, argv);
         _exit(127);
     }

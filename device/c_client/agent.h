@@ -17,6 +17,7 @@
 
 #define LDPC_METRIC_LINE 256
 #define LDPC_METRIC_TIMEOUT_S 5.0
+#define LDPC_METRIC_MAX_FD 1024 /* the child closes every descriptor from 3 below this */
 #define LDPC_MAX_CAMPAIGNS 32 /* campaigns joined at once; configs beyond are skipped */
 #define LDPC_MAX_JUDGED 64    /* skipped configs remembered (not verified again) */
 

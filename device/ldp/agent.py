@@ -47,6 +47,7 @@ class Agent:
         self.topic_phase2 = "ldp/+/phase2"
         self.topic_ack = "ldp/+/a/" + self.device_id
         self.devices = {}  # campaign -> Device
+        self.joined = []  # the same Devices: the loop iterates a list (no view allocated)
         self.judged = {}  # campaign -> SHA-256 of the config payload skipped (not verified again)
         self.pending = {}  # campaign -> config payload of a campaign not joined yet
         self.pending2 = {}  # campaign -> its phase-2 payload, kept until the config is judged
@@ -90,14 +91,14 @@ class Agent:
                 if what != "keys":
                     self.pending.setdefault(what, payload)
             self.inbox = {}
-            for dev in self.devices.values():
+            for dev in self.joined:
                 for what, payload in dev.kid_refused.items():
                     dev.inbox.setdefault(what, payload)
                 dev.kid_refused = {}
         while self.pending:
             campaign, payload = self.pending.popitem()
             self.discover(campaign, payload)
-        for dev in self.devices.values():
+        for dev in self.joined:
             dev.process_inbox()
 
     def discover(self, campaign, payload):
@@ -131,6 +132,7 @@ class Agent:
         dev = Device(self.state_dir, self.identity, campaign, None, log=self.log,
                      shared=(self.ledger, self.verifier, self.providers))
         self.devices[campaign] = dev
+        self.joined.append(dev)
         self.log("joined", "campaign %s metric %s" % (campaign, metric))
         dev.on_message(dev.topic_config, payload)
         dev.process_inbox()
@@ -139,11 +141,11 @@ class Agent:
             dev.process_inbox()
 
     def flush(self, out):
-        for dev in self.devices.values():
+        for dev in self.joined:
             dev.flush(out)
 
     def resend_due(self, out):
-        for dev in self.devices.values():
+        for dev in self.joined:
             dev.resend_due(out)
 
     def done(self):

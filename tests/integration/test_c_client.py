@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from support.c_client import assert_no_sanitizer_report, build_client, client_cmd, client_env, run_client
+from support.c_client import (assert_no_sanitizer_report, build_client, client_cmd, client_env,
+                              metric_program, run_client)
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
@@ -634,3 +635,65 @@ def test_value_file_keeps_the_value_off_the_command_line(mosquitto, tmp_path):
     assert struct.unpack_from("<I", reports[0], protocol.HEADER_SIZE)[0] == 5  # GRR's y
     both = subprocess.run(argv[:-3] + ["--value", "5", "--once"], capture_output=True, text=True)
     assert both.returncode != 0 and "one of them" in both.stderr
+
+
+def test_metric_agent_under_asan_and_ubsan(mosquitto, tmp_path):
+    """`--metric NAME=PROGRAM` (spec §5.4): campaigns naming `temp` (numeric and categorical,
+    published before and after the client starts) are joined, one naming no metric or another
+    one is skipped; programs that fail, hang (killed after 5 s) or print a changing reading each
+    give one valid report per campaign; bad --metric arguments are usage errors."""
+    binary = build_client(sanitize=True)
+    temp = {"type": "range", "lo": -400, "hi": 850, "resolution": 5, "decimals": 1}
+    docs = {"t-num": dict(config_doc("t-num", mechanism="pm", eps_milli=1000, params={}, domain=temp),
+                          metric="temp"),
+            "t-cat": dict(config_doc("t-cat", mechanism="grr", eps_milli=1000, params={},
+                                     domain={"type": "int", "size": 4}), metric="temp"),
+            "t-none": config_doc("t-none", mechanism="grr", eps_milli=1000, params={},
+                                 domain={"type": "int", "size": 4}),
+            "t-hum": dict(config_doc("t-hum", mechanism="grr", eps_milli=1000, params={},
+                                     domain={"type": "int", "size": 4}), metric="humidity")}
+    for bad in (["--metric", "Temp=/bin/true"], ["--metric", "temp="], ["--metric", "temp"],
+                ["--metric", "temp=/bin/true", "--metric", "temp=/bin/false"],
+                ["--metric", "temp=/bin/true", "--campaign", "x"],
+                ["--metric", "temp=/bin/true", "--once"]):
+        proc = subprocess.run([str(binary), "--state-dir", str(make_state(tmp_path, "bad")), *bad],
+                              capture_output=True, text=True, timeout=30, env=client_env())
+        assert proc.returncode == 1 and "usage" in proc.stderr, (bad, proc.stderr)
+        assert_no_sanitizer_report(proc.stderr)
+    collector = ReportCollector(mosquitto.port)
+    procs = []
+    try:
+        for name in ("t-num", "t-none"):
+            collector.publish("ldp/%s/config" % name, campaign_config.sign(docs[name], SIGNING_KEY))
+        for kind in ("RAISE", "SLOW", "LIVE", 2):
+            state = make_state(tmp_path, "agent-%s" % kind, device_id="c-agent-%s" % kind)
+            prog = metric_program(state / "read", kind)
+            procs.append(subprocess.Popen(
+                [str(binary), "--host", "127.0.0.1", "--port", str(mosquitto.port), "--state-dir",
+                 str(state), "--metric", "temp=%s" % prog, "--metric", "humidity=/bin/false",
+                 "--timeout", "25"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=client_env()))
+        time.sleep(3)
+        for name in ("t-cat", "t-hum"):  # created after the clients started: discovered
+            collector.publish("ldp/%s/config" % name, campaign_config.sign(docs[name], SIGNING_KEY))
+        outs = [p.communicate(timeout=60) for p in procs]
+        reports = collector.barrier()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        collector.close()
+    for (out, err), p in zip(outs, procs):
+        assert_no_sanitizer_report(err)
+        assert p.returncode == 0, out + err
+        assert "joined campaign t-num metric temp" in out and "joined campaign t-cat metric temp" in out
+        assert "skip campaign t-none (metric None not provided)" in out, out
+        assert "joined campaign t-hum metric humidity" in out, out  # /bin/false: no value, ⊥
+    by_campaign = {}
+    for topic, payload in reports:
+        by_campaign.setdefault(topic.split("/")[1], []).append(payload)
+    assert sorted(by_campaign) == ["t-cat", "t-hum", "t-num"]
+    for name, payloads in by_campaign.items():
+        assert len(payloads) == 4, (name, len(payloads))
+        for r in payloads:
+            campaign_config.mechanism_for_phase(docs[name], 1).check(r)
