@@ -11,6 +11,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -143,3 +144,34 @@ def test_status_is_signed_and_a_forged_one_is_ignored(mosquitto, tmp_path):
         assert getattr(err.value, "field", None) == "phase2"
     finally:
         collector.close()
+
+
+@pytest.mark.parametrize("client", ["agent", "c-agent"])
+def test_agents_follow_a_rotation(mosquitto, tmp_path, client):
+    """A live-metric agent (spec §5.4; MicroPython ldp.agent, C --metric): a discovered config
+    signed by a key it does not trust yet is refused (kid), tried again once the rotation to
+    that key arrives, and joined; afterwards a config signed by the retired key is refused."""
+    from test_device_equivalence import agent_cmd, c_agent_cmd
+    state = device_runner.prepare_device(tmp_path / client, "rot-" + client, SIGNING_KEY,
+                                         eps_cap_milli=8000, lifetime_budget_milli=50000)
+    collector = ReportCollector(mosquitto.port)
+    try:
+        collector.publish("ldp/rota/config",
+                          campaign_config.sign(dict(config_doc("rota"), metric="temp"), NEW_KEY))
+        argv, env = (agent_cmd if client == "agent" else c_agent_cmd)(tmp_path, state,
+                                                                      mosquitto.port, None, 2)
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        time.sleep(3)
+        collector.publish(KEYS_TOPIC, rotation(1, [NEW_KEY], SIGNING_KEY))
+        collector.publish("ldp/rotb/config",
+                          campaign_config.sign(dict(config_doc("rotb"), metric="temp"), SIGNING_KEY))
+        out, _ = proc.communicate(timeout=60)
+        reports = collector.barrier()
+    finally:
+        collector.close()
+    assert proc.returncode == 0, out
+    assert "refused config rota kid" in out and "keys serial=1 trusted=1" in out, out
+    assert "joined campaign rota metric temp" in out and "refused config rotb kid" in out, out
+    assert read_ledger(state)["keys"]["serial"] == 1
+    assert sorted(t for t, _ in reports) == ["ldp/rota/r/rot-" + client]
