@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from support.brokers import PrivateMosquitto, free_port
+from support.c_client import build_client
 from support.service import ServeProcess
 from ldpfleet.core import config as cfgmod
 from ldpfleet.service import Store
@@ -70,7 +71,8 @@ def fleet(tmp_path_factory):
             for name in ("temp-pm", "temp-sw"):
                 cli("fleet", "--broker", url, "--campaign", name, "--trusted-keys", key + ".pub",
                     "--devices", str(SIMULATED), "--micropython", str(MICROPYTHON),
-                    "--c-clients", str(C_CLIENTS), "--seed", "11", "--dist", "beta:2,5",
+                    "--c-clients", str(C_CLIENTS), "--c-client", str(build_client()),
+                    "--seed", "11", "--dist", "beta:2,5",
                     "--true-counts", str(work / (name + ".json")), "--ack-wait", "30", "--json",
                     env=env)
                 serve.wait_counts(name, lambda c: c.get("accepted", 0) >= DEVICES, timeout=120)
