@@ -12,9 +12,12 @@ int ldp_pem_prefix_keys(const uint8_t *codes, size_t n, size_t stride, uint32_t 
                         uint32_t seed, uint32_t *out)
 {
     uint8_t buf[2 + LDP_PEM_MAX_BYTES];
-    size_t nbytes = ((size_t)bits + 7u) / 8u, i;
+    size_t nbytes, i;
     uint8_t mask = (bits % 8u) ? (uint8_t)(0xFFu << (8u - bits % 8u)) : (uint8_t)0xFFu;
-    if (bits < 1u || nbytes > LDP_PEM_MAX_BYTES || nbytes > stride)
+    if (bits < 1u || bits > 8u * LDP_PEM_MAX_BYTES)  /* before the byte count: no wrap */
+        return -1;
+    nbytes = ((size_t)bits + 7u) / 8u;
+    if (nbytes > stride)
         return -1;
     buf[0] = (uint8_t)bits;
     buf[1] = (uint8_t)(bits >> 8);

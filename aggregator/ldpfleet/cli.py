@@ -127,6 +127,8 @@ def _failed(exc):
     traceback, then INTERNAL_LINE, and INTERNAL_EXIT."""
     for kinds, code, label in exit_codes():
         if isinstance(exc, kinds):
+            if code is None:
+                break  # a bug the table names so that a broader row does not take it
             print("ldpfleet: %s: %s" % (label, _describe(exc)), file=sys.stderr)
             return code
     import traceback
@@ -143,18 +145,21 @@ def exit_codes():
        restart it: the two would take it from each other again);
     3  the broker is unreachable (its name does not resolve, it does not answer in time),
        refuses us, or cannot be started;
-    4  the environment: the state file or database is unusable (StateError, the database
-       driver's errors), a file cannot be read or written (OSError, named), too little memory;
+    4  the environment: the state database is unusable (StateError: PostgreSQL unreachable;
+       the database drivers' errors), a file cannot be read or written (OSError, named), too
+       little memory;
     2  bad input: an LdpError naming the field (a DataFileError names the file and line).
 
-    Anything else (a bare ValueError, KeyError, TypeError ...) is a bug: `_failed` prints its
+    A row with code None is a bug although a broader row would match it (the database drivers'
+    ProgrammingError and InterfaceError). Anything else (a bare ValueError, KeyError, TypeError ...) is a bug: `_failed` prints its
     traceback and exits INTERNAL_EXIT."""
     import socket
     import sqlite3
     from .broker.embedded import BrokerUnavailable
     from .core.errors import DataFileError, LdpError, LoginTakenOver, StateError
-    from .service.state.sql import database_errors
+    from .service.state.sql import database_bug_errors, database_errors
     return [
+        (database_bug_errors(), None, "internal"),  # our SQL or connection use: a bug
         ((LoginTakenOver,), 5, "broker login"),
         ((ConnectionError, BrokerUnavailable, TimeoutError, socket.gaierror), 3, "broker"),
         ((StateError, sqlite3.Error) + database_errors(), 4, "error"),

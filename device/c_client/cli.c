@@ -33,22 +33,45 @@ int ldpc_usage(const char *problem)
     return LDPC_EXIT_USAGE;
 }
 
+/* Every flag (an option without a value) of the client and its test harness; any other
+ * "--name" takes the next argument as its value. Options are found by walking argv in that
+ * grammar, so an option's VALUE is never read as a flag or an option: `--value --once` is the
+ * value "--once", not the flag (a value that changed the client's behaviour would tell the
+ * value). */
+static const char *const ldpc_all_flags[] = {"--once", "--high", "--print-x", "--envelope-only",
+                                             "--print-digest", NULL};
+
+static int ldpc_is_flag(const char *arg)
+{
+    int j;
+    for (j = 0; ldpc_all_flags[j]; j++)
+        if (strcmp(arg, ldpc_all_flags[j]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The index of the first argument `name` in argv's grammar (a flag, or an option followed by
+ * its value), or -1. */
+static int ldpc_find(int argc, char **argv, const char *name)
+{
+    int i = 0;
+    while (i < argc) {
+        if (strcmp(argv[i], name) == 0)
+            return i;
+        i += (strncmp(argv[i], "--", 2) == 0 && !ldpc_is_flag(argv[i])) ? 2 : 1;
+    }
+    return -1;
+}
+
 const char *ldpc_opt(int argc, char **argv, const char *name)
 {
-    int i;
-    for (i = 0; i < argc - 1; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    return NULL;
+    int i = ldpc_find(argc, argv, name);
+    return (i >= 0 && i + 1 < argc) ? argv[i + 1] : NULL;
 }
 
 int ldpc_flag(int argc, char **argv, const char *name)
 {
-    int i;
-    for (i = 0; i < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return 1;
-    return 0;
+    return ldpc_find(argc, argv, name) >= 0;
 }
 
 int ldpc_check_args(int argc, char **argv, const char *const *options, const char *const *flags)

@@ -613,11 +613,13 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     }
     ldpc_log(dev->id.device_id, "spent", "phase=%d eps_milli=%lu remaining=%lld", phase,
              (unsigned long)mech->eps_milli, (long long)ldpc_ledger_remaining(dev->ledger));
+#ifdef LDPC_TEST_MODES /* the crash tests' hook: not in a production build */
     if (dev->crash_after_commit) {
         ldpc_log(dev->id.device_id, "crash-point", "after-commit");
         free(report);
         exit(LDPC_EXIT_CRASH_POINT);
     }
+#endif
     ldpc_device_enqueue(dev, phase, report, len);
 }
 

@@ -20,11 +20,14 @@ report, or a memo re-published after a reconnect or a re-delivered config) waits
 U[0, spread_s) from the OS RNG, drawn at the trigger, after the report is made and ledgered;
 acknowledgement re-sends keep their own timers.
 
-Privacy of behaviour (spec §7.1): nothing the device does depends on its value. The value is
-prepared once at start (`domain.DeviceValue`), or, for a live metric (ldp/agent.py), read from
-its provider once per fresh report and prepared in place; an out-of-domain value reports ⊥ (never a
-refusal); the ledger memo is checked before the value is touched; lookups and the LDPLCM model
-take the same steps for every value; log lines carry no value-derived text.
+Privacy of behaviour (spec §7.1): nothing the device does depends on its value. An item or set
+value is prepared once at start (`domain.DeviceValue`), or, for a live metric (ldp/agent.py),
+read from its provider once per fresh report and prepared in place; a numeric reading is kept
+as given and taken to its grid point at each fresh report by the same steps and heap whatever
+it is (a number, NaN, inf, missing or not a number: `numeric_domain.grid_point`); an
+out-of-domain value reports ⊥ (never a refusal); the ledger memo is checked before the value is
+touched; lookups and the LDPLCM model take the same steps for every value; log lines carry no
+value-derived text.
 """
 import hashlib
 import os
@@ -387,11 +390,12 @@ class Device:
     def _grid_input(self, doc, name, n):
         """The grid point of each metric's reading (spec §1.1; hm: the list of them, in domain
         order). Never refuses: a missing, non-numeric or NaN reading is the midpoint, one
-        outside the range its end; every metric takes the same float steps (`grid_point`)."""
+        outside the range its end; every metric takes the same steps (`grid_point`), its
+        reading picked by a slice (a list shorter than the metrics: None) rather than a branch."""
         readings = self.readings
         xs = []
         for a, (lo, hi, dec) in enumerate(domain_metrics(doc["domain"])):
-            xs.append(grid_point(readings[a] if a < len(readings) else None, lo, hi, dec, n))
+            xs.append(grid_point((readings[a:a + 1] + [None])[0], lo, hi, dec, n))
         return xs if name == "hm" else xs[0]
 
     # --- reports ----------------------------------------------------------------------------

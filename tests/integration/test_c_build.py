@@ -24,6 +24,13 @@ def test_kernels_compile_strict_c99(tmp_path):
              "-I", str(KERNELS), "-c", str(src), "-o", str(out)],
             capture_output=True, text=True)
         assert proc.returncode == 0, "%s:\n%s" % (src.name, proc.stderr)
+    # the portable path of the longitudinal fold (compilers without GCC vector extensions)
+    src = KERNELS / "ldp_long_fold.c"
+    proc = subprocess.run(
+        ["gcc", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O2",
+         "-DLDP_NO_VECTOR_EXT", "-I", str(KERNELS), "-c", str(src), "-o",
+         str(tmp_path / "ldp_long_fold_portable.o")], capture_output=True, text=True)
+    assert proc.returncode == 0, "%s -DLDP_NO_VECTOR_EXT:\n%s" % (src.name, proc.stderr)
 
 
 EXERCISE = textwrap.dedent("""

@@ -38,3 +38,23 @@ def test_bad_input_exits_2_naming_the_field(tmp_path):
     proc = ldpfleet("plan", "--epsilon", 1, "--domain", 100, "--users", 0, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == "ldpfleet: error: users: must be >= 1, got 0\n", proc.stderr
+
+
+def test_an_unreachable_postgresql_state_is_the_environment(tmp_path):
+    """Exit 4 (not 2: the command line was right; not 70: no bug), one line naming the server."""
+    from ldpfleet.broker.embedded import free_port
+    url = "postgresql://ldp@127.0.0.1:%d/ldp" % free_port()  # nothing listens there
+    proc = ldpfleet("campaign", "list", "--state", url, cwd=tmp_path)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.startswith("ldpfleet: error: state: cannot connect to PostgreSQL at "), \
+        proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_model_file_that_is_not_json_is_bad_input(tmp_path):
+    (tmp_path / "model.json").write_text("{not json")
+    proc = ldpfleet("campaign", "phase2", "lcm", "--state", tmp_path / "s.db", "--broker",
+                    "mqtt://127.0.0.1:1", "--model-file", tmp_path / "model.json",
+                    "--signing-key", tmp_path / "k.key", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("ldpfleet: error: model_file: "), proc.stderr

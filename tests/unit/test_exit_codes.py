@@ -49,6 +49,17 @@ def test_an_untyped_exception_is_an_internal_error_with_its_traceback(boom, exc)
     assert "in fail" in err  # the frame that raised
 
 
+@pytest.mark.parametrize("exc", [sqlite3.ProgrammingError("Cannot operate on a closed database."),
+                                 sqlite3.InterfaceError("Error binding parameter 1")])
+def test_the_database_drivers_bug_errors_are_internal_errors(boom, exc):
+    """ProgrammingError / InterfaceError say our SQL or our use of a connection is wrong: a bug,
+    although they are sqlite3.Error like the environment's failures (exit 4)."""
+    code, err = boom(exc)
+    lines = err.strip().splitlines()
+    assert code == cli.INTERNAL_EXIT and lines[0] == "Traceback (most recent call last):", err
+    assert lines[-1] == cli.INTERNAL_LINE and "sqlite3.%s" % type(exc).__name__ in lines[-2], err
+
+
 @pytest.mark.parametrize("exc, line", [
     (ConfigError("top", "must be >= 1, got 0"), "ldpfleet: error: top: must be >= 1, got 0"),
     (UsageError("post_opt", "needs --post"), "ldpfleet: error: post_opt: needs --post"),
@@ -61,7 +72,8 @@ def test_a_typed_error_is_bad_input_naming_the_field(boom, exc, line):
 
 
 @pytest.mark.parametrize("exc, code, says", [
-    (StateError("state", "schema 9 is newer than this code's"), 4, "state: schema 9"),
+    (StateError("state", "cannot connect to PostgreSQL at postgresql://h/db"), 4,
+     "state: cannot connect to PostgreSQL"),
     (sqlite3.DatabaseError("file is not a database"), 4, "state file: file is not a database"),
     (FileNotFoundError(2, "No such file or directory", "/nope/items.txt"), 4,
      "/nope/items.txt: No such file or directory"),

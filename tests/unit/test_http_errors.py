@@ -3,6 +3,7 @@
 and the traceback in serve's log."""
 import asyncio
 import json
+import sqlite3
 import logging
 
 import pytest
@@ -55,7 +56,9 @@ def test_listing_works(app):
 
 
 @pytest.mark.parametrize("exc", [ValueError("secret detail 1"), KeyError("secret detail 2"),
-                                 TypeError("secret detail 3"), OverflowError("secret detail 4")])
+                                 TypeError("secret detail 3"), OverflowError("secret detail 4"),
+                                 sqlite3.ProgrammingError("secret detail 5"),
+                                 sqlite3.InterfaceError("secret detail 6")])
 def test_an_internal_error_is_500_and_its_traceback_is_logged(app, monkeypatch, caplog, exc):
     monkeypatch.setattr(api, "campaign_rows", raising(exc))
     with caplog.at_level(logging.ERROR, logger="ldpfleet.service"):
@@ -77,5 +80,7 @@ def test_a_typed_error_is_400_naming_the_field(app, monkeypatch, caplog):
 
 
 def test_an_unusable_state_is_503(app, monkeypatch):
-    monkeypatch.setattr(api, "campaign_rows", raising(StateError("state", "newer schema")))
-    assert get(app, "/campaigns") == (503, {"detail": "state: newer schema", "field": "state"})
+    monkeypatch.setattr(api, "campaign_rows", raising(StateError("state", "cannot connect")))
+    assert get(app, "/campaigns") == (503, {"detail": "state: cannot connect", "field": "state"})
+    monkeypatch.setattr(api, "campaign_rows", raising(sqlite3.OperationalError("disk I/O error")))
+    assert get(app, "/campaigns") == (503, {"detail": "state: disk I/O error", "field": "state"})

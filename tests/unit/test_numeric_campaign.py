@@ -31,7 +31,9 @@ def test_range_syntax():
     for bad, field in (("5..1", "domain.range"), ("0..1:0.3", "domain.resolution"),
                        ("0..70000", "domain.resolution"), ("a..b", "domain"),
                        ("0..1:0", "domain.resolution"), ("0..1:0.0000000001", "domain.range"),
-                       ('{"type": "int", "size": 4}', "domain.type")):
+                       ('{"type": "int", "size": 4}', "domain.type"),
+                       ("0..1E+999999999", "domain"), ("0..1E+99999", "domain"),
+                       ("-1E+16..0", "domain"), ("0..1E-999999999", "domain.range")):
         with pytest.raises(ConfigError) as info:
             parse_domain(bad)
         assert info.value.field == field, bad
@@ -202,3 +204,12 @@ def test_flash_value_takes_readings():
     for bad in ("[1.5, \"x\"]", "[1.5, true]", "1e999"):
         with pytest.raises(ConfigError):
             parse_value(bad)
+
+
+@pytest.mark.parametrize("spec", ["normal:0,-1", "normal:0,0", "beta:nan,1", "normal:nan,1",
+                                  "constant:nan", "beta:1e999,1", "constant:inf"])
+def test_fleet_readings_need_finite_parameters(spec):
+    from ldpfleet.loadgen.numeric import NumericDistribution
+    with pytest.raises(ConfigError) as info:
+        NumericDistribution(spec, {"type": "range", "lo": 0, "hi": 100, "resolution": 1})
+    assert info.value.field == "dist"

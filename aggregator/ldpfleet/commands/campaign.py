@@ -419,8 +419,12 @@ def run_phase2(args):
     from ..service.campaigns.manage import publish_phase2
     model = None
     if args.model_file:
-        with open(args.model_file) as f:
-            model = json.load(f)
+        with open(args.model_file, encoding="utf-8") as f:
+            try:
+                model = json.load(f)
+            except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+                raise ConfigError("model_file", "%s is not a JSON model: %s"
+                                  % (args.model_file, exc)) from None
     with open_store(args, create=False) as store:
         candidates = None
         if args.candidates:

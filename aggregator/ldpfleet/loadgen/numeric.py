@@ -22,6 +22,8 @@ def _params(spec: str, count: int) -> list:
         values = None
     if values is None or len(values) != count:
         raise ConfigError("dist", "%s takes %d number(s), got %r" % (head, count, spec))
+    if not all(np.isfinite(values)):
+        raise ConfigError("dist", "%s takes finite numbers, got %r" % (head, spec))
     return values
 
 
@@ -42,6 +44,8 @@ class NumericDistribution:
                 raise ConfigError("dist", "beta:A,B needs A, B > 0")
         elif self.kind == "normal":
             self.args = _params(self.spec, 2)
+            if self.args[1] <= 0:
+                raise ConfigError("dist", "normal:MU,SD needs SD > 0")
         elif self.kind == "constant":
             self.args = _params(self.spec, 1)
         elif self.spec == "uniform":

@@ -11,9 +11,9 @@ Body y:u16 (D + L <= 3071); R = 2.
 Aggregator state: the count of every output cell (int64, linear). `histogram()` runs EMS
 (`post.ems`, §5) over the channel (`band_channel`) to a distribution over the B bins; quantiles and
 the mean come from it, with intervals from a bootstrap over the reports (resampled output
-counts, EMS again from the estimate): EMS is a smoothed fixed point with no closed-form
-variance, and resampling reports repeats exactly the noise the estimate saw (sampling and
-perturbation); the smoothing's bias is not in the interval.
+counts, EMS again from the uniform start, as the estimate): EMS is a smoothed fixed point with
+no closed-form variance, and resampling reports repeats exactly the noise the estimate saw
+(sampling and perturbation); the smoothing's bias is not in the interval.
 """
 import numpy as np
 
@@ -113,7 +113,18 @@ class SwSketch(NumericSketch):
 
     def bootstrap(self, replicates: int = BOOTSTRAP, seed: int = BOOTSTRAP_SEED):
         """(estimate, (bins, replicates) replicate histograms): the output counts resampled
-        multinomially (seeded, aggregator-side), EMS run again from the estimate. Cached."""
+        multinomially (seeded, aggregator-side), EMS run on each exactly as for the estimate
+        (uniform start, same stopping rule), so a replicate varies as the estimate does. Cached.
+
+        Not from the estimate: a warm start stops (log-likelihood tolerance) near where it
+        began and narrows the spread. Measured over 200 seeded fleets (eps 1, 64 bins, n =
+        2 x 10^4; 9 bins across the range), bootstrap SD / SD of the estimates across fleets,
+        warm -> uniform start:
+        Beta(5, 5) bins 0.77..0.91 -> 0.92..1.06, mean 0.93 -> 1.02; Beta(2, 5) bins 0.58
+        (upper tail)..0.98 -> 0.93..1.08, mean 0.91 -> 1.00 (the SD of an SD from 200 draws:
+        5 %). At the default 1024 bins, n = 10^5, Beta(2, 5) (40 fleets: 11 %) the starts
+        differ less (mean 0.91 -> 0.92, median bin 0.99 -> 1.08); the uniform start costs
+        ~20 % more iterations there (100 replicates: 4.5 s)."""
         key = (replicates, seed, self.n, self.counts.tobytes())
         if self._boot is not None and self._boot[0] == key:
             return self._boot[1]
@@ -121,7 +132,7 @@ class SwSketch(NumericSketch):
         rng = np.random.default_rng(seed)
         total = int(self.counts.sum())
         resampled = rng.multinomial(total, self.counts / max(total, 1), size=replicates)
-        reps = _ems().ems(resampled, self.channel, start=theta)[0]
+        reps = _ems().ems(resampled, self.channel)[0]
         self._boot = (key, (theta, reps))
         return theta, reps
 

@@ -24,6 +24,7 @@ them (said in every answer).
 """
 import copy
 import math
+import threading
 from decimal import Decimal, InvalidOperation
 
 import numpy as np
@@ -56,6 +57,8 @@ def _decimal(text: str, what: str) -> Decimal:
         raise ConfigError("domain", "%s %r is not a number" % (what, text)) from None
     if not value.is_finite():
         raise ConfigError("domain", "%s %r is not a finite number" % (what, text))
+    if value and value.adjusted() > 15:  # past VALUE_MAX: refused before any scaling
+        raise ConfigError("domain", "%s %r is out of range (|x| < 10^16)" % (what, text[:40]))
     return value
 
 
@@ -236,6 +239,7 @@ def _metric_names(domain: dict) -> list:
 
 
 _CACHE = {}
+_CACHE_LOCK = threading.Lock()
 CACHE_SIZE = 16
 """Answers of unchanged sketches: sw's bootstrap takes seconds at 1024 bins, and the dashboard
 asks again every few seconds."""
@@ -260,13 +264,17 @@ def compute_numeric(store, name: str, phase: int = None, confidence: float = 0.9
     import hashlib
     key = (name, camp.campaign_id, phase, confidence, replicates,
            hashlib.sha256(stored[1]).digest())
-    if key not in _CACHE:
-        while len(_CACHE) >= CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = _answer(load_sketch(store, name, phase),
-                              NumericEstimate(name, phase, mech, stored[0], confidence, domain),
-                              replicates)
-    return _fresh(_CACHE[key])
+    with _CACHE_LOCK:  # the API answers on a thread pool
+        answer = _CACHE.get(key)
+    if answer is None:  # computed outside the lock: two threads may both compute it, once
+        answer = _answer(load_sketch(store, name, phase),
+                         NumericEstimate(name, phase, mech, stored[0], confidence, domain),
+                         replicates)
+        with _CACHE_LOCK:
+            while len(_CACHE) >= CACHE_SIZE:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = answer
+    return _fresh(answer)
 
 
 def _fresh(out):

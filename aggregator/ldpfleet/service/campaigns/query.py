@@ -6,6 +6,7 @@ from ..state.store import Store
 from .answers import compute_answer
 from .estimates import (NO_POST, EstimateQuery, compute_estimates, parse_items,
                         parse_threshold)
+from .numeric import is_numeric
 
 
 def estimate(store: Store, name: str, query: EstimateQuery):
@@ -16,7 +17,7 @@ def estimate(store: Store, name: str, query: EstimateQuery):
     no post-processing; a protocol's answer ignores a post-processing method with a warning
     (the config file's `[estimate] post` is meant for one phase's estimates)."""
     camp = store.require_campaign(name)
-    if camp.config["domain"]["type"] in ("range", "ranges"):
+    if is_numeric(camp.config):
         return _numeric(store, name, query)
     post = None if query.post in (None, "", NO_POST) else query.post
     threshold = parse_threshold(query.threshold)

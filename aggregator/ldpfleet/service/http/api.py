@@ -41,7 +41,7 @@ from . import models as m
 from .errors import INTERNAL_DETAIL, InternalErrors  # noqa: F401 (INTERNAL_DETAIL: the 500 body)
 from ..campaigns.manage import campaign_rows
 from ..state.store import Store
-from ..state.sql import database_errors
+from ..state.sql import database_bug_errors, database_errors
 
 log = logging.getLogger("ldpfleet.service")
 
@@ -217,9 +217,14 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
             return CliJSON({"detail": str(exc), "field": "state"}, status_code=503)
         return CliJSON({"detail": str(exc), "field": getattr(exc, "field", None)}, status_code=400)
 
+    def state_unusable(_request: Request, exc: Exception):
+        if isinstance(exc, database_bug_errors()):
+            raise exc  # our SQL or connection use: InternalErrors logs it and answers 500
+        return CliJSON({"detail": "state: %s" % str(exc).strip(), "field": "state"},
+                       status_code=503)
+
     for kind in database_errors():
-        app.add_exception_handler(kind, lambda _r, exc: CliJSON(
-            {"detail": "state: %s" % str(exc).strip(), "field": "state"}, status_code=503))
+        app.add_exception_handler(kind, state_unusable)
 
     @app.middleware("http")
     async def check_host(request: Request, call_next):
@@ -249,7 +254,8 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
             out["state"] = True
         except Exception as exc:  # noqa: BLE001 (any failure to read is "not ready")
             out["detail"] = "state: %s" % (str(exc).strip() or type(exc).__name__)
-            if not isinstance(exc, (LdpError, OSError) + database_errors()):
+            if (not isinstance(exc, (LdpError, OSError) + database_errors())
+                    or isinstance(exc, database_bug_errors())):
                 log.exception("readyz: reading the state failed (a bug)")
         if out["state"] and not out["ingest"]:
             out["detail"] = "ingest: not subscribed to the broker"

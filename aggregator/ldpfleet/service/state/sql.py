@@ -29,7 +29,7 @@ closed campaigns, `meta.dedupe_key` gone (`dedupe.rekey_v6`; it needs the key fi
 """
 import sqlite3
 
-from ...core.errors import ConfigError
+from ...core.errors import ConfigError, StateError
 from . import dedupe, seen_log
 
 SCHEMA_VERSION = 7
@@ -184,12 +184,24 @@ def redact(url: str) -> str:
 
 
 def database_errors() -> tuple:
-    """Exception classes of the state databases (the CLI maps them to exit 2)."""
+    """Exception classes of the state databases: the environment (cli: exit 4; HTTP 503),
+    except those of `database_bug_errors`."""
     try:
         import psycopg
     except ImportError:
         return (sqlite3.Error,)
     return (sqlite3.Error, psycopg.Error)
+
+
+def database_bug_errors() -> tuple:
+    """The drivers' errors that say our SQL or our use of a connection is wrong (a closed
+    connection, wrong bindings): bugs, reported as internal errors with their traceback."""
+    kinds = (sqlite3.ProgrammingError, sqlite3.InterfaceError)
+    try:
+        import psycopg
+    except ImportError:
+        return kinds
+    return kinds + (psycopg.ProgrammingError, psycopg.InterfaceError)
 
 
 NOT_A_STATE_FILE = ("file is not a database", "unable to open database file")
@@ -271,7 +283,7 @@ class PostgresConnection:
             self.db = self._psycopg.connect(self.url, autocommit=True,
                                             connect_timeout=max(1, int(self.timeout)))
         except self._psycopg.OperationalError as exc:
-            raise ConfigError("state", "cannot connect to PostgreSQL at %s: %s"
+            raise StateError("state", "cannot connect to PostgreSQL at %s: %s"
                               % (self.where, str(exc).strip().splitlines()[0])) from None
 
     def ddl(self, text: str):
