@@ -549,3 +549,23 @@ def test_pilot_on_the_secured_broker_end_to_end(secured, tmp_path):
         assert "broker-check not run at start" in serve.log()
     finally:
         serve.stop()
+
+
+def test_live_metric_agents_subscribe_with_wildcards(secured):
+    """A live-metric agent (spec §5.4) subscribes to `ldp/+/config` and `ldp/+/a/<login>`: the
+    generated ACL delivers the campaigns' configs and the device's own acks, never another
+    device's."""
+    connect, _, _ = secured
+    agg = connect("agg")
+    assert agg.wait_connected()
+    agg.publish("ldp/c1/config", b"signed config", retain=True)
+    agg.subscribe("ldp/#")
+    agg.wait_for("ldp/c1/config", b"signed config")
+    dev_a = connect("dev-a")
+    assert dev_a.wait_connected()
+    dev_a.subscribe("ldp/+/config")
+    dev_a.subscribe("ldp/+/a/dev-a")
+    assert dev_a.messages.get(timeout=10)[:2] == ("ldp/c1/config", b"signed config")
+    agg.publish("ldp/c1/a/dev-b", b"ack of b")
+    agg.publish("ldp/c1/a/dev-a", b"ack of a")
+    assert dev_a.wait_for("ldp/c1/a/dev-a", b"ack of a") == [("ldp/c1/a/dev-a", b"ack of a", False)]
