@@ -182,3 +182,53 @@ def test_mean_within_its_interval(live):
     f = mech.estimates(np.array([0, mech.cells - 1]))
     margin = REAL * float(f[1] - f[0]) / (SIMULATED + REAL) * 62.5
     assert m["ci_low"] + margin <= true_mean <= m["ci_high"] - margin, (m, true_mean, margin)
+
+
+HEAP = r'''
+import gc, json, sys
+from ldp.agent import Agent
+state = sys.argv[1]
+with open(state + "/identity.json") as f:
+    identity = json.load(f)
+agent = Agent(identity, state, log=lambda event, detail="": None)
+agent.metric("temp", lambda: 21.5)
+
+class Out:
+    def publish(self, topic, payload, qos=1):
+        pass
+
+out = Out()
+with open(state + "/config.bin", "rb") as f:
+    agent.on_message("ldp/heap/config", f.read())
+agent.process_inbox()
+agent.flush(out)
+agent.resend_due(out)
+gc.collect()
+gc.disable()
+before = gc.mem_alloc()
+for _ in range(1000):
+    agent.process_inbox()
+    agent.flush(out)
+    agent.resend_due(out)
+print(len(agent.joined), gc.mem_alloc() - before)
+'''
+
+
+def test_agent_loop_allocates_nothing(tmp_path):
+    """The agent's share of the session loop (inbox, flush, re-sends over the joined
+    campaigns) allocates nothing per iteration once a campaign is joined: 1,000 iterations grow
+    the heap by less than 1,000 bytes (one small object per iteration would be >= 16,000)."""
+    from ldpfleet.core import config as campaign_config
+    from support.devices import config_doc
+    state = device_runner.prepare_device(tmp_path / "s", "heap-dev", SIGNING_KEY,
+                                         eps_cap_milli=8000, lifetime_budget_milli=50000)
+    (state / "config.bin").write_bytes(
+        campaign_config.sign(dict(config_doc("heap"), metric="temp"), SIGNING_KEY))
+    script = tmp_path / "heap.py"
+    script.write_text(HEAP)
+    proc = subprocess.run([device_runner.micropython_binary(), str(script), str(state)],
+                          env=device_runner.micropython_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    joined, grown = map(int, proc.stdout.split())
+    assert joined == 1 and grown < 1000, proc.stdout
