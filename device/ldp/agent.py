@@ -18,9 +18,10 @@ for a device flashed for one campaign.
 import hashlib
 
 from . import config as cfg
-from .device import Device, apply_keys
+from .device import Device
 from .envelope import KEYS_TOPIC, Verifier, trusted_keys
 from .errors import ConfigError
+from .keys import apply_keys
 from .ledger import Ledger
 
 MAX_CAMPAIGNS = 32  # campaigns joined at once; configs beyond are skipped (logged `skip`)
