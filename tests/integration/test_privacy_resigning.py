@@ -18,7 +18,7 @@ and campaign id the test checks that:
    ledger charged exactly their ε (spent_milli = the sum over memos);
 4. both clients published the same bytes and wrote the same ledger;
 
-and B's channel for those phases is exactly enumerated (the helpers of tests/test_privacy_shc.py,
+and B's channel for those phases is exactly enumerated (the helpers of tests/unit/test_privacy_shc.py,
 test_privacy_sketches.py, test_privacy_psfo.py, at B's ε and parameters): its worst ratio over
 all inputs is <= e^(the charge). Together: the published reports of an id are bounded by
 e^(its charge). On the code before bindings existed, sequences that re-sign an id between its
@@ -441,7 +441,8 @@ def channel_ratio(doc_text, phases):
 
 
 def shc_ratio(doc, phases):
-    from test_privacy_shc import SETS, c_params, joint_dists, marginal, mechanisms, worst_ratio
+    from test_privacy_shc import (SETS, c_params, joint_dists, marginal, mechanisms,
+                                       worst_ratio)
     e1, e2 = (ph["eps_milli"] for ph in doc["phases"])
     params = doc["phases"][0]["params"]
     mech1, mech2 = mechanisms(e1, e2, params["l"], params["m"])
