@@ -29,6 +29,7 @@ import pytest
 from support.brokers import PrivateMosquitto
 from support.c_client import build_client, client_cmd, client_env, metric_program
 from support.devices import SIGNING_KEY, ReportCollector, config_doc
+from support.mp_stream import STREAM_SOURCE
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
 from support.devices import read_ledger
@@ -43,22 +44,7 @@ DRIVER = r'''
 import sys
 import ldp.device as D
 
-class Stream:
-    """xorshift32 bytes: the same 'OS randomness' for every run (test only)."""
-    def __init__(self, seed):
-        self.s = seed | 1
-    def __call__(self, n):
-        out = bytearray(n)
-        for i in range(0, n, 4):
-            s = self.s
-            s ^= (s << 13) & 0xFFFFFFFF
-            s ^= s >> 17
-            s ^= (s << 5) & 0xFFFFFFFF
-            self.s = s
-            for j in range(min(4, n - i)):
-                out[i + j] = (s >> (8 * j)) & 0xFF
-        return bytes(out)
-
+''' + STREAM_SOURCE + r'''
 _init = D.Device.__init__
 def init(self, *args, **kw):
     _init(self, *args, **kw)

@@ -34,6 +34,7 @@ import pytest
 
 from support.c_client import assert_no_sanitizer_report, build_client, client_env
 from support.devices import SIGNING_KEY, config_doc
+from support.mp_stream import STREAM_SOURCE
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
 from support.devices import read_ledger
@@ -49,23 +50,7 @@ import sys
 import ldp.device as D
 
 
-class Stream:
-    """xorshift32 words, little-endian bytes: the C client's LDPC_TEST_RANDOM_SEED stream."""
-    def __init__(self, seed):
-        self.s = seed | 1
-
-    def __call__(self, n):
-        out = bytearray(n)
-        for i in range(0, n, 4):
-            s = self.s
-            s ^= (s << 13) & 0xFFFFFFFF
-            s ^= s >> 17
-            s ^= (s << 5) & 0xFFFFFFFF
-            self.s = s
-            for j in range(min(4, n - i)):
-                out[i + j] = (s >> (8 * j)) & 0xFF
-        return bytes(out)
-
+''' + STREAM_SOURCE + r'''
 
 class Sink:
     """Where the device's publishes go (no broker: the test reads the outbox itself)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from ldpfleet.provision import device_runner
 
 from .devices import SIGNING_KEY, config_doc
+from .mp_stream import STREAM_SOURCE
 
 ROOT = Path(__file__).resolve().parents[2]
 STREAM_SEED = 12345
@@ -94,22 +95,7 @@ identity = {"device_id": "nt", "trusted_keys": job["keys"], "eps_cap_milli": 800
 quiet = lambda *a: None
 
 
-class Stream:
-    """xorshift32 words, little-endian bytes (the C client's LDPC_TEST_RANDOM_SEED stream)."""
-    def __init__(self, seed):
-        self.s = seed | 1
-    def __call__(self, n):
-        out = bytearray(n)
-        for i in range(0, n, 4):
-            s = self.s
-            s ^= (s << 13) & 0xFFFFFFFF
-            s ^= s >> 17
-            s ^= (s << 5) & 0xFFFFFFFF
-            self.s = s
-            for j in range(min(4, n - i)):
-                out[i + j] = (s >> (8 * j)) & 0xFF
-        return bytes(out)
-
+''' + STREAM_SOURCE + r'''
 
 def alloc(op):
     op()
