@@ -9,6 +9,7 @@ thresholds_shc.json: `shc`'s T1, T_shc_a, T_shc_b, p2 and shc_ok per (eps1, eps2
 enrol_longitudinal.json: the memoised mechanisms' enrolment words -> state, thresholds and
 enrolment charges (spec §3.2; tests/support/vectors_longitudinal.py).
 numeric_grid.json: the grid point of readings in numeric domains (spec §1.1).
+recurring.json: schedule config cases, the round open at a time, round-header reports (spec §3.4).
 Run: python tools/gen_vectors.py
 """
 import json
@@ -25,6 +26,7 @@ from support.vectors_messages import ack_cases, signature_cases  # noqa: E402
 from support.vectors_numeric import grid_vectors  # noqa: E402
 from support.vectors_shc import shc_threshold_vectors  # noqa: E402
 from support.vectors_longitudinal import enrol_vectors  # noqa: E402
+from support.vectors_recurring import recurring_vectors  # noqa: E402
 
 OUT = ROOT / "protocol_spec" / "v2" / "vectors"
 
@@ -67,6 +69,7 @@ def main():
     (OUT / "acks.json").write_text(json.dumps(ack_cases(), indent=1) + "\n")
     (OUT / "enrol_longitudinal.json").write_text(json.dumps(enrol_vectors(), indent=1) + "\n")
     (OUT / "numeric_grid.json").write_text(json.dumps(grid_vectors(), indent=1) + "\n")
+    (OUT / "recurring.json").write_text(json.dumps(recurring_vectors(), indent=1) + "\n")
     (OUT / "signatures.json").write_text(json.dumps(signature_cases(), indent=1, ensure_ascii=False) + "\n")
     for name, cases in sorted(CASES.items()):
         reports, parses = cases()

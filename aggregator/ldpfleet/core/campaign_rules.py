@@ -298,18 +298,6 @@ def domain_size(doc: dict) -> int:
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 
-MEMOISED = set(mechanism_table.LONGITUDINAL)
-"""The longitudinal mechanisms of spec §3.2 (ids 17-21)."""
-
-
-def check_not_memoised(ph: dict):
-    """A memoised mechanism (spec §3.2) needs an enrolment state and a recurring schedule that a
-    one-shot campaign does not have: refused, field phases.mechanism (every party alike)."""
-    if ph.get("mechanism") in MEMOISED:
-        raise ConfigError("phases.mechanism", "%s is a memoised mechanism: it runs in recurring "
-                          "campaigns only (spec §3.2)" % ph["mechanism"])
-
-
 def with_other(mechanism: str) -> bool:
     """Does `mechanism` run over the domain plus ⊥ (spec §1)? Single-item mechanisms do;
     set-valued ones drop out-of-domain elements instead; numeric ones clip (spec §1.1)."""

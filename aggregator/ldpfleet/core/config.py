@@ -10,17 +10,18 @@ import os
 import re
 import time
 
-from . import protocol, signing
+from . import protocol, schedule, signing
 from .campaign_rules import (  # noqa: F401 (config.X stays the one name for every rule)
     DECIMALS_MAX, DEFAULT_DELIVERY, DEFAULT_DRAIN_RATE, FALLBACK_MECHANISMS, FALLBACK_PARAMS,
-    GRID_MAX, MEMOISED, METRICS_MAX, NUMERIC_DOMAINS, NUMERIC_MECHANISMS, PHASE2_FIELDS, PPM,
+    GRID_MAX, METRICS_MAX, NUMERIC_DOMAINS, NUMERIC_MECHANISMS, PHASE2_FIELDS, PPM,
     PS_MAX_DOMAIN, RETRY_MAX_S_MAX, RETRY_S_MAX, SET_VALUED, SPREAD_S_MAX, VALUE_MAX,
     METRIC_MAX, acknowledged, check_delivery, check_metric, check_fallback, check_grr_bound, check_listless_domain,
-    check_not_memoised, check_numeric_domain, check_numeric_phases, check_phase2_choice,
+    check_numeric_domain, check_numeric_phases, check_phase2_choice,
     check_shc_phases, default_spread_s, domain_extras, domain_keys, domain_size, fallback_entry,
     is_fallback, mechanism_domain_size, mechanism_for_phase, numeric_metrics, phase2_inputs,
     phase2_parameters, spread_s, with_other)
 from .errors import ConfigError
+from .schedule import MEMOISED  # noqa: F401
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: "$" would also match before a final newline
 
@@ -84,10 +85,11 @@ def new_campaign_id(taken=()) -> int:
 
 def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: int = None,
                 not_before: int = None, not_after: int = None, delivery: dict = None,
-                metric: str = None) -> dict:
+                metric: str = None, recurring: dict = None) -> dict:
     """A config body. `phases`: [{"phase", "mechanism", "eps_milli", "params"}]; `delivery`
     (spec §5.4; absent: publish once per trigger, no acknowledgements); `metric` (spec §5.4;
-    absent: only devices flashed for the campaign's name take part)."""
+    absent: only devices flashed for the campaign's name take part); `recurring` the
+    `schedule` of a recurring campaign (spec §3.4)."""
     now = int(time.time())
     doc = {
         "type": "config", "protocol": protocol.PROTOCOL_VERSION, "campaign": name,
@@ -101,6 +103,8 @@ def make_config(name: str, phases: list, domain: dict, salt: int, campaign_id: i
         doc["delivery"] = dict(delivery)
     if metric is not None:
         doc["metric"] = metric
+    if recurring is not None:
+        doc["schedule"] = dict(recurring)
     check_config(doc, now=now)
     return doc
 
@@ -153,7 +157,7 @@ def check_config(doc: dict, now: int = None) -> dict:
             raise ConfigError("phases", "phase entries must be numbered 1, 2 in order")
         if ph.get("mechanism") not in protocol.MECHANISM_IDS:
             raise ConfigError("phases.mechanism", "unknown mechanism %r" % ph.get("mechanism"))
-        check_not_memoised(ph)
+        schedule.check_phase_kind(ph, schedule.is_recurring(doc))
         eps = ph.get("eps_milli")
         if not isinstance(eps, int) or isinstance(eps, bool) or eps <= 0:
             raise ConfigError("phases.eps_milli", "must be a positive integer")
@@ -180,6 +184,8 @@ def check_config(doc: dict, now: int = None) -> dict:
         check_delivery(doc["delivery"])
     if "metric" in doc:
         check_metric(doc["metric"])
+    if schedule.is_recurring(doc):
+        schedule.check_schedule(doc)
     return doc
 
 

@@ -1,0 +1,95 @@
+"""Recurring campaigns (protocol_spec/v2 §3.4, §5.4 `schedule`): the one place that says which
+configs recur, how many rounds they have and which round is open at a time.
+
+A recurring campaign's config carries `"schedule": {"start": T0, "every_s": P[, "rounds": N]}`;
+round r (1-based) is open for `start + (r-1)·P <= t < min(start + r·P, not_after)`. Its single
+phase runs a memoised mechanism (§3.2: the permanent response is drawn once at enrolment and
+charged once, so rounds cost nothing more); memoised mechanisms run nowhere else. Every party
+(aggregator, MicroPython and C clients) applies these rules alike; `vectors/recurring.json`
+holds the cases. Integers only."""
+from . import mechanism_table
+from .errors import ConfigError
+
+EVERY_S_MIN = 10
+EVERY_S_MAX = 31536000
+"""10 s (tests, demos) to a year."""
+ROUNDS_MAX = 100000
+KEYS = ("start", "every_s", "rounds")
+MEMOISED = frozenset(mechanism_table.LONGITUDINAL)
+"""The longitudinal mechanisms of spec §3.2 (ids 17-21)."""
+ROUND_FLAG = 1
+"""Header `flags` bit 0 (spec §3.4): a u32 `round` follows the 12-byte header."""
+
+
+def is_recurring(doc: dict) -> bool:
+    return "schedule" in doc
+
+
+def check_phase_kind(ph: dict, recurring: bool):
+    """Memoised mechanisms only in recurring configs and recurring configs only with memoised
+    mechanisms (spec §3.4): refused with field phases.mechanism either way."""
+    memoised = ph.get("mechanism") in MEMOISED
+    if memoised and not recurring:
+        raise ConfigError("phases.mechanism", "%s is a memoised mechanism: it runs in recurring "
+                          "campaigns only (a config with a schedule, spec §3.4)" % ph["mechanism"])
+    if recurring and not memoised:
+        raise ConfigError("phases.mechanism", "a recurring campaign takes a memoised mechanism "
+                          "(%s), not %r: a one-shot mechanism would spend eps every round "
+                          "(spec §3.4)" % (", ".join(sorted(MEMOISED)), ph.get("mechanism")))
+
+
+def _int(obj, key, lo, hi):
+    v = obj.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ConfigError("schedule", "schedule.%s must be an integer in [%d, %d], got %r"
+                          % (key, lo, hi, v))
+    return v
+
+
+def check_schedule(doc: dict) -> int:
+    """Spec §5.4 `schedule` of a config that has one (its not_before/not_after already checked);
+    returns the number of rounds R. One phase only (field `phases`)."""
+    s = doc["schedule"]
+    if not isinstance(s, dict):
+        raise ConfigError("schedule", "schedule must be an object")
+    extra = sorted(set(s) - set(KEYS))
+    if extra:
+        raise ConfigError("schedule", "unknown schedule key(s) %s" % ", ".join(map(repr, extra)))
+    if len(doc["phases"]) != 1:
+        raise ConfigError("phases", "a recurring campaign has exactly one phase (spec §3.4)")
+    _int(s, "start", doc["not_before"], doc["not_after"] - 1)
+    _int(s, "every_s", EVERY_S_MIN, EVERY_S_MAX)
+    if "rounds" in s:
+        _int(s, "rounds", 1, ROUNDS_MAX)
+    r = round_count(doc)
+    if not 1 <= r <= ROUNDS_MAX:
+        raise ConfigError("schedule", "%d rounds: a schedule has 1..%d" % (r, ROUNDS_MAX))
+    if s["start"] + (r - 1) * s["every_s"] >= doc["not_after"]:
+        raise ConfigError("schedule", "round %d would open at %d, at or after not_after %d"
+                          % (r, s["start"] + (r - 1) * s["every_s"], doc["not_after"]))
+    return r
+
+
+def round_count(doc: dict) -> int:
+    """R: the schedule's `rounds`, else ceil((not_after - start) / every_s)."""
+    s = doc["schedule"]
+    if "rounds" in s:
+        return s["rounds"]
+    return -((s["start"] - doc["not_after"]) // s["every_s"])
+
+
+def round_at(doc: dict, t: int):
+    """The round open at unix time `t` (1..R), or None (before start, at or after not_after,
+    after round R)."""
+    s = doc["schedule"]
+    if not s["start"] <= t < doc["not_after"]:
+        return None
+    r = (t - s["start"]) // s["every_s"] + 1
+    return r if r <= round_count(doc) else None
+
+
+def round_window(doc: dict, r: int):
+    """[opens, closes) of round r in unix seconds."""
+    s = doc["schedule"]
+    opens = s["start"] + (r - 1) * s["every_s"]
+    return opens, min(opens + s["every_s"], doc["not_after"])
