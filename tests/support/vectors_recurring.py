@@ -114,7 +114,8 @@ def header_reports():
         for i, case in enumerate(cases[:6]):
             rnd = [1, 2, 365, 100000, 7, 29][i % 6]
             one = bytes.fromhex(case["report_hex"])
-            rec = one[:3] + bytes([schedule.ROUND_FLAG]) + one[4:12] + rnd.to_bytes(4, "little") + one[12:]
+            rec = schedule.with_round(one, rnd)
+            assert schedule.split_round(rec) == (one, rnd)
             c = copy.deepcopy(case)
             c.update(round=rnd, one_shot_hex=case["report_hex"], report_hex=rec.hex())
             out.append(c)

@@ -93,3 +93,24 @@ def round_window(doc: dict, r: int):
     s = doc["schedule"]
     opens = s["start"] + (r - 1) * s["every_s"]
     return opens, min(opens + s["every_s"], doc["not_after"])
+
+
+HEADER = 12
+ROUND_HEADER = 16
+
+
+def with_round(report: bytes, r: int) -> bytes:
+    """A one-shot-form report (12-byte header, flags 0) as round r's report of a recurring
+    campaign: flags 1 and le32(r) after the header (spec §3.4)."""
+    if not 1 <= r <= 0xFFFFFFFF:
+        raise ValueError("round must be in [1, 2^32 - 1]")
+    return report[:3] + bytes([ROUND_FLAG]) + report[4:HEADER] + r.to_bytes(4, "little") + report[HEADER:]
+
+
+def split_round(report: bytes):
+    """(one-shot-form report, round) of a flagged report; (report, None) of an unflagged one.
+    Size and other header fields are the caller's checks (spec §3.4's order)."""
+    if len(report) < ROUND_HEADER or report[3] != ROUND_FLAG:
+        return report, None
+    r = int.from_bytes(report[HEADER:ROUND_HEADER], "little")
+    return report[:3] + b"\x00" + report[4:HEADER] + report[ROUND_HEADER:], r
