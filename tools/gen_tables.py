@@ -5,7 +5,8 @@
 
 What it writes (each says so in its first line, with this command):
 - `aggregator/ldpfleet/core/mechanism_table.py`: ids, the aggregator module of each mechanism,
-  the set-valued / numeric / longitudinal / index-valued / candidate-list families (read by
+  the report error fields (`ERRORS`, the registry's `errors`), the set-valued / numeric /
+  longitudinal / index-valued / candidate-list families (read by
   `core.protocol`, `core.config` and `core.mechanisms`);
 - `c_kernels/ldp_mechanism_ids.h`: `LDP_MECHANISM_ID_*`, the names by id and family tests (read by
   `ldp_report.[ch]` and the C client);
@@ -47,6 +48,7 @@ class Tables:
         if max(ids) > 255:
             raise SystemExit("registry.json: the header's mechanism field is a u8")
         self.version = registry["protocol"]
+        self.errors = tuple(registry["errors"])
         self.ids = {n: mechs[n]["id"] for n in self.names}
         self.modules = {n: mechs[n].get("aggregator_module", n) for n in self.names}
         self.set_valued = self._where(mechs, lambda m: m.get("set_valued"))
@@ -100,6 +102,8 @@ def python_table(t: Tables) -> str:
             "MECHANISM_NAMES = {i: n for n, i in MECHANISM_IDS.items()}", "", "MODULES = {"]
     out += ['    "%s": "%s",' % (n, m) for n, m in t.modules.items()]
     out += ["}", '"""The module of `ldpfleet.core.mechanisms` that implements each mechanism."""']
+    out += [""] + py_tuple("ERRORS", t.errors) + [
+        '"""ReportFormatError fields, the header\'s in its checking order (spec §3)."""']
     for name, meaning, names in t.families():
         out += [""] + py_tuple(name, names) + ['"""%s."""' % (meaning[0].upper() + meaning[1:])]
     return "\n".join(out) + "\n"

@@ -54,6 +54,10 @@ MODULES = {
 }
 """The module of `ldpfleet.core.mechanisms` that implements each mechanism."""
 
+ERRORS = ("size", "version", "mechanism", "phase", "flags", "campaign_id", "round", "y",
+          "seed_index", "j", "l", "sign", "t", "padding", "kind", "attr")
+"""ReportFormatError fields, the header's in its checking order (spec §3)."""
+
 SET_VALUED = ("sh", "srappor", "psgrr", "psolh", "shc")
 """The value is a set of items."""
 

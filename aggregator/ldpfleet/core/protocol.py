@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ConfigError, ReportFormatError
+from .schedule import ROUND_FLAG, ROUND_HEADER
 from .mechanism_table import (  # noqa: F401 - generated from registry.json
     MECHANISM_IDS, MECHANISM_NAMES, PROTOCOL_VERSION)
 
@@ -318,9 +319,11 @@ def parse_header(report: bytes):
 
 
 HEADER_FAULTS = ("size", "version", "phase", "phase_not_open", "mechanism", "flags",
-                 "campaign_id")
+                 "campaign_id", "round")
 """What `header_faults` can find wrong with a report, by name (`phase_not_open`: a phase the
 campaign has not opened yet; the others are the registry's error fields)."""
+ROUND_HEADER_SIZE = ROUND_HEADER
+"""A recurring campaign's header: the 12 bytes and `round:u32` (spec §3.4, core/schedule.py)."""
 
 
 @dataclass(frozen=True)
@@ -329,13 +332,25 @@ class HeaderRule:
 
     `mechanism_ids[p - 1]` and `report_sizes[p - 1]` belong to phase p; phases below
     `first_phase` or above `len(mechanism_ids)` are a `phase` fault, phases above
-    `open_phase` a `phase_not_open` one (a phase-2 report before the phase-2 message)."""
+    `open_phase` a `phase_not_open` one (a phase-2 report before the phase-2 message).
+
+    A recurring campaign (spec §3.4) has `rounds` = R > 0: its reports carry flags 1 and
+    `round:u32` at offset 12 (`report_sizes` count those 4 bytes), and a round outside
+    1..`max_round` (core.schedule.highest_round at the aggregator's clock) is a `round`
+    fault. `rounds` = 0: a one-shot campaign, flags 0."""
 
     campaign_id: int
     mechanism_ids: tuple
     report_sizes: tuple
     first_phase: int = 1
     open_phase: int = None
+    rounds: int = 0
+    max_round: int = 0
+
+    @property
+    def header_size(self) -> int:
+        """Bytes `header_checks` reads of each report: 16 with the round header, else 12."""
+        return ROUND_HEADER_SIZE if self.rounds else HEADER_SIZE
 
 
 def header_faults(reports, rule: HeaderRule):
@@ -343,24 +358,34 @@ def header_faults(reports, rule: HeaderRule):
     HEADER_FAULTS, -1 for none; the phase byte of every report), both numpy arrays.
 
     The checks run in this order and the first that fails names the fault: size (shorter than
-    the header), version, phase, phase_not_open, mechanism, flags, campaign_id, size (not the
-    report size of its phase). `reports`: a list of bytes, or an (n, size) uint8 array (all of
-    one length). The body fields are the mechanism's (`Mechanism.validate`)."""
+    the header), version, phase, phase_not_open, mechanism, flags (not 1 in a recurring
+    campaign, not 0 in another), campaign_id, size (not the report size of its phase), round
+    (a recurring campaign's: 0, above R or above `max_round`). `reports`: a list of bytes, or
+    an (n, size) uint8 array (all of one length). The body fields are the mechanism's
+    (`Mechanism.validate`)."""
+    width = rule.header_size
     if isinstance(reports, np.ndarray):
-        hdr = reports[:, :HEADER_SIZE]
+        hdr = reports[:, :width]
         lengths = np.full(reports.shape[0], reports.shape[1], np.int64)
-        if reports.shape[1] < HEADER_SIZE:
-            hdr = np.zeros((reports.shape[0], HEADER_SIZE), np.uint8)
+        if reports.shape[1] < width:
+            hdr = np.zeros((reports.shape[0], width), np.uint8)
+            hdr[:, :reports.shape[1]] = reports
     else:
         lengths = np.fromiter(map(len, reports), np.int64, len(reports))
-        hdr = np.frombuffer(b"".join(bytes(r[:HEADER_SIZE]).ljust(HEADER_SIZE, b"\0")
-                                     for r in reports), np.uint8).reshape(-1, HEADER_SIZE)
+        hdr = np.frombuffer(b"".join(bytes(r[:width]).ljust(width, b"\0")
+                                     for r in reports), np.uint8).reshape(-1, width)
     return header_checks(hdr, lengths, rule)
 
 
+def header_rounds(hdr: np.ndarray) -> np.ndarray:
+    """The `round` field (u32 at offset 12, spec §3.4) of (n, 16) header bytes, as int64."""
+    return np.ascontiguousarray(hdr[:, HEADER_SIZE:ROUND_HEADER_SIZE]).view("<u4").ravel() \
+        .astype(np.int64)
+
+
 def header_checks(hdr: np.ndarray, lengths: np.ndarray, rule: HeaderRule):
-    """`header_faults` of (n, 12) header bytes (zero-padded when a report is shorter) and the
-    reports' lengths."""
+    """`header_faults` of (n, rule.header_size) header bytes (zero-padded when a report is
+    shorter) and the reports' lengths."""
     n = lengths.shape[0]
     phases = hdr[:, 2].astype(np.int64)
     last = len(rule.mechanism_ids)
@@ -376,10 +401,16 @@ def header_checks(hdr: np.ndarray, lengths: np.ndarray, rule: HeaderRule):
         ("phase", ~in_range),
         ("phase_not_open", phases > open_phase),
         ("mechanism", hdr[:, 1] != mids),
-        ("flags", hdr[:, 3] != 0),
+        ("flags", hdr[:, 3] != (ROUND_FLAG if rule.rounds else 0)),
         ("campaign_id", cid != rule.campaign_id),
         ("size", lengths != sizes),
     )
+    if rule.rounds:
+        if hdr.shape[1] < ROUND_HEADER_SIZE:
+            raise ValueError("a recurring campaign's rule needs %d header bytes, got %d"
+                             % (ROUND_HEADER_SIZE, hdr.shape[1]))
+        rounds = header_rounds(hdr)
+        checks += (("round", (rounds < 1) | (rounds > min(rule.max_round, rule.rounds))),)
     faults = np.full(n, -1, np.int16)
     for name, bad in checks:
         faults[(faults < 0) & bad] = HEADER_FAULTS.index(name)

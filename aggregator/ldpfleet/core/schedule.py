@@ -7,6 +7,8 @@ phase runs a memoised mechanism (§3.2: the permanent response is drawn once at 
 charged once, so rounds cost nothing more); memoised mechanisms run nowhere else. Every party
 (aggregator, MicroPython and C clients) applies these rules alike; `vectors/recurring.json`
 holds the cases. Integers only."""
+import numpy as np
+
 from . import mechanism_table
 from .errors import ConfigError
 
@@ -88,6 +90,21 @@ def round_at(doc: dict, t: int):
     return r if r <= round_count(doc) else None
 
 
+def rounds_opened(doc: dict, t: int) -> int:
+    """How many rounds have opened by unix time `t`: 0 before `start`, R once the last round
+    opened (also at and after not_after)."""
+    s = doc["schedule"]
+    if t < s["start"]:
+        return 0
+    return min((t - s["start"]) // s["every_s"] + 1, round_count(doc))
+
+
+def highest_round(doc: dict, t: int) -> int:
+    """The highest round a report may carry at the aggregator's clock `t` (spec §3.4): the
+    round open at t plus one (clock skew), at most R; after the last round opened, R."""
+    return min(rounds_opened(doc, t) + 1, round_count(doc))
+
+
 def round_window(doc: dict, r: int):
     """[opens, closes) of round r in unix seconds."""
     s = doc["schedule"]
@@ -114,3 +131,23 @@ def split_round(report: bytes):
         return report, None
     r = int.from_bytes(report[HEADER:ROUND_HEADER], "little")
     return report[:3] + b"\x00" + report[4:HEADER] + report[ROUND_HEADER:], r
+
+
+def split_round_rows(arr):
+    """`split_round` of a batch: (n, ROUND_HEADER + body) uint8 rows of flagged reports ->
+    ((n, HEADER + body) C-contiguous one-shot-form rows, flags 0; (n,) uint32 rounds), in
+    three numpy copies (the fold of a recurring campaign's reports: the round's sketch takes
+    the one-shot form, spec §3.4)."""
+    n, width = arr.shape
+    if width < ROUND_HEADER:
+        raise ValueError("rows of %d bytes carry no round header" % width)
+    out = np.empty((n, width - (ROUND_HEADER - HEADER)), np.uint8)
+    out[:, :HEADER] = arr[:, :HEADER]
+    out[:, 3] = 0
+    out[:, HEADER:] = arr[:, ROUND_HEADER:]
+    return out, row_rounds(arr)
+
+
+def row_rounds(arr):
+    """The `round` field (u32 LE at offset 12) of (n, >= 16) uint8 rows, as uint32."""
+    return np.ascontiguousarray(arr[:, HEADER:ROUND_HEADER]).view("<u4").ravel()

@@ -18,7 +18,7 @@ import struct
 
 import numpy as np
 
-from .. import kernels, protocol
+from .. import kernels, mechanism_table, protocol
 from ..errors import ConfigError, ReportFormatError, SketchMismatch
 
 SKETCH_MAGIC = b"LDPS"
@@ -293,8 +293,8 @@ class Mechanism:
         return float(np.mean(self.item_variances(n, [0.0] if freqs is None else freqs)))
 
 
-ERROR_FIELDS = ["size", "version", "mechanism", "phase", "flags", "campaign_id", "y",
-                "seed_index", "j", "l", "sign", "t", "padding", "kind", "attr"]
+ERROR_FIELDS = list(mechanism_table.ERRORS)
+"""The registry's `errors` (ReportFormatError fields), generated into mechanism_table."""
 HEADER_TO_ERROR = np.array([ERROR_FIELDS.index(f) if f in ERROR_FIELDS else -1
                             for f in protocol.HEADER_FAULTS] + [-1], np.int16)
 """protocol.HEADER_FAULTS index -> ERROR_FIELDS index (`phase_not_open` cannot happen for a

@@ -177,10 +177,11 @@ class ReportBatch:
         return raw.astype("U%d" % width) if text else raw
 
     # --- payloads -----------------------------------------------------------------------------
-    def headers(self, idx):
-        """(len(idx), 12) header bytes (zero-padded when a payload is shorter) and lengths."""
+    def headers(self, idx, width: int = HEADER):
+        """(len(idx), width) header bytes (zero-padded when a payload is shorter; `width` 16:
+        a recurring campaign's round header, spec §3.4) and lengths."""
         idx = np.asarray(idx, np.int64)
-        return self.gather(self.payload_off, self.payload_len, idx, HEADER), self.payload_len[idx]
+        return self.gather(self.payload_off, self.payload_len, idx, width), self.payload_len[idx]
 
     def rows(self, idx, size: int) -> np.ndarray:
         """(len(idx), size) payload bytes of messages whose payloads are `size` long."""

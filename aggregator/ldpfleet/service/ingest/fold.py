@@ -13,17 +13,24 @@
    `sketch.update` (one C call) of the accepted reports;
 5. this worker's sketch partials, the dedupe keys and the counters, and at most once a minute
    each touched campaign's totals into its history (history.py); COMMIT.
+A recurring campaign (spec §3.4) folds per ROUND where another folds per phase: its reports
+carry flags 1 and `round:u32` after the header, the header rule checks the round against the
+schedule at the folder's clock, and each round is a slot of its own (its sketch, its dedupe
+keys: the stores' `phase` column holds the round, service/campaigns/rounds.py); the round
+field is cut off before the body check and the fold (`schedule.split_round_rows`), so the
+round's sketch takes the one-shot form.
 The caller acknowledges the broker (PUBACK) only after `process` returned, then publishes the
 spec §6 acknowledgements `acks`. Every message is counted once under `received` and once under
 exactly one reason (`REASONS`); messages carry a reason code in a numpy array, never an object.
 """
 import logging
+import time
 from collections import defaultdict
 
 import numpy as np
 
 from ...core import config as cfgmod
-from ...core import protocol
+from ...core import protocol, schedule
 from ...core.mechanisms.base import ERROR_FIELDS, Sketch, first_faults
 from .batch import AckBatch, ReportBatch
 from ..state.history import HistoryRecorder
@@ -51,8 +58,9 @@ REASONS = (ACCEPTED, DUPLICATE, SECOND_REPORT, UNKNOWN_CAMPAIGN, CLOSED_CAMPAIGN
 """Every message is counted once under `received` and once under exactly one of these.
 The protocol field names (`size`, `version`, `phase`, ...) are malformed reports, checked in
 this order: version, phase (1..the campaign's number of phases), `phase_not_open` (a phase-2
-report before the phase-2 message, `ldpfleet campaign advance`), mechanism, flags,
-campaign_id, size, then `wrong_phase_device` (LDPLCM, spec §5: a device reports only in the
+report before the phase-2 message, `ldpfleet campaign advance`), mechanism, flags (1 in a
+recurring campaign, else 0), campaign_id, size, round (recurring: 1..R and at most the round
+open at the aggregator's clock plus one), then `wrong_phase_device` (LDPLCM, spec §5: a device reports only in the
 phase the public rule `ldplcm.reports_in_phase` puts it in), then
 the body fields of `mech.validate`. `too_large`: a payload longer than every open campaign's
 report (and than SMALL_PAYLOAD), dropped when it arrives, before it is buffered: what a device
@@ -68,10 +76,10 @@ TRANSIENT = (CODE[PHASE_NOT_OPEN], CODE[INTERNAL_ERROR])
 
 
 def report_size(camp, phase: int) -> int:
-    """The report size of an open campaign phase (0 if its mechanism cannot be built: its
-    reports are then rejected anyway)."""
+    """The report size of an open campaign phase as it arrives (the round header included; 0
+    if its mechanism cannot be built: its reports are then rejected anyway)."""
     try:
-        return camp.mechanism(phase).report_size
+        return camp.report_size(phase)
     except Exception:  # noqa: BLE001 (the header rule counts what this campaign receives)
         return 0
 
@@ -89,6 +97,9 @@ class BatchFolder:
         self.largest = SMALL_PAYLOAD
         self.acks = AckBatch()
         self.history = HistoryRecorder()
+        self.clock = time.time
+        """The aggregator's clock (unix seconds): which rounds of a recurring campaign are
+        open (tests set it)."""
 
     # --- campaigns and sketches --------------------------------------------------------
     def refresh_campaigns(self):
@@ -107,12 +118,13 @@ class BatchFolder:
                                               for camp in fresh.values() if camp.open
                                               for phase in range(1, camp.phase + 1)])
 
-    def _sketch(self, campaign, phase):
-        key = (campaign.name, phase)
+    def _sketch(self, campaign, slot):
+        """This worker's sketch of a slot: a phase, or a recurring campaign's round."""
+        key = (campaign.name, slot)
         if key not in self._sketches:
-            stored = self.store.worker_sketch_blob(campaign.name, phase)
+            stored = self.store.worker_sketch_blob(campaign.name, slot)
             if stored is None:
-                self._sketches[key] = campaign.mechanism(phase).new_sketch()
+                self._sketches[key] = campaign.slot_mechanism(slot).new_sketch()
             else:
                 self._sketches[key] = Sketch.deserialize(stored[1])
         return self._sketches[key]
@@ -195,26 +207,44 @@ class BatchFolder:
         return taken
 
     def _check_headers(self, name, members, batch) -> dict:
-        """The header rule over one campaign's messages: faults counted; returns {phase:
-        indices} of the rest."""
+        """The header rule over one campaign's messages: faults counted; returns {slot:
+        indices} of the rest (slot: the phase, or a recurring campaign's round)."""
+        camp = self.campaigns[name]
         try:
-            hdr, lengths = batch.headers(members)
-            faults, phases = protocol.header_checks(hdr, lengths, self.campaigns[name].header_rule)
+            rule = camp.header_rule_at(int(self.clock()))
+            hdr, lengths = batch.headers(members, rule.header_size)
+            faults, slots = protocol.header_checks(hdr, lengths, rule)
         except Exception as exc:  # e.g. a phase mechanism that cannot be built
             self.reason[members] = CODE[INTERNAL_ERROR]
             self.bounded_log(INTERNAL_ERROR, "campaign %s: %r", name, exc)
             return {}
+        if rule.rounds:
+            slots = protocol.header_rounds(hdr)
         for fault in np.unique(faults[faults >= 0]).tolist():
             reason = protocol.HEADER_FAULTS[fault]
-            self._reject(members[faults == fault], reason, batch,
+            bad = faults == fault
+            self._reject(members[bad], reason, batch,
                          status=None if reason == PHASE_NOT_OPEN else protocol.ACK_REJECTED,
-                         what=" for campaign %s" % name)
+                         what=self._header_what(camp, rule, reason, slots[bad]))
         good = faults < 0
-        return {int(p): members[good & (phases == p)] for p in np.unique(phases[good]).tolist()}
+        return {int(p): members[good & (slots == p)] for p in np.unique(slots[good]).tolist()}
+
+    @staticmethod
+    def _header_what(camp, rule, reason, slots) -> str:
+        """How a header rejection's log line names the campaign (and round, spec §3.4)."""
+        if not rule.rounds:
+            return " for campaign %s" % camp.name
+        if reason == "flags":
+            return " for campaign %s (recurring: flags must be 1 with a round header)" % camp.name
+        if reason == "round":
+            return (" for campaign %s round %d (rounds 1..%d of %d accepted now)"
+                    % (camp.name, int(slots[0]), min(rule.max_round, rule.rounds), rule.rounds))
+        return " for campaign %s" % camp.name
 
     def _fold_in_savepoint(self, name, phase, idx, batch) -> bool:
         """`_fold_group` in a savepoint: a bug must not wedge the queue on one report, and
-        nothing of a failed group (dedupe keys included) is committed. True if it accepted."""
+        nothing of a failed group (dedupe keys included) is committed. True if it accepted.
+        `phase`: the slot (a recurring campaign's round)."""
         try:
             with self.store.savepoint("fold_group"):
                 return self._fold_group(name, phase, idx, batch)
@@ -222,49 +252,56 @@ class BatchFolder:
             self.status[idx] = -1
             self.reason[idx] = CODE[INTERNAL_ERROR]
             self._sketches.pop((name, phase), None)
-            self.bounded_log(INTERNAL_ERROR, "campaign %s phase %d: %r", name, phase, exc)
+            self.bounded_log(INTERNAL_ERROR, "campaign %s %s: %r", name,
+                             self.campaigns[name].slot_label(phase), exc)
             return False
 
     def _fold_group(self, name, phase, idx, batch) -> bool:
         """Body validation, dedupe and ONE sketch update for the candidate reports of one
-        campaign phase. Returns whether any report was accepted."""
+        campaign phase (`phase`: the slot; a recurring campaign's round, whose reports are
+        cut to their one-shot form first). Returns whether any report was accepted."""
         camp = self.campaigns[name]
-        mech = camp.mechanism(phase)
-        if camp.sample_rate_ppm is not None:
+        mech = camp.slot_mechanism(phase)
+        label = camp.slot_label(phase)
+        if camp.sample_rate_ppm is not None and not camp.recurring:
             from ...core.protocols.ldplcm import reports_in_phase
             _ok, _coff, _clen, doff, dlen = batch.split_topics()
             in_phase = reports_in_phase(batch.strings(doff, dlen, idx).tolist(), camp.config,
                                         phase)
             self._reject(idx[~in_phase], WRONG_PHASE_DEVICE, batch,
-                         what=" for campaign %s phase %d" % (name, phase))
+                         what=" for campaign %s %s" % (name, label))
             idx = idx[in_phase]
         if len(idx) == 0:
             return False
-        arr = batch.rows(idx, mech.report_size)
+        arr = batch.rows(idx, camp.report_size(camp.slot_phase(phase)))
+        if camp.recurring:
+            arr, _rounds = schedule.split_round_rows(arr)
         codes = first_faults(mech.validate_bodies(arr[:, protocol.HEADER_SIZE:]),
                              np.full(len(idx), -1, np.int16))
         for code in np.unique(codes[codes >= 0]).tolist():
             self._reject(idx[codes == code], ERROR_FIELDS[code], batch,
-                         what=" for campaign %s phase %d" % (name, phase))
+                         what=" for campaign %s %s" % (name, label))
         valid = np.flatnonzero(codes < 0)
         seqs = np.ascontiguousarray(arr[valid, 8:12]).view("<u4").ravel()
-        keep = self._dedupe(name, phase, idx[valid], batch, seqs)
+        new = self._dedupe(name, phase, idx[valid], batch, seqs)
+        keep = idx[valid[new]]
         if keep.size == 0:
             return False
         self.reason[keep] = CODE[ACCEPTED]
         self.status[keep] = protocol.ACK_ACCEPTED
-        self._sketch(camp, phase).update(np.ascontiguousarray(batch.rows(keep, mech.report_size)))
+        rows = arr[valid[new]] if camp.recurring else batch.rows(keep, mech.report_size)
+        self._sketch(camp, phase).update(np.ascontiguousarray(rows))
         return True
 
     def _dedupe(self, name, phase, rows, batch, seqs) -> np.ndarray:
-        """The rows whose report is the first of its device in this phase: the first of the
+        """Mask of the rows whose report is the first of its device in this phase: the first of the
         batch per device whose dedupe key this transaction claimed (`Store.claim_key_array`).
         The keys are the campaign's keyed hashes of the rows' device ids and the tags of their
         nonces (dedupe.py), one C call each over the batch; the batch's devices are told apart
         by `seen_log.unique_keys` over the 16-byte hashes (a collision: about n^2 / 2^129).
         The others are `_seen_before` (the stored tag, or the batch's first one)."""
         if rows.size == 0:
-            return rows[:0]
+            return np.zeros(0, bool)
         _ok, _coff, _clen, doff, dlen = batch.split_topics()
         keys = self.store.campaign_keys(name)
         hashes = keys.spans(batch.data, doff[rows], dlen[rows])
@@ -282,7 +319,7 @@ class BatchFolder:
         new[first[claimed]] = True
         self._seen_before(name, phase, rows, np.flatnonzero(~new & admitted), batch, seqs, tags,
                           np.where(prior[inverse] >= 0, prior[inverse], tags[first[inverse]]))
-        return rows[new]
+        return new
 
     def _claim_admitted(self, name, phase, uniq, tags, admission):
         """`claim_key_array` of the admitted devices only (login_bound.py); the others count as
@@ -298,9 +335,10 @@ class BatchFolder:
         self.reason[rows] = CODE[DEVICE_LIMIT]
         self.status[rows] = protocol.ACK_REJECTED
         for login, (used, refused) in admission.refused.items():
-            self.bounded_log(DEVICE_LIMIT, "campaign %s phase %d: login %s already brought %d "
+            self.bounded_log(DEVICE_LIMIT, "campaign %s %s: login %s already brought %d "
                              "device ids (serve --max-devices-per-login %d); %d new id(s) "
-                             "refused", name, phase, login, used, self.login_bound.limit, refused)
+                             "refused", name, self.campaigns[name].slot_label(phase), login,
+                             used, self.login_bound.limit, refused)
 
     def _seen_before(self, name, phase, rows, old, batch, seqs, tags, prior_tags):
         """Reports `old` (indices into `rows`) from devices whose report for this phase is
@@ -318,8 +356,9 @@ class BatchFolder:
         _ok, _coff, _clen, doff, dlen = batch.split_topics()
         for i in second.tolist():
             row = int(rows[i])
-            self.bounded_log(SECOND_REPORT, "campaign %s phase %d device %s: nonce %s differs "
-                             "from its accepted report's", name, phase,
+            self.bounded_log(SECOND_REPORT, "campaign %s %s device %s: nonce %s differs "
+                             "from its accepted report's", name,
+                             self.campaigns[name].slot_label(phase),
                              bytes(batch.data[doff[row]:doff[row] + dlen[row]]).decode(),
                              int(seqs[i]))
 

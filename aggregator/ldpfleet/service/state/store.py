@@ -25,6 +25,11 @@ Tables
   k_max, LDPLCM's theta, ...: what the aggregator needs but devices never see), one JSON
   document per campaign.
 
+A recurring campaign (spec §3.4) stores each ROUND where another campaign stores a phase: the
+`phase` column of `sketches`, `seen`, `seen_log` and `login_devices` holds the round (1..R), so
+its sketches are per round and its dedupe is per (campaign, round, device)
+(`Campaign.slot_phase`, service/campaigns/rounds.py).
+
 The ingest writes a whole batch (its sketch partials + dedupe keys + counters) in ONE
 transaction (`batch()`) and acknowledges the broker after COMMIT; readers (CLI `status`,
 `estimate`) see the last committed batches and never block the writers.
@@ -38,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ...core import config as cfgmod
-from ...core import protocol
+from ...core import protocol, schedule
 from ...core.errors import ConfigError
 from . import claims, dedupe, sql as store_sql
 from .dedupe_state import DedupeState
@@ -118,15 +123,52 @@ class Campaign:
 
     @property
     def header_rule(self):
-        """What a report header must say for this campaign (spec §3); the sizes of phases
-        not open yet are never compared (their reports are `phase_not_open` first)."""
+        """What a report header must say for this campaign now (`header_rule_at`)."""
+        return self.header_rule_at(int(time.time()))
+
+    def header_rule_at(self, now: int):
+        """What a report header must say for this campaign at unix time `now` (spec §3); the
+        sizes of phases not open yet are never compared (their reports are `phase_not_open`
+        first). A recurring campaign's reports carry flags 1 and a round of 1..the round open
+        at `now` plus one (spec §3.4, core.schedule.highest_round)."""
         phases = self.config["phases"]
+        extra = protocol.ROUND_HEADER_SIZE - protocol.HEADER_SIZE if self.recurring else 0
         return protocol.HeaderRule(
             self.campaign_id, tuple(protocol.MECHANISM_IDS[self.mechanism_name(ph["phase"])]
                                     for ph in phases),
-            tuple(self.mechanism(p).report_size if p <= self.phase else 0
+            tuple(self.mechanism(p).report_size + extra if p <= self.phase else 0
                   for p in range(1, len(phases) + 1)),
-            open_phase=self.phase)
+            open_phase=self.phase, rounds=self.rounds,
+            max_round=schedule.highest_round(self.config, now) if self.recurring else 0)
+
+    # --- recurring campaigns (spec §3.4): a round's reports live in slot = round -----------
+    @property
+    def recurring(self) -> bool:
+        """Does the config carry a `schedule` (spec §3.4)?"""
+        return schedule.is_recurring(self.config)
+
+    @property
+    def rounds(self) -> int:
+        """R of a recurring campaign, 0 for a one-shot one."""
+        return schedule.round_count(self.config) if self.recurring else 0
+
+    def report_size(self, phase: int) -> int:
+        """Bytes of a report of `phase` as it arrives (the round header included)."""
+        extra = protocol.ROUND_HEADER_SIZE - protocol.HEADER_SIZE if self.recurring else 0
+        return self.mechanism(phase).report_size + extra
+
+    def slot_phase(self, slot: int) -> int:
+        """The phase whose mechanism folds storage slot `slot`: the slot itself in a one-shot
+        campaign, phase 1 for every round of a recurring one (slot = round)."""
+        return 1 if self.recurring else slot
+
+    def slot_mechanism(self, slot: int):
+        """The Mechanism of storage slot `slot` (a phase, or a recurring campaign's round)."""
+        return self.mechanism(self.slot_phase(slot))
+
+    def slot_label(self, slot: int) -> str:
+        """`round 3` or `phase 2`: how logs and messages name a slot."""
+        return ("round %d" if self.recurring else "phase %d") % slot
 
     def mechanism(self, phase: int):
         """The Mechanism of one phase (cached per row object)."""
@@ -359,6 +401,12 @@ class Store(DedupeState):
         for _n, blob in rows[1:]:
             merged.merge(Sketch.deserialize(bytes(blob)))
         return merged.n, merged.serialize()
+
+    def sketch_slots(self, name: str) -> list:
+        """The slots (phases; a recurring campaign's rounds) that have a sketch, ascending."""
+        rows = self.conn.execute("SELECT DISTINCT phase FROM sketches WHERE campaign=?"
+                                 " ORDER BY phase", (name,)).fetchall()
+        return [int(r[0]) for r in rows]
 
     def worker_sketch_blob(self, name: str, phase: int):
         """(n, bytes) of this connection's own partial, or None."""
