@@ -14,7 +14,7 @@ import time
 from ..core.config import DEFAULT_DRAIN_RATE
 from ..core.errors import ConfigError
 from ..core.protocols.options import ProtocolOptions, add_protocol_arguments
-from . import campaign_keys
+from . import campaign_keys, campaign_recurring
 from .common import broker_args, command_broker, item_list, open_store, split_commas, state_arg
 
 
@@ -40,10 +40,12 @@ def register(subparsers):
     cr.add_argument("--name", required=True)
     kind = cr.add_mutually_exclusive_group(required=True)
     kind.add_argument("--mechanism", help="grr, olh, flh, oue, cms, hcms, sh, ... "
-                      "(comma-separated for two phases)")
+                      "(comma-separated for two phases); with --every a memoised one: "
+                      "loloha, losue, lsue, lgrr, lbitmean")
     kind.add_argument("--protocol", choices=("ldpminer-rappor", "ldpminer-sh", "ldpminer-sh-opt",
                                              "svim", "ldplcm", "auto"),
-                      help="a two-phase protocol (see above)")
+                      help="a two-phase protocol (see above); with --every only auto (the "
+                           "planner's memoised mechanism)")
     cr.add_argument("--epsilon", required=True, help="epsilon in nats (comma-separated per phase; "
                     "with --protocol the whole budget of a device)")
     cr.add_argument("--set-size", type=int, default=None, metavar="L",
@@ -62,7 +64,9 @@ def register(subparsers):
                          "a JSON range/ranges object of protocol spec §1.1")
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",
                     help="mechanism parameter, e.g. g=8 or 2:kc=16 (repeatable)")
-    cr.add_argument("--valid-days", type=float, default=30.0)
+    cr.add_argument("--valid-days", type=float, default=None,
+                    help="how long the config is valid (default 30; with --every only without "
+                         "--rounds/--until)")
     cr.add_argument("--salt", type=int, default=None, help="public hash salt (default: random)")
     cr.add_argument("--no-ack", action="store_true",
                     help="devices publish once per trigger and wait for no acknowledgement "
@@ -83,6 +87,7 @@ def register(subparsers):
                     help="the reading this campaign asks for ([a-z][a-z0-9_]{0,31}, spec §5.4): "
                          "devices running a provider of NAME (MicroPython ldp.Agent, C client "
                          "--metric) discover the campaign and take part")
+    campaign_recurring.add_recurring_arguments(cr)
     cr.add_argument("--json", action="store_true")
     cr.set_defaults(func=run_create)
 
@@ -187,7 +192,7 @@ def _create_protocol(args):
         return camp
 
 
-def _issuance(args, store):
+def _issuance(args, store, recurrence=None):
     from ..service.campaigns.manage import Issuance
     from ..core.config import DEFAULT_DELIVERY, check_delivery, check_metric
     delivery = dict(DEFAULT_DELIVERY, ack=not args.no_ack)
@@ -200,8 +205,10 @@ def _issuance(args, store):
     if spread:  # absent means 0 (spec §5.4): devices older than the field accept such configs
         delivery["spread_s"] = spread
     metric = None if args.metric is None else check_metric(args.metric)
+    if recurrence is None and args.valid_days is None:
+        args.valid_days = 30.0
     return Issuance(valid_days=args.valid_days, salt=args.salt,
-                    delivery=check_delivery(delivery), metric=metric)
+                    delivery=check_delivery(delivery), metric=metric, recurrence=recurrence)
 
 
 def _spread(args, store):
@@ -231,11 +238,17 @@ def _spread(args, store):
 
 def run_create(args):
     from ..service.campaigns.manage import create_campaign, parse_params
-    if args.protocol:
+    from ..service.campaigns.recurring import eps1_params
+    recurrence = campaign_recurring.recurrence(args)
+    given = [name for name in ProtocolOptions.from_args(args).given() if name != "fleet_size"]
+    if args.protocol and recurrence is None:
         camp = _create_protocol(args)
         return _print_created(args, camp)
-    given = [name for name in ProtocolOptions.from_args(args).given() if name != "fleet_size"]
-    if given:
+    if args.protocol:  # --protocol auto --every: the planner's memoised mechanism
+        mechanism, chosen = campaign_recurring.auto_mechanism(args, given)
+        args.mechanism, args.param = mechanism, ["%s=%s" % kv for kv in sorted(chosen.items())]
+        args.eps1 = None  # in the chosen parameters
+    elif given:
         raise ConfigError(given[0], "--%s needs --protocol" % given[0].replace("_", "-"))
     mechanisms = split_commas(args.mechanism)
     epsilons = split_commas(args.epsilon)
@@ -249,9 +262,12 @@ def run_create(args):
             raise ConfigError("param", "no phase %d for %r" % (phase, item))
         per_phase[phase - 1].append(pair)
     params = [parse_params(p) for p in per_phase]
+    if recurrence is not None:
+        params[0] = eps1_params(params[0], args.eps1)
     with open_store(args) as store:
         camp = create_campaign(store, command_broker(args, store), args.signing_key_file, args.name, mechanisms,
-                               epsilons, args.domain, params=params, issue=_issuance(args, store))
+                               epsilons, args.domain, params=params,
+                               issue=_issuance(args, store, recurrence))
         _record(store, camp.name, "create")
     return _print_created(args, camp)
 
@@ -273,6 +289,8 @@ def _print_created(args, camp):
               % (camp.name, camp.campaign_id, phases, camp.name))
         if camp.config.get("metric"):
             print("metric %s: devices providing it take part" % camp.config["metric"])
+        if camp.recurring:
+            print(campaign_recurring.describe(camp))
         if camp.protocol:
             print("protocol %s" % json.dumps(camp.protocol, sort_keys=True))
         print(spread)
@@ -300,6 +318,8 @@ def run_status(args):
         print("protocol %s" % json.dumps(status["protocol"], sort_keys=True))
     if status.get("metric"):
         print("metric %s" % status["metric"])
+    if status.get("schedule"):
+        print(campaign_recurring.status_lines(status["schedule"]))
     if status.get("branch"):
         print("branch %s (svim phase 2%s)" % (status["branch"], ": the config's fallback over the "
               "whole domain" if status["branch"] == "flat" else ": the candidates"))
@@ -399,12 +419,13 @@ def run_list(args):
     if args.json:
         print(json.dumps(rows, sort_keys=True))
         return 0
-    print("%-24s %10s %-7s %5s %-14s %10s %10s" % ("campaign", "id", "state", "phase", "mechanisms",
-                                                   "accepted", "rejected"))
+    print("%-24s %10s %-7s %5s %-14s %10s %10s %s" % ("campaign", "id", "state", "phase",
+                                                      "mechanisms", "accepted", "rejected", "round"))
     for r in rows:
-        print("%-24s %10d %-7s %5d %-14s %10d %10d" % (r["campaign"], r["campaign_id"], r["state"],
-                                                       r["phase"], ",".join(r["mechanisms"]),
-                                                       r["accepted"], r["rejected"]))
+        rnd = "-" if "rounds" not in r else "%s/%d" % (r["round"] or "-", r["rounds"])
+        print("%-24s %10d %-7s %5d %-14s %10d %10d %s" % (r["campaign"], r["campaign_id"], r["state"],
+                                                          r["phase"], ",".join(r["mechanisms"]),
+                                                          r["accepted"], r["rejected"], rnd))
     return 0
 
 

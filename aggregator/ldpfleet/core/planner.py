@@ -50,9 +50,10 @@ def users_for_target(mech, target_mse: float, n_max: int = 10 ** 12):
 
 
 def plan(eps: float, domain: int, users: int = None, target_mse: float = None,
-         report_bytes_max: int = None, candidates=CANDIDATES) -> dict:
+         report_bytes_max: int = None, candidates=CANDIDATES, params: dict = None) -> dict:
     """Rank candidate mechanisms; recommend the lowest-variance one within the byte limit,
-    preferring a cheaper decoder when its variance is within VARIANCE_SLACK."""
+    preferring a cheaper decoder when its variance is within VARIANCE_SLACK. `params`: given
+    to every candidate (e.g. the memoised mechanisms' `eps1_milli`)."""
     if (users is None) == (target_mse is None):
         raise ConfigError("users", "give exactly one of users / target_mse")
     try:
@@ -71,7 +72,7 @@ def plan(eps: float, domain: int, users: int = None, target_mse: float = None,
     rows = []
     for name in candidates:
         try:
-            mech = make_mechanism(name, eps_milli, domain)
+            mech = make_mechanism(name, eps_milli, domain, **(params or {}))
         except (ValueError, ImportError) as exc:
             rows.append({"mechanism": name, "feasible": False, "reason": str(exc)})
             continue

@@ -31,6 +31,7 @@ from ...mqtt import client as mqtt
 from ..ingest.broker_watch import drops_in_state
 from ...core.config import domain_extras
 from ...core.signing import read_signing_key
+from . import rounds
 from .keys import require_trusted
 from ..state.store import Campaign, Store
 
@@ -44,13 +45,16 @@ class Issuance:
     """How a config is issued: its validity window, public salt, campaign id (random when
     None; the id also unused in the state file), `delivery` (spec §5.4; default
     `config.DEFAULT_DELIVERY`: acknowledged, devices re-send until acked) and `metric` (spec
-    §5.4; None: no metric, only devices flashed for the campaign's name take part)."""
+    §5.4; None: no metric, only devices flashed for the campaign's name take part),
+    `recurrence` (a recurring campaign's schedule, recurring.Recurrence, spec §3.4; its
+    `--rounds`/`--until` then set the window; `valid_days` None: the default)."""
 
     valid_days: float = DEFAULT_VALID_DAYS
     salt: int = None
     campaign_id: int = None
     delivery: dict = None
     metric: str = None
+    recurrence: object = None
 
     def delivery_field(self) -> dict:
         return dict(cfgmod.DEFAULT_DELIVERY if self.delivery is None else self.delivery)
@@ -162,14 +166,21 @@ def build_config(name: str, mechanisms, epsilons, domain: dict, params=None,
                 raise ConfigError("param", str(exc)) from None
         phases.append({"phase": phase, "mechanism": mech_name, "eps_milli": eps_milli,
                        "params": written})
-    not_before, not_after = validity_window(issue.valid_days)
+    sched = None
+    if issue.recurrence is not None:
+        not_before, not_after, sched = issue.recurrence.window(issue.valid_days)
+    else:
+        not_before, not_after = validity_window(issue.valid_days)
     return cfgmod.make_config(name, phases, domain, salt, campaign_id=cid, not_before=not_before,
                               not_after=not_after, delivery=issue.delivery_field(),
-                              metric=issue.metric)
+                              metric=issue.metric, recurring=sched)
 
 
 def validity_window(valid_days) -> tuple:
-    """(not_before, not_after) of a config valid from a minute ago for `valid_days` days."""
+    """(not_before, not_after) of a config valid from a minute ago for `valid_days` days
+    (None: DEFAULT_VALID_DAYS)."""
+    if valid_days is None:
+        valid_days = DEFAULT_VALID_DAYS
     if not (isinstance(valid_days, (int, float)) and 0 < valid_days <= MAX_VALID_DAYS):
         raise ConfigError("valid_days", "must be in (0, %d], got %r" % (MAX_VALID_DAYS, valid_days))
     now = int(time.time())
@@ -200,10 +211,12 @@ def fresh_campaign_id(store: Store) -> int:
 
 
 def status_document(store: Store, campaign: Campaign) -> dict:
-    """The status body signed and published retained on `ldp/<name>/status` (spec §4, §5.4)."""
+    """The status body signed and published retained on `ldp/<name>/status` (spec §4, §5.4);
+    a recurring campaign's adds `round`, the round open now (None between rounds)."""
     counters = store.counters(campaign.name)
     rejected = sum(v for k, v in counters.items() if k not in ("received", "accepted"))
-    return {"type": "status", "protocol": protocol.PROTOCOL_VERSION,
+    extra = {"round": rounds.current_round(campaign)} if campaign.recurring else {}
+    return {**extra, "type": "status", "protocol": protocol.PROTOCOL_VERSION,
             "campaign": campaign.name, "campaign_id": campaign.campaign_id, "state": campaign.state,
             "phase": campaign.phase, "phases": campaign.phases,
             "counters": {"received": counters.get("received", 0),
@@ -351,8 +364,17 @@ def campaign_rows(store: Store) -> list:
                      "accepted": counters.get("accepted", 0),
                      "rejected": sum(v for k, v in counters.items()
                                      if k not in ("received", "accepted")),
-                     "duplicates": counters.get("duplicate", 0)})
+                     "duplicates": counters.get("duplicate", 0),
+                     **_schedule_fields(camp)})
     return rows
+
+
+def _schedule_fields(camp: Campaign) -> dict:
+    """A recurring campaign's `schedule`, `rounds` (R) and current `round` (spec §3.4)."""
+    info = rounds.describe(camp)
+    if info is None:
+        return {}
+    return {"schedule": info["schedule"], "rounds": info["rounds"], "round": info["round"]}
 
 
 def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=None) -> dict:
@@ -365,10 +387,13 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
     camp = store.require_campaign(name)
     numeric = is_numeric(camp.config)
     counters = store.counters(name)
+    schedule_info = _round_reports(store, camp)
     phases = []
     for ph in camp.config["phases"]:
-        stored = store.sketch_blob(name, ph["phase"])
+        stored = store.sketch_blob(name, ph["phase"]) if schedule_info is None else None
         n = stored[0] if stored else 0
+        if schedule_info is not None:  # one phase; its reports per round (slot = round)
+            n = schedule_info["latest_reports"]
         entry = {"phase": ph["phase"], "mechanism": ph["mechanism"],
                  "epsilon": ph["eps_milli"] / 1000.0, "params": ph.get("params", {}), "reports": n,
                  "open": ph["phase"] <= camp.phase}
@@ -398,4 +423,22 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
             "protocol": camp.protocol, "branch": (camp.protocol or {}).get("branch"),
             "delivery": camp.config.get("delivery"), "metric": camp.config.get("metric"),
             "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name),
-            "coverage": coverage(store, name, fleet)}
+            "coverage": coverage(store, name, fleet),
+            **({"schedule": schedule_info} if schedule_info is not None else {})}
+
+
+def _round_reports(store: Store, camp: Campaign):
+    """A recurring campaign's schedule, R, the current round and the reports of every round
+    that has any (spec §3.4: each round is its own sketch slot); None for a one-shot one.
+    `latest_reports`: those of the latest round with reports (what a phase's expected error
+    is computed for)."""
+    info = rounds.describe(camp)
+    if info is None:
+        return None
+    per_round = []
+    for r in store.sketch_slots(camp.name):
+        stored = store.sketch_blob(camp.name, r)
+        per_round.append({"round": r, "reports": stored[0] if stored else 0})
+    info["per_round"] = per_round
+    info["latest_reports"] = per_round[-1]["reports"] if per_round else 0
+    return info

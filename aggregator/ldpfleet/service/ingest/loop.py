@@ -398,10 +398,11 @@ class Ingestor:
                 continue
             doc = status_document(self.store, camp)
             key = self._status_key(camp)
-            if key is not None and self._status_sent.get(camp.name) != doc["counters"]:
+            shown = (doc["counters"], doc.get("round"))  # a recurring campaign's round too
+            if key is not None and self._status_sent.get(camp.name) != shown:
                 client.publish("ldp/%s/status" % camp.name, cfgmod.sign(doc, key), qos=0,
                                retain=True)
-                self._status_sent[camp.name] = doc["counters"]
+                self._status_sent[camp.name] = shown
 
     def run(self):
         """Serve until `stop()`: connect, ingest, reconnect on loss; flush on the way out."""
