@@ -3,6 +3,8 @@ campaign (protocol_spec/v2 §3.4; service/campaigns/recurring.py): one signed co
 the schedule, every round is reported and deduplicated on its own. It runs a memoised mechanism
 (`--mechanism loloha|losue|lsue|lgrr|lbitmean`, or `--protocol auto`, which lets the planner
 choose among them); its ε1 (one report's) defaults to ε∞/2."""
+import time
+
 from ..core.errors import ConfigError
 
 RECURRING_OPTIONS = ("rounds", "until", "start", "eps1")
@@ -69,18 +71,20 @@ def describe(camp) -> str:
     if info is None:
         return None
     s = info["schedule"]
-    first, _ = rounds.round_window(camp, 1)
-    return ("recurring: %d round(s) every %d s from %d (round 1 opens at %d); round open now: %s"
-            % (info["rounds"], s["every_s"], s["start"], first,
+    return ("recurring: %d round(s) every %d s from %d (%s); round open now: %s"
+            % (info["rounds"], s["every_s"], s["start"], _utc(s["start"]),
                "none" if info["round"] is None else info["round"]))
 
+
+def _utc(t: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 def status_lines(info: dict) -> str:
     """`campaign status` on a recurring campaign's schedule and the reports of each round
     (manage.campaign_status's `schedule`); its phase line counts the latest round's."""
     s = info["schedule"]
-    lines = ["recurring: %d round(s) every %d s from %d; round open now: %s (%d opened)"
-             % (info["rounds"], s["every_s"], s["start"],
+    lines = ["recurring: %d round(s) every %d s from %d (%s); round open now: %s (%d opened)"
+             % (info["rounds"], s["every_s"], s["start"], _utc(s["start"]),
                 "none" if info["round"] is None else info["round"], info["rounds_opened"])]
     lines += ["  round %d: %d reports" % (r["round"], r["reports"]) for r in info["per_round"]]
     return "\n".join(lines)
