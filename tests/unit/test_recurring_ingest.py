@@ -15,7 +15,7 @@ from ldpfleet.core import schedule
 from ldpfleet.core.signing import write_signing_key
 from ldpfleet.service import Store, create_campaign
 from ldpfleet.service.campaigns import rounds
-from ldpfleet.service.campaigns.manage import Issuance
+from ldpfleet.service.campaigns.manage import Issuance, campaign_status
 from ldpfleet.service.campaigns.recurring import Recurrence
 from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
 from support.service import direct_sketch
@@ -131,6 +131,10 @@ def run_scenario(state_url, tmp_path):
             assert store.seen_count("fw", r) == N
         counters = store.counters("fw")
         assert counters["accepted"] == 3 * N
+        # `campaign status`: the reports of every round; coverage counts devices, not rounds
+        status = campaign_status(store, "fw")
+        assert status["schedule"]["per_round"] == [{"round": r, "reports": N} for r in (1, 2, 3)]
+        assert status["coverage"]["reported"] == N and status["phases"][0]["reports"] == N
         assert counters["received"] == sum(v for k, v in counters.items() if k != "received")
 
 

@@ -61,19 +61,21 @@ def _purged(store, name: str) -> bool:
 
 def coverage(store, name: str, fleet: ProvisionedFleet = None):
     """{"reported", "provisioned", "ratio"} of a campaign: provisioned devices with an accepted
-    report in any phase over the provisioned devices; without a fleet, the distinct devices
+    report in any phase (a recurring campaign: any round) over the provisioned devices; without a fleet, the distinct devices
     with an accepted report and no denominator. None once `campaign purge` dropped the dedupe
     keys (who reported is then unknown)."""
     camp = store.require_campaign(name)
     if _purged(store, name):
         return None
-    if fleet is None:  # one key per device and phase: one phase needs no distinct count
-        reported = (store.seen_count(name) if camp.phases == 1
+    if fleet is None:  # one key per device and slot: one slot needs no distinct count
+        reported = (store.seen_count(name) if camp.phases == 1 and not camp.recurring
                     else store.devices_per_campaign().get(name, 0))
         return {"reported": int(reported), "provisioned": None, "ratio": None}
     ids = fleet.ids()
     seen = set()
-    for phase in range(1, camp.phases + 1):
+    # a recurring campaign's slots are its rounds (rounds.py): those with reports
+    slots = store.sketch_slots(name) if camp.recurring else range(1, camp.phases + 1)
+    for phase in slots:
         seen |= _reported(store, name, phase, ids)
     return {"reported": len(seen), "provisioned": len(ids),
             "ratio": len(seen) / len(ids) if ids else None}
