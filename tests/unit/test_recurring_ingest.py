@@ -15,6 +15,7 @@ from ldpfleet.core import schedule
 from ldpfleet.core.signing import write_signing_key
 from ldpfleet.service import Store, create_campaign
 from ldpfleet.service.campaigns import rounds
+from ldpfleet.service.campaigns.coverage import ProvisionedFleet, coverage, silent_devices
 from ldpfleet.service.campaigns.manage import Issuance, campaign_status
 from ldpfleet.service.campaigns.recurring import Recurrence
 from ldpfleet.service.ingest.loop import IngestOptions, Ingestor
@@ -135,6 +136,14 @@ def run_scenario(state_url, tmp_path):
         status = campaign_status(store, "fw")
         assert status["schedule"]["per_round"] == [{"round": r, "reports": N} for r in (1, 2, 3)]
         assert status["coverage"]["reported"] == N and status["phases"][0]["reports"] == N
+        devices = tmp_path / "devices.txt"
+        devices.write_text("".join("dev%d\n" % i for i in range(N)) + "ghost\n")
+        fleet = ProvisionedFleet(str(devices))
+        assert coverage(store, "fw", fleet)["reported"] == N
+        silent = silent_devices(store, "fw", fleet)
+        assert silent["silent"] == ["ghost"] and silent["reported"] == N
+        assert [(p["round"], p["reported"], p["silent"]) for p in silent["phases"]] == [
+            (rounds.opened_slots(camp)[-1], N, ["ghost"])]
         assert counters["received"] == sum(v for k, v in counters.items() if k != "received")
 
 

@@ -91,6 +91,8 @@ def silent_devices(store, name: str, fleet: ProvisionedFleet) -> dict:
         raise ConfigError("name", "the dedupe keys of campaign %s were purged: who reported is "
                                   "no longer known" % name)
     ids = fleet.ids()
+    if camp.recurring:
+        return _silent_recurring(store, camp, ids)
     phases, reported_any, asked_any = [], set(), set()
     for phase in range(1, camp.phases + 1):
         asked = [d for d, yes in zip(ids, reports_in_phase(ids, camp.config, phase)) if yes]
@@ -108,3 +110,22 @@ def silent_devices(store, name: str, fleet: ProvisionedFleet) -> dict:
             "provisioned": len(ids), "reported": len(reported_any),
             "silent": [d for d in ids if d in asked_any and d not in reported_any],
             "phases": phases}
+
+
+def _silent_recurring(store, camp, ids) -> dict:
+    """`silent_devices` of a recurring campaign (spec §3.4): every device is asked every round;
+    `phases` holds the latest opened round (`round`: who has not reported in it yet),
+    `silent` the devices with no report in any round (rounds.py: a round is a slot)."""
+    from . import rounds
+    reported_any = set()
+    for r in store.sketch_slots(camp.name):
+        reported_any |= _reported(store, camp.name, r, ids)
+    opened = rounds.opened_slots(camp)
+    phases = []
+    if len(opened):
+        reported = _reported(store, camp.name, opened[-1], ids)
+        phases.append({"phase": 1, "round": opened[-1], "open": True, "expected": len(ids),
+                       "reported": len(reported), "silent": [d for d in ids if d not in reported]})
+    return {"campaign": camp.name, "state": camp.state, "phase": camp.phase,
+            "provisioned": len(ids), "reported": len(reported_any),
+            "silent": [d for d in ids if d not in reported_any], "phases": phases}
