@@ -56,6 +56,11 @@ def test_rounds_set_the_end(monkeypatch):
     assert doc["not_after"] == NOW + 24 * 3600 and doc["not_before"] == NOW - 60
     assert cfgmod.check_config(doc, now=NOW) and schedule.check_schedule(doc) == 24
     assert doc["phases"][0]["params"]["eps1_milli"] == 1000  # default eps_inf / 2
+    # --rounds sets the end, whatever --valid-days (or ldpfleet.toml's valid-days) says
+    again = build_config("fw", "loloha", 2.0, {"type": "int", "size": 20}, params={},
+                         issue=Issuance(valid_days=2, recurrence=Recurrence.from_options(
+                             "1h", rounds=24)))
+    assert again["not_after"] == NOW + 24 * 3600
 
 
 def test_until_and_start(monkeypatch):
@@ -142,7 +147,6 @@ def create(tmp_path, monkeypatch, capsys):
     (["--every", "1h", "--rounds", "2", "--until", "2099-01-01"], "rounds"),
     (["--every", "1h", "--until", "soon"], "until"),
     (["--every", "1h", "--until", "2001-01-01"], "until"),
-    (["--every", "1h", "--rounds", "3", "--valid-days", "2"], "valid_days"),
     (["--rounds", "3"], "rounds"),
     (["--until", "2099-01-01"], "until"),
     (["--eps1", "1"], "eps1"),

@@ -65,8 +65,8 @@ def register(subparsers):
     cr.add_argument("--param", action="append", default=[], metavar="[PHASE:]K=V",
                     help="mechanism parameter, e.g. g=8 or 2:kc=16 (repeatable)")
     cr.add_argument("--valid-days", type=float, default=None,
-                    help="how long the config is valid (default 30; with --every only without "
-                         "--rounds/--until)")
+                    help="how long the config is valid (default 30; with --every --rounds or "
+                         "--until those set the end instead)")
     cr.add_argument("--salt", type=int, default=None, help="public hash salt (default: random)")
     cr.add_argument("--no-ack", action="store_true",
                     help="devices publish once per trigger and wait for no acknowledgement "

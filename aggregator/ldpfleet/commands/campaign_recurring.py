@@ -30,16 +30,14 @@ def add_recurring_arguments(cr):
 
 def recurrence(args):
     """The Recurrence of `--every ...`, or None; the other schedule options without --every
-    are refused with their field."""
+    are refused with their field. `--rounds`/`--until` set the config's end (a --valid-days,
+    perhaps from ldpfleet.toml, then does not)."""
     from ..service.campaigns.recurring import Recurrence
     if args.every is None:
         for name in RECURRING_OPTIONS:
             if getattr(args, name) is not None:
                 raise ConfigError(name, "--%s needs --every (a recurring campaign)" % name)
         return None
-    if args.valid_days is not None and (args.rounds is not None or args.until is not None):
-        raise ConfigError("valid_days", "--valid-days is for recurring campaigns without "
-                          "--rounds or --until (they set the end)")
     return Recurrence.from_options(args.every, args.rounds, args.until, args.start)
 
 
