@@ -6,6 +6,7 @@ each round's sketch is byte-identical to one in-process sketch of its accepted r
 one-shot form, acknowledgements are unchanged, and a restarted ingest keeps all of it.
 
 `run_scenario(state_url)` is also run on PostgreSQL (tests/integration/test_recurring_postgres.py)."""
+import logging
 import os
 import time
 
@@ -153,5 +154,11 @@ def _with_round_field(rows, r):
     return out
 
 
-def test_recurring_campaign_on_sqlite(tmp_path):
+def test_recurring_campaign_on_sqlite(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="ldpfleet")
     run_scenario("sqlite:///" + str(tmp_path / "state.db"), tmp_path)
+    text = caplog.text
+    # every rejection's log line names the campaign and the round
+    assert "for campaign fw round 3 (rounds 1..2 of 3 accepted now)" in text
+    assert "campaign fw round 1 device dev10: nonce 2010 differs" in text
+    assert "for campaign fw (recurring: flags must be 1 with a round header)" in text
