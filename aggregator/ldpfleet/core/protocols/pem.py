@@ -258,23 +258,37 @@ def top_rows(freqs: np.ndarray, count: int) -> np.ndarray:
     return order[:count]
 
 
-def identify(plan: PemPlan, reports_by_group: list, mech: OlhMechanism = None) -> PemAnswer:
-    """The aggregator's side of §4: `reports_by_group[i]` the validated OLH reports of group i
-    (levels in order, then validation when the plan has it)."""
-    mech = mech or plan.mechanism()
+def olh_groups(mech: OlhMechanism, reports_by_group: list):
+    """`group_estimate` over validated OLH reports per group (`reports_by_group[i]`)."""
+    def group_estimate(i: int, keys: np.ndarray) -> np.ndarray:
+        return estimate(mech, reports_by_group[i], keys)
+    group_estimate.sizes = [int(r.shape[0]) for r in reports_by_group]
+    return group_estimate
+
+
+def identify(plan: PemPlan, reports_by_group, mech: OlhMechanism = None) -> PemAnswer:
+    """The aggregator's side of §4. `reports_by_group`: a list whose item i holds the validated
+    OLH reports of group i (levels in order, then validation when the plan has it), or a
+    `group_estimate(i, keys) -> frequencies` callable with a `sizes` attribute (reports per
+    group) — any frequency oracle's sketch per group (the product's FLH sketches, spec §3.5)."""
+    if callable(reports_by_group):
+        group_estimate = reports_by_group
+    else:
+        group_estimate = olh_groups(mech or plan.mechanism(), reports_by_group)
+    sizes = group_estimate.sizes
     schedule = plan.level_bits()
-    if len(reports_by_group) != len(plan.shares()):
+    if len(sizes) != len(plan.shares()):
         raise ConfigError("groups", "%d report groups for a plan of %d"
-                          % (len(reports_by_group), len(plan.shares())))
+                          % (len(sizes), len(plan.shares())))
     levels = []
     codes = np.zeros((1, plan.max_len), np.uint8)
     for i, bits in enumerate(schedule):
         codes = grow(plan, codes, schedule[i - 1] if i else 0, bits)
-        freqs = estimate(mech, reports_by_group[i], prefix_keys(codes, bits))
-        levels.append((bits, int(reports_by_group[i].shape[0]), int(codes.shape[0])))
+        freqs = group_estimate(i, prefix_keys(codes, bits))
+        levels.append((bits, sizes[i], int(codes.shape[0])))
         best = top_rows(freqs, plan.keep)
         codes, freqs = codes[best], freqs[best]
     if plan.validate_share > 0:
-        freqs = estimate(mech, reports_by_group[-1], prefix_keys(codes, plan.bits))
+        freqs = group_estimate(len(sizes) - 1, prefix_keys(codes, plan.bits))
     best = top_rows(freqs, plan.top)
     return PemAnswer([decode(c) for c in codes[best]], codes[best], freqs[best], codes, levels)
