@@ -91,7 +91,8 @@ class EstimateTable:
     significance: "significance.Significance" = None
     round: dict = None
     """A recurring campaign's round (rounds.round_info: round, rounds, opens, closes, how it
-    was chosen), else None."""
+    was chosen), else None; `round_text` says it in the text header."""
+    round_text: str = None
 
     def to_json(self) -> dict:
         out = {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
@@ -113,9 +114,8 @@ class EstimateTable:
         return rows_csv(self.columns(), self.rows, stream)
 
     def to_text(self) -> str:
-        from .rounds import describe_round
         lines = ["campaign %s %s (%s, epsilon %g): n = %d reports" % (
-            self.campaign, describe_round(self.round) if self.round else "phase %d" % self.phase,
+            self.campaign, self.round_text or "phase %d" % self.phase,
             self.mechanism, self.epsilon, self.n)]
         if self.n == 0:
             return lines[0] + "; no estimate yet"

@@ -204,7 +204,7 @@ def round_estimate(store, camp, query: EstimateQuery, now: float = None):
     if camp.mechanism_name(1) in MEAN_MECHANISMS:
         return _round_mean(store, camp, r, info, query)
     table = compute_estimates(store, camp.name, replace(query, phase=1, round=r), camp=camp)
-    table.round = info
+    table.round, table.round_text = info, describe_round(info)
     return table
 
 
