@@ -134,3 +134,20 @@ def test_metrics_per_round_bounded(state):
                         '%s' % float(410 + 420 + 430 + 490 + 500 + 510)]
     assert 'ldpfleet_campaign_round{campaign="oneshot"}' not in text
     assert "ldpfleet_store_up 1.0" in text
+
+
+def test_status_of_a_recurring_campaign(state):
+    """`campaign status` (GET /campaigns/NAME): the schedule, the phase's reports summed over
+    the rounds, and the expected error of one round (the latest with reports)."""
+    status, doc = get(api.create_app(state, dashboard=None), "/campaigns/daily")
+    assert status == 200, doc
+    m.CampaignStatus.model_validate(doc)
+    sched = doc["schedule"]
+    assert (sched["rounds"], sched["every_s"], sched["current_round"], sched["opened"]) == (
+        20, EVERY, 12, 12)
+    assert (sched["latest_round"], sched["latest_reports"]) == (11, 510)
+    [phase] = doc["phases"]
+    assert phase["reports"] == sched["reports"] == 410 + 420 + 430 + 490 + 500 + 510
+    assert phase["expected_error"]["n"] == 510
+    status, doc = get(api.create_app(state, dashboard=None), "/campaigns/oneshot")
+    assert status == 200 and "schedule" not in doc

@@ -366,12 +366,16 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
     numeric = is_numeric(camp.config)
     counters = store.counters(name)
     phases = []
+    sched = None
+    if "schedule" in camp.config:  # recurring (spec §3.4): sketches per round, estimated alone
+        from .rounds import schedule_status
+        sched = schedule_status(store, camp)
     for ph in camp.config["phases"]:
-        stored = store.sketch_blob(name, ph["phase"])
-        n = stored[0] if stored else 0
+        stored = None if sched else store.sketch_blob(name, ph["phase"])
+        n = sched["latest_reports"] if sched else stored[0] if stored else 0
         entry = {"phase": ph["phase"], "mechanism": ph["mechanism"],
-                 "epsilon": ph["eps_milli"] / 1000.0, "params": ph.get("params", {}), "reports": n,
-                 "open": ph["phase"] <= camp.phase}
+                 "epsilon": ph["eps_milli"] / 1000.0, "params": ph.get("params", {}),
+                 "reports": sched["reports"] if sched else n, "open": ph["phase"] <= camp.phase}
         if ph["phase"] == 2 and camp.fallback:  # svim's flat branch: phase 2 runs the fallback
             fb = cfgmod.fallback_entry(camp.config)
             entry.update(mechanism=fb["mechanism"], params=fb["params"], fallback=True)
@@ -398,4 +402,4 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
             "protocol": camp.protocol, "branch": (camp.protocol or {}).get("branch"),
             "delivery": camp.config.get("delivery"), "metric": camp.config.get("metric"),
             "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name),
-            "coverage": coverage(store, name, fleet)}
+            "coverage": coverage(store, name, fleet), **({"schedule": sched} if sched else {})}

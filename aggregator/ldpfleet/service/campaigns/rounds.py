@@ -114,6 +114,20 @@ def default_round(doc: dict, reports: dict, now: float) -> tuple:
     return max(1, opened_rounds(doc, now)), "no report yet"
 
 
+def schedule_status(store, camp, now: float = None) -> dict:
+    """`campaign status`'s `schedule` of a recurring campaign: the config's schedule, R, the
+    round open now (None: none), how many opened, every round's reports summed, and the latest
+    round with reports with its count (a round's expected error rests on its own reports)."""
+    now = time.time() if now is None else now
+    doc = camp.config
+    reports = {r: n for r, n in round_reports(store, camp.name).items() if n > 0}
+    latest = max(reports) if reports else None
+    return {"start": doc["schedule"]["start"], "every_s": doc["schedule"]["every_s"],
+            "rounds": schedule.round_count(doc), "current_round": schedule.round_at(doc, int(now)),
+            "opened": opened_rounds(doc, now), "reports": sum(reports.values()),
+            "latest_round": latest, "latest_reports": reports.get(latest, 0)}
+
+
 # --- one round ------------------------------------------------------------------------------
 
 @dataclass

@@ -119,6 +119,23 @@ class CampaignStatus(_Doc):
     broker_drops: Optional[dict[str, Any]] = None
     dedupe_purged: Optional[PurgeRecord] = None
     coverage: Optional[Coverage] = None
+    schedule: Optional["ScheduleStatus"] = None
+    """A recurring campaign's rounds (its phase's `reports` then sums every round's, and its
+    expected error is one round's: the latest with reports)."""
+
+
+class ScheduleStatus(_Doc):
+    start: int
+    every_s: int
+    rounds: int
+    current_round: Optional[int] = None
+    opened: int
+    reports: int
+    latest_round: Optional[int] = None
+    latest_reports: int
+
+
+CampaignStatus.model_rebuild()
 
 
 class EstimateRow(_Doc):
