@@ -233,3 +233,24 @@ def test_round_intervals_cover_the_truth_at_their_level(tmp_path, mechanism, rep
     rate = float(np.mean(covered))
     se = float(np.std(covered, ddof=1)) / math.sqrt(reps)
     assert abs(rate - 0.95) <= 3.5 * max(se, 0.005), (rate, se)
+
+
+def test_lbitmean_round_intervals_cover_the_mean(tmp_path):
+    """The mean's interval (binomial variance at the round's share of 1-bits: an upper bound
+    of the devices' sum of p_i(1 - p_i)) covers the devices' true mean counter at least at its
+    level over seeded fleets, and is not loose beyond it (coverage below 99.5 %)."""
+    url, key = new_state(tmp_path)
+    rng = np.random.default_rng(31)
+    probs = np.linspace(3, 1, 41) / np.linspace(3, 1, 41).sum()
+    hits = []
+    with Store(url) as store:
+        camp = recurring_campaign(store, key, "m", "lbitmean", 41, params={"s": 5})
+        for _ in range(300):
+            fleet = evolving_fleet(camp.mechanism(1), 1000, 2, probs, 0.5, rng)
+            put_round(store, "m", 2, fleet.round_sketch(2, rng))
+            [mean] = estimate(store, "m", EstimateQuery(round=2), now=NOW).to_json()[
+                "numeric"]["means"]
+            hits.append(mean["ci_low"] <= float(np.mean(fleet.values[1])) <= mean["ci_high"])
+    rate = float(np.mean(hits))
+    se = math.sqrt(0.95 * 0.05 / len(hits))
+    assert 0.95 - 3.5 * se <= rate <= 0.995, rate
