@@ -254,3 +254,22 @@ def test_lbitmean_round_intervals_cover_the_mean(tmp_path):
     rate = float(np.mean(hits))
     se = math.sqrt(0.95 * 0.05 / len(hits))
     assert 0.95 - 3.5 * se <= rate <= 0.995, rate
+
+
+def test_series_before_any_report_and_options_a_mean_has_not(state, tmp_path):
+    url, key = new_state(tmp_path)
+    with Store(url) as store:
+        recurring_campaign(store, key, "new", "lgrr", 4)
+        early = compute_series(store, "new", now=START - 5)
+        assert early.series == [] and early.items == [] and early.current_round is None
+        assert "no round has reports yet" in early.to_text()
+        opened = compute_series(store, "new", now=NOW)
+        assert [(e["round"], e["n"], e["estimates"]) for e in opened.series] == [
+            (r, 0, []) for r in (1, 2, 3, 4)]
+        assert "no round has reports yet" in opened.to_text()
+        assert estimate(store, "new", EstimateQuery(), now=NOW).round["round"] == 4
+    with Store(state["url"]) as store:
+        for flag, kw in (("top", {"top": 2}), ("items", {"items": ["3"]})):
+            with pytest.raises(ConfigError) as info:
+                compute_series(store, "cnt", now=NOW, **kw)
+            assert info.value.field == flag

@@ -279,7 +279,10 @@ class Series:
                 cell = "%.4f +- %.4f" % (m["mean"], (m["high"] - m["low"]) / 2) if m else "-"
                 lines.append("%6d  %-20s  %8d  %s" % (e["round"], utc(e["opens"]), e["n"], cell))
             return "\n".join(lines)
-        picked = ("the top %d of round %d (the latest with reports)" % (len(self.items or []),
+        if not self.items:
+            return "\n".join(lines + ["no round has reports yet" if not any(
+                e["n"] for e in self.series) else "no item to follow"])
+        picked = ("the top %d of round %d (the latest with reports)" % (len(self.items),
                                                                         self.items_from_round)
                   if self.items_from_round else "the items asked for")
         lines.append("fraction +- half-width of its %g%% interval for %s; ~ marks a value that "
@@ -287,11 +290,11 @@ class Series:
                      % (100 * self.confidence, picked, self.fdr))
         width = 17
         lines.append("%6s  %-20s  %8s  " % ("round", "opens (UTC)", "n")
-                     + "  ".join("%*s" % (width, str(i)[:width]) for i in self.items or []))
+                     + "  ".join("%*s" % (width, str(i)[:width]) for i in self.items))
         for e in self.series:
             by_item = {str(x["item"]): x for x in e["estimates"]}
             cells = []
-            for item in self.items or []:
+            for item in self.items:
                 x = by_item.get(str(item))
                 cells.append("%*s" % (width, "-" if x is None else "%.4f+-%.4f%s" % (
                     x["frequency"], (x["high"] - x["low"]) / 2, "~" if x["noise"] else " ")))
@@ -327,6 +330,9 @@ def compute_series(store, name: str, top: int = None, items=None, confidence: fl
         for key in ("rounds", "every_s", "round_chosen"):
             del e[key]
     out.series = [entries[r] for r in covered]
+    if out.is_mean and (top is not None or items is not None):
+        raise ConfigError("top" if top is not None else "items", "%s's series is a mean per "
+                          "round: no items to follow" % out.mechanism)
     if out.is_mean:
         for r, e in entries.items():
             e["mean"] = None
