@@ -191,8 +191,6 @@ def _round_mean(store, camp, r, info, query) -> RoundMean:
         if getattr(query, flag) not in (None, []):
             raise ConfigError(flag, "%s applies to item estimates, not to %s's mean"
                               % (flag, camp.mechanism_name(1)))
-    if query.post not in (None, "", "none"):
-        raise ConfigError("post", "post-processing applies to item estimates, not to a mean")
     if not 0 < query.confidence < 1:
         raise ConfigError("confidence", "must be in (0, 1), got %r" % query.confidence)
     sketch = load_sketch(store, camp.name, 1, r, camp)
@@ -200,6 +198,9 @@ def _round_mean(store, camp, r, info, query) -> RoundMean:
                     query.confidence, info)
     if sketch.n:
         out.mean, out.ci_low, out.ci_high, out.stddev = mean_of_round(sketch, query.confidence)
+    if query.post not in (None, "", "none"):  # perhaps the config file's [estimate] post
+        out.warnings.append("post-processing %s applies to item estimates: a mean is not "
+                            "post-processed" % query.post)
     return out
 
 
