@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "ldpfleet-dashboard.json"
 UNITS = DEPLOY / "systemd"
-LABELS = {"campaign", "phase", "reason", "status", "le", "version", "protocol", "python"}
+LABELS = {"campaign", "phase", "round", "reason", "status", "le", "version", "protocol",
+          "python"}
 """The only label names the exporter may use: never a device id or an item value."""
 METRIC = re.compile(r"\bldpfleet_[A-Za-z0-9_]*[A-Za-z0-9]")
 SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? \S+$')

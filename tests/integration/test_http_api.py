@@ -298,6 +298,7 @@ def test_the_openapi_contract_holds_under_fuzzing(served):
     assert {label for label, _ in calls} == {
         "GET /healthz", "GET /readyz", "GET /campaigns", "GET /campaigns/{name}",
         "GET /campaigns/{name}/estimate", "GET /campaigns/{name}/trend",
+        "GET /campaigns/{name}/series",
         "POST /campaigns/{name}/advance", "POST /campaigns/{name}/close"}, calls
     for label in ("GET /campaigns/{name}", "GET /campaigns/{name}/estimate",
                   "GET /campaigns/{name}/trend"):

@@ -6,6 +6,8 @@ import sys
 from ..core.errors import ConfigError
 from .common import item_list, open_store, state_arg
 
+SERIES_LAST = 90  # service/campaigns/rounds.py's default (not imported: the CLI starts lean)
+
 
 def register(subparsers):
     e = subparsers.add_parser(
@@ -17,6 +19,15 @@ def register(subparsers):
     e.add_argument("name")
     state_arg(e)
     e.add_argument("--phase", type=int, default=None, help="default: the campaign's current phase")
+    e.add_argument("--round", type=int, default=None, metavar="R",
+                   help="a recurring campaign's round R (default: the latest round with "
+                        "reports, named in the answer)")
+    e.add_argument("--series", action="store_true",
+                   help="a recurring campaign's rounds: window, n and the estimates of the "
+                        "--top items (default 5) of the latest round, or of --items, each "
+                        "with its interval (lbitmean: the mean)")
+    e.add_argument("--last", type=int, default=None, metavar="N",
+                   help="--series: the N latest rounds (default %d)" % SERIES_LAST)
     e.add_argument("--post", default=None,
                    help="consistency post-processing (ldpfleet.core.post.METHODS) of one phase's "
                         "estimates; `none` for none (clears a config file's [estimate] post); a "
@@ -53,13 +64,34 @@ def run_estimate(args):
     check_level(args.fdr)
     if args.top is not None and args.top < 1:
         raise ConfigError("top", "must be at least 1, got %d" % args.top)
+    if args.series:
+        return run_series(args)
+    if args.last is not None:
+        raise ConfigError("last", "--last applies to --series")
     if args.post_opt and args.post in (None, "", "none"):
         raise ConfigError("post_opt", "options of a post-processing method need --post METHOD")
     with open_store(args, create=False) as store:
         result = estimate(store, args.name, EstimateQuery(
             phase=args.phase, post=args.post, post_opts=parse_params(args.post_opt),
             top=args.top, threshold=args.threshold, confidence=args.confidence,
-            items=item_list(args.items), subset=item_list(args.subset), fdr=args.fdr))
+            items=item_list(args.items), subset=item_list(args.subset), fdr=args.fdr,
+            round=args.round))
+    return _print_result(args, result)
+
+
+def run_series(args):
+    """`estimate NAME --series` (service/campaigns/rounds.py)."""
+    from ..service.campaigns.rounds import compute_series
+    for flag in ("round", "phase", "subset", "threshold"):
+        if getattr(args, flag) is not None:
+            raise ConfigError(flag, "--%s does not apply to --series (every round is shown)"
+                              % flag)
+    with open_store(args, create=False) as store:
+        result = compute_series(store, args.name, top=args.top, items=item_list(args.items),
+                                confidence=args.confidence, fdr=args.fdr, last=args.last)
+    if args.post not in (None, "", "none"):  # perhaps the config file's [estimate] post
+        result.warnings.append("post-processing %s applies to one round's estimates (--round "
+                               "R): the series is not post-processed" % args.post)
     return _print_result(args, result)
 
 

@@ -89,15 +89,22 @@ class EstimateTable:
     subset: dict = None
     warnings: list = field(default_factory=list)
     significance: "significance.Significance" = None
+    round: dict = None
+    """A recurring campaign's round (rounds.round_info: round, rounds, opens, closes, how it
+    was chosen), else None; `round_text` says it in the text header."""
+    round_text: str = None
 
     def to_json(self) -> dict:
-        return {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
-                "epsilon": self.epsilon, "n": self.n, "confidence": self.confidence,
-                "stddev_fraction": self.stddev_fraction,
-                "stddev_count": None if self.stddev_fraction is None else self.stddev_fraction * self.n,
-                "post": self.post, "threshold": self.threshold, "items": self.rows,
-                "subset": self.subset, "warnings": self.warnings,
-                "significance": self.significance and self.significance.to_json()}
+        out = {"campaign": self.campaign, "phase": self.phase, "mechanism": self.mechanism,
+               "epsilon": self.epsilon, "n": self.n, "confidence": self.confidence,
+               "stddev_fraction": self.stddev_fraction,
+               "stddev_count": None if self.stddev_fraction is None else self.stddev_fraction * self.n,
+               "post": self.post, "threshold": self.threshold, "items": self.rows,
+               "subset": self.subset, "warnings": self.warnings,
+               "significance": self.significance and self.significance.to_json()}
+        if self.round is not None:
+            out.update(self.round)
+        return out
 
     def columns(self):
         cols = ["rank", "item", "key", "estimate", "frequency", "ci_low", "ci_high"]
@@ -107,8 +114,9 @@ class EstimateTable:
         return rows_csv(self.columns(), self.rows, stream)
 
     def to_text(self) -> str:
-        lines = ["campaign %s phase %d (%s, epsilon %g): n = %d reports" % (
-            self.campaign, self.phase, self.mechanism, self.epsilon, self.n)]
+        lines = ["campaign %s %s (%s, epsilon %g): n = %d reports" % (
+            self.campaign, self.round_text or "phase %d" % self.phase,
+            self.mechanism, self.epsilon, self.n)]
         if self.n == 0:
             return lines[0] + "; no estimate yet"
         lines.append("noise floor (stddev of an item nobody holds) %.3g of n (%.1f reports); "
@@ -231,10 +239,12 @@ def _subset_query(subset, keys, freq, post_values, post, sd, z) -> dict:
     return out
 
 
-def load_sketch(store: Store, name: str, phase: int):
-    """The stored sketch of a campaign phase (a fresh empty one if no report was accepted)."""
-    camp = store.require_campaign(name)
-    stored = store.sketch_blob(name, phase)
+def load_sketch(store: Store, name: str, phase: int, round: int = None, camp=None):
+    """The stored sketch of a campaign phase (a fresh empty one if no report was accepted);
+    `round`: that round's sketch of a recurring campaign, stored under phase = round (spec
+    §3.4; the campaign's one phase makes every round's sketch)."""
+    camp = camp or store.require_campaign(name)
+    stored = store.sketch_blob(name, phase if round is None else round)
     if stored is None:
         return camp.mechanism(phase).new_sketch()
     return Sketch.deserialize(stored[1])
@@ -257,15 +267,19 @@ class EstimateQuery:
     items: list = None
     subset: list = None
     fdr: float = DEFAULT_FDR
+    round: int = None
+    """A recurring campaign's round (spec §3.4), checked by rounds.py; None: one-shot."""
 
 
-def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> EstimateTable:
-    """The estimate table of campaign `name` for `query` (module docstring)."""
+def compute_estimates(store: Store, name: str, query: EstimateQuery = None,
+                      camp=None) -> EstimateTable:
+    """The estimate table of campaign `name` for `query` (module docstring); `camp` the
+    campaign row if the caller has it (a series reads many rounds with one)."""
     q = query or EstimateQuery()
     phase, post, top, threshold = q.phase, q.post, q.top, q.threshold
     confidence, items, post_opts, subset = q.confidence, q.items, q.post_opts, q.subset
     level = significance.check_level(q.fdr)
-    camp = store.require_campaign(name)
+    camp = camp or store.require_campaign(name)
     phase = camp.phase if phase is None else int(phase)
     if not 1 <= phase <= camp.phases:
         raise ConfigError("phase", "campaign %s has no phase %d" % (name, phase))
@@ -274,7 +288,7 @@ def compute_estimates(store: Store, name: str, query: EstimateQuery = None) -> E
     if not 0 < confidence < 1:
         raise ConfigError("confidence", "must be in (0, 1), got %r" % confidence)
     mech = camp.mechanism(phase)
-    sketch = load_sketch(store, name, phase)
+    sketch = load_sketch(store, name, phase, q.round, camp)
     n = sketch.n
     table = EstimateTable(campaign=name, phase=phase, mechanism=mech.name, epsilon=mech.eps, n=n,
                           confidence=confidence, stddev_fraction=None, post=post)

@@ -387,16 +387,17 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
     camp = store.require_campaign(name)
     numeric = is_numeric(camp.config)
     counters = store.counters(name)
-    schedule_info = _round_reports(store, camp)
     phases = []
+    sched = None
+    if "schedule" in camp.config:  # recurring (spec §3.4): sketches per round, estimated alone
+        from .rounds import schedule_status
+        sched = schedule_status(store, camp)
     for ph in camp.config["phases"]:
-        stored = store.sketch_blob(name, ph["phase"]) if schedule_info is None else None
-        n = stored[0] if stored else 0
-        if schedule_info is not None:  # one phase; its reports per round (slot = round)
-            n = schedule_info["latest_reports"]
+        stored = None if sched else store.sketch_blob(name, ph["phase"])
+        n = sched["latest_reports"] if sched else stored[0] if stored else 0
         entry = {"phase": ph["phase"], "mechanism": ph["mechanism"],
-                 "epsilon": ph["eps_milli"] / 1000.0, "params": ph.get("params", {}), "reports": n,
-                 "open": ph["phase"] <= camp.phase}
+                 "epsilon": ph["eps_milli"] / 1000.0, "params": ph.get("params", {}),
+                 "reports": sched["reports"] if sched else n, "open": ph["phase"] <= camp.phase}
         if ph["phase"] == 2 and camp.fallback:  # svim's flat branch: phase 2 runs the fallback
             fb = cfgmod.fallback_entry(camp.config)
             entry.update(mechanism=fb["mechanism"], params=fb["params"], fallback=True)
@@ -423,22 +424,4 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
             "protocol": camp.protocol, "branch": (camp.protocol or {}).get("branch"),
             "delivery": camp.config.get("delivery"), "metric": camp.config.get("metric"),
             "broker_drops": drops_in_state(store), "dedupe_purged": purge_record(store, name),
-            "coverage": coverage(store, name, fleet),
-            **({"schedule": schedule_info} if schedule_info is not None else {})}
-
-
-def _round_reports(store: Store, camp: Campaign):
-    """A recurring campaign's schedule, R, the current round and the reports of every round
-    that has any (spec §3.4: each round is its own sketch slot); None for a one-shot one.
-    `latest_reports`: those of the latest round with reports (what a phase's expected error
-    is computed for)."""
-    info = rounds.describe(camp)
-    if info is None:
-        return None
-    per_round = []
-    for r in store.sketch_slots(camp.name):
-        stored = store.sketch_blob(camp.name, r)
-        per_round.append({"round": r, "reports": stored[0] if stored else 0})
-    info["per_round"] = per_round
-    info["latest_reports"] = per_round[-1]["reports"] if per_round else 0
-    return info
+            "coverage": coverage(store, name, fleet), **({"schedule": sched} if sched else {})}

@@ -9,36 +9,52 @@ from .estimates import (NO_POST, EstimateQuery, compute_estimates, parse_items,
 from .numeric import is_numeric
 
 
-def estimate(store: Store, name: str, query: EstimateQuery):
+def estimate(store: Store, name: str, query: EstimateQuery, now: float = None):
     """What `ldpfleet estimate` (and the HTTP API) answers: a two-phase protocol campaign in
     phase 2 without an explicit phase gives the protocol's answer (`compute_answer`, with the
     same false-discovery rate and threshold), anything else the estimate table
     (`compute_estimates`). `query.items`/`subset` are item strings. `post` "none" (or "") is
     no post-processing; a protocol's answer ignores a post-processing method with a warning
-    (the config file's `[estimate] post` is meant for one phase's estimates)."""
+    (the config file's `[estimate] post` is meant for one phase's estimates). A recurring
+    campaign answers one round (`query.round`, default the latest with reports: rounds.py);
+    `round` on any other campaign is refused (field `round`)."""
+    from . import rounds
     camp = store.require_campaign(name)
+    if rounds.is_recurring(camp):
+        if camp.mechanism_name(1) in rounds.MEAN_MECHANISMS:
+            return rounds.round_estimate(store, camp, query, now=now)
+        return rounds.round_estimate(store, camp, _item_query(camp, query, query.phase), now=now)
+    if query.round is not None:
+        rounds.require_recurring(camp, "round")
     if is_numeric(camp.config):
         return _numeric(store, name, query)
-    post = None if query.post in (None, "", NO_POST) else query.post
-    threshold = parse_threshold(query.threshold)
     if camp.protocol and camp.phase == 2 and query.phase is None:
+        post = None if query.post in (None, "", NO_POST) else query.post
         for flag in ("items", "subset"):
             if getattr(query, flag):
                 raise ConfigError(flag, "%s applies to one phase's estimates; ask for --phase 1 "
                                         "or 2" % flag)
-        answer = compute_answer(store, name, top=query.top, fdr=query.fdr, threshold=threshold)
+        answer = compute_answer(store, name, top=query.top, fdr=query.fdr,
+                                threshold=parse_threshold(query.threshold))
         if post:
             answer.warnings.append("post-processing %s applies to one phase's estimates "
                                    "(--phase 1 or 2): the protocol's answer is not post-processed"
                                    " (--post none, or LDPFLEET_POST= empty, says so quietly)"
                                    % post)
         return answer
+    return compute_estimates(store, name, _item_query(camp, query, query.phase))
+
+
+def _item_query(camp, query: EstimateQuery, phase) -> EstimateQuery:
+    """The query of one phase's (or round's) item estimates: items parsed to the domain's
+    type, "none" post-processing dropped with its options, the threshold checked."""
+    post = None if query.post in (None, "", NO_POST) else query.post
     kind = camp.config["domain"]["type"]
-    return compute_estimates(store, name, EstimateQuery(
-        phase=query.phase, post=post, post_opts=query.post_opts if post else None,
-        top=query.top, threshold=threshold, confidence=query.confidence,
+    return EstimateQuery(
+        phase=phase, post=post, post_opts=query.post_opts if post else None,
+        top=query.top, threshold=parse_threshold(query.threshold), confidence=query.confidence,
         items=parse_items(query.items, kind), subset=parse_items(query.subset, kind),
-        fdr=query.fdr))
+        fdr=query.fdr, round=query.round)
 
 
 def _numeric(store: Store, name: str, query: EstimateQuery):

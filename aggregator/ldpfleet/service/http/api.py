@@ -2,7 +2,9 @@
 
 Read (the CLI's JSON, the same functions): `GET /campaigns` (`campaign list`),
 `GET /campaigns/{name}` (`campaign status`), `GET /campaigns/{name}/estimate` (`estimate`,
-`format=json|csv`), `GET /campaigns/{name}/trend` (`campaign trend`: counters over time), `GET /metrics` (serve's Prometheus registry), `GET /openapi.json`;
+`format=json|csv`, `round=R` of a recurring campaign), `GET /campaigns/{name}/series` (`estimate
+--series`: a recurring campaign's rounds), `GET /campaigns/{name}/trend` (`campaign trend`:
+counters over time), `GET /metrics` (serve's Prometheus registry), `GET /openapi.json`;
 `GET /healthz` (alive) and `GET /readyz` (state readable, ingest subscribed) need no token.
 Write, only with the write token: `POST /campaigns/{name}/advance`, `POST /campaigns/{name}/close`.
 
@@ -30,7 +32,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Literal, Optional
+from typing import Callable, Optional
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -39,6 +41,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ...core.errors import ConfigError, LdpError, StateError
 from . import models as m
 from .errors import INTERNAL_DETAIL, InternalErrors  # noqa: F401 (INTERNAL_DETAIL: the 500 body)
+from .params import EstimateParams, SeriesParams, estimate_result
 from ..campaigns.manage import campaign_rows
 from ..state.store import Store
 from ..state.sql import database_bug_errors, database_errors
@@ -293,6 +296,24 @@ def create_app(state_url: str, metrics=None, tokens: ApiTokens = None, broker=No
             return Response(result.to_csv(), media_type="text/csv; charset=utf-8")
         return CliJSON(result.to_json())
 
+    @app.get("/campaigns/{name}/series", response_model=m.Series, dependencies=read,
+             responses={**ERRORS, **NOT_FOUND, 200: {"content": {"text/csv": {
+                 "schema": {"type": "string"}}}, "description": "JSON or CSV (format=csv)"}},
+             tags=["campaigns"])
+    def series(name: str = NAME, query: SeriesParams = Depends()):
+        """A recurring campaign's rounds, oldest first: window, reports and the estimates of
+        the `top` items of the latest round with reports (or of `items`) with intervals and
+        `noise` flags, or lbitmean's mean, as `ldpfleet estimate NAME --series --json`. A
+        campaign without a schedule is 400 (field `schedule`)."""
+        from ..campaigns.rounds import compute_series
+        with state(name) as store:
+            result = compute_series(store, name, top=query.top, items=query.items and
+                                    query.items.split(","), confidence=query.confidence,
+                                    fdr=query.fdr, last=query.last)
+        if query.format == "csv":
+            return Response(result.to_csv(), media_type="text/csv; charset=utf-8")
+        return CliJSON(result.to_json())
+
     @app.get("/campaigns/{name}/trend", response_model=m.Trend, dependencies=read,
              responses={**ERRORS, **NOT_FOUND}, tags=["campaigns"])
     def trend(name: str = NAME):
@@ -386,52 +407,6 @@ def _mount_dashboard(app: FastAPI, directory: str):
         return FileResponse(index, media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=directory), name="static")
-
-
-# --- what the endpoints compute (the CLI's functions) --------------------------------------------
-
-def _post_methods() -> tuple:
-    from ...core import post
-    from ..campaigns.estimates import NO_POST
-    return tuple(sorted(post.METHODS)) + (NO_POST,)
-
-
-class EstimateParams:
-    """The query parameters of an estimate (`ldpfleet estimate`'s options)."""
-
-    def __init__(
-            self,
-            phase: Optional[int] = Query(None, ge=1, description="default: the current phase"),
-            post: Optional[Literal[_post_methods()]] = Query(
-                None, description="consistency post-processing (ldpfleet.core.post.METHODS) of one "
-                                  "phase's estimates; none: none"),
-            top: Optional[int] = Query(None, ge=1, description="only the K largest"),
-            threshold: Optional[str] = Query(
-                None, description="'auto' (only the rows that stand out of the noise at the "
-                                  "`fdr` false-discovery rate) or a fraction in [0, 1)"),
-            fdr: float = Query(0.05, gt=0, lt=1, description="false-discovery rate of the list's "
-                               "`noise` flags"),
-            confidence: float = Query(0.95, gt=0, lt=1, description="of the intervals"),
-            items: Optional[str] = Query(None, description="only these items, comma-separated"),
-            subset: Optional[str] = Query(
-                None, description="set-value query over these items, comma-separated"),
-            format: Literal["json", "csv"] = Query("json")):
-        self.phase, self.post, self.top, self.threshold = phase, post, top, threshold
-        self.confidence, self.items, self.subset, self.format = confidence, items, subset, format
-        self.fdr = fdr
-
-
-def estimate_result(store: Store, name: str, q: EstimateParams):
-    """What `ldpfleet estimate` prints for these options (`query.estimate`); items are
-    comma-separated here, never a file name (a remote client must not name server files)."""
-    from ..campaigns.estimates import EstimateQuery
-    from ..campaigns.query import estimate
-
-    def split(text):
-        return None if text is None else str(text).split(",")
-    return estimate(store, name, EstimateQuery(
-        phase=q.phase, post=q.post, top=q.top, threshold=q.threshold, confidence=q.confidence,
-        items=split(q.items), subset=split(q.subset), fdr=q.fdr))
 
 
 # --- running it inside serve ----------------------------------------------------------------------

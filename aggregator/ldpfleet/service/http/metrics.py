@@ -27,6 +27,13 @@ several workers sharing one PostgreSQL state each serve the same cluster-wide nu
   there is. It scans the dedupe keys, so it is recounted after new reports at a rate bounded by
   its own cost, else once a minute
 - `ldpfleet_campaign_phase{campaign}` (current phase), `ldpfleet_campaign_open{campaign}` (1/0)
+- recurring campaigns (spec §3.4; their sketches are stored per round): the accepted total above
+  sums every round under phase="1" (the campaign's one phase), and
+  `ldpfleet_round_reports{campaign, round}` gauge: the reports accepted in each of the latest
+  `ROUND_WINDOW` rounds (those opened by now, or with reports: a round with none is 0), so the
+  label set stays bounded however many rounds a campaign runs;
+  `ldpfleet_campaign_round{campaign}`: the round open now (0 when none is: before the start,
+  after the last round)
 - `ldpfleet_campaign_ends_timestamp_seconds{campaign}`: the end of the config's validity window
   (`not_after`, Unix time): devices stop reporting then
 - with serve's `--devices-file` (service/campaigns/coverage.py), per campaign whose dedupe keys are
@@ -50,7 +57,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ...core import schedule
+
 from ..ingest.fold import ACCEPTED, RECEIVED
+
+ROUND_WINDOW = 8
+"""Rounds of a recurring campaign with their own `ldpfleet_round_reports` series: the latest."""
 
 log = logging.getLogger("ldpfleet.service")
 
@@ -94,6 +106,13 @@ class StoreCollector:
                 "Devices with an accepted report in the campaign (distinct devices among the "
                 "committed dedupe keys; campaigns have no configured fleet size)",
                 labels=["campaign"]),
+            "round_reports": GaugeMetricFamily(
+                "ldpfleet_round_reports",
+                "Reports accepted in a round of a recurring campaign (the latest %d rounds), "
+                "every worker's partial summed" % ROUND_WINDOW, labels=["campaign", "round"]),
+            "round": GaugeMetricFamily(
+                "ldpfleet_campaign_round",
+                "Round of a recurring campaign open now (0: none is open)", labels=["campaign"]),
             "phase": GaugeMetricFamily("ldpfleet_campaign_phase",
                                        "Current phase of the campaign", labels=["campaign"]),
             "open": GaugeMetricFamily("ldpfleet_campaign_open",
@@ -158,16 +177,24 @@ class StoreCollector:
             db = store.db
             campaigns = db.execute("SELECT name, state, phase, config_body FROM campaigns"
                                    " ORDER BY name").fetchall()
+            recurring = {}
             for name, state, phase, body in campaigns:
+                doc = json.loads(body)
                 fams["phase"].add_metric([name], int(phase))
                 fams["open"].add_metric([name], 1 if state == "open" else 0)
-                fams["ends"].add_metric([name], float(json.loads(body)["not_after"]))
+                fams["ends"].add_metric([name], float(doc["not_after"]))
+                if schedule.is_recurring(doc):
+                    recurring[name] = (doc, {})
             accepted = 0
             for name, phase, n in db.execute(
                     "SELECT campaign, phase, sum(n) FROM sketches GROUP BY campaign, phase"
                     " ORDER BY campaign, phase").fetchall():
-                fams["accepted"].add_metric([name, str(phase)], int(n))
                 accepted += int(n)
+                if name in recurring:  # phase = round: summed below, never a label per round
+                    recurring[name][1][int(phase)] = int(n)
+                else:
+                    fams["accepted"].add_metric([name, str(phase)], int(n))
+            self._rounds(fams, recurring, time.time())
             for name, reason, n in db.execute(
                     "SELECT campaign, reason, sum(count) FROM counters GROUP BY campaign, reason"
                     " ORDER BY campaign, reason").fetchall():
@@ -183,6 +210,19 @@ class StoreCollector:
                 fams["reported"].add_metric([name], cov["reported"])
                 if cov["ratio"] is not None:
                     fams["coverage"].add_metric([name], cov["ratio"])
+
+    @staticmethod
+    def _rounds(fams, recurring: dict, now: float):
+        """The per-round series of the recurring campaigns ({name: (config, {round: n})})."""
+        from ..campaigns.rounds import opened_rounds
+        for name, (doc, per_round) in sorted(recurring.items()):
+            fams["accepted"].add_metric([name, "1"], sum(per_round.values()))
+            fams["round"].add_metric([name], schedule.round_at(doc, int(now)) or 0)
+            total = schedule.round_count(doc)
+            upto = max([opened_rounds(doc, now)]
+                       + [r for r, n in per_round.items() if n > 0 and r <= total])
+            for r in range(max(1, upto - ROUND_WINDOW + 1), upto + 1):
+                fams["round_reports"].add_metric([name, str(r)], per_round.get(r, 0))
 
     def _device_counts(self, store, accepted: int) -> tuple:
         """{campaign: distinct devices}: the one query whose cost grows with the fleet, so it

@@ -119,6 +119,23 @@ class CampaignStatus(_Doc):
     broker_drops: Optional[dict[str, Any]] = None
     dedupe_purged: Optional[PurgeRecord] = None
     coverage: Optional[Coverage] = None
+    schedule: Optional["ScheduleStatus"] = None
+    """A recurring campaign's rounds (its phase's `reports` then sums every round's, and its
+    expected error is one round's: the latest with reports)."""
+
+
+class ScheduleStatus(_Doc):
+    start: int
+    every_s: int
+    rounds: int
+    current_round: Optional[int] = None
+    opened: int
+    reports: int
+    latest_round: Optional[int] = None
+    latest_reports: int
+
+
+CampaignStatus.model_rebuild()
 
 
 class EstimateRow(_Doc):
@@ -226,6 +243,63 @@ class Estimate(_Doc):
     high_items: Optional[list[Item]] = None
     significance: Optional[Significance] = None
     numeric: Optional[NumericAnswer] = None
+    round: Optional[int] = None
+    """A recurring campaign's round (with `rounds`, its window `opens`/`closes` in unix
+    seconds, `every_s`, and `round_chosen` when the query named none)."""
+    rounds: Optional[int] = None
+    opens: Optional[int] = None
+    closes: Optional[int] = None
+    every_s: Optional[int] = None
+    round_chosen: Optional[str] = None
+
+
+class SeriesEstimate(_Doc):
+    """One followed item in one round: count, fraction and the fraction's interval."""
+
+    item: Item
+    estimate: float
+    frequency: float
+    low: float
+    high: float
+    noise: bool
+
+
+class SeriesMean(_Doc):
+    mean: float
+    low: float
+    high: float
+
+
+class SeriesRound(_Doc):
+    """One round: its window [opens, closes) in unix seconds, its reports, and the followed
+    items' estimates (`discoveries`: how many items stand out in it) or the mean (lbitmean;
+    null without reports)."""
+
+    round: int
+    opens: int
+    closes: int
+    n: int
+    estimates: Optional[list[SeriesEstimate]] = None
+    discoveries: Optional[int] = None
+    mean: Optional[SeriesMean] = None
+
+
+class Series(_Doc):
+    """`ldpfleet estimate NAME --series --json`: a recurring campaign's rounds, oldest first;
+    `items` the followed items (picked on round `items_from_round`, null: named by the
+    query), `current_round` null when no round is open."""
+
+    campaign: str
+    mechanism: str
+    every_s: int
+    rounds: int
+    current_round: Optional[int] = None
+    confidence: float
+    fdr: float
+    items: Optional[list[Item]] = None
+    items_from_round: Optional[int] = None
+    series: list[SeriesRound]
+    warnings: list[str]
 
 
 class Advanced(_Doc):

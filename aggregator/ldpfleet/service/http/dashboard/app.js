@@ -7,7 +7,9 @@
  * `data-value` (the API's number, unrounded), so a test can compare the page with the API.
  * The chart of a campaign draws exactly the rows its table lists from (one request): the
  * estimates of its open phase, or a two-phase protocol's answer in its last phase; rows that
- * do not stand out of the noise (the API's `noise`) are drawn apart.
+ * do not stand out of the noise (the API's `noise`) are drawn apart. A recurring campaign
+ * (its status has a `schedule`) shows its latest round with reports, and a chart of its rounds
+ * (the API's /series: the top items of that round, each round's estimate with its interval).
  */
 "use strict";
 
@@ -18,6 +20,8 @@
   const TABLE_TOP = 10;      // heavy hitters in the table
   const CHART_TOP = 32;      // items in the chart
   const DEFAULT_OPEN = 6;    // campaigns shown in detail unless the user chooses
+  const SERIES_TOP = 5;      // items followed over the rounds
+  const SERIES_LAST = 30;    // rounds in the per-round chart
   const SVG = "http://www.w3.org/2000/svg";
 
   let token = readToken();
@@ -208,9 +212,14 @@
     const [status, trend] = await Promise.all([api(campaignPath(name)),
                                                api(campaignPath(name) + "/trend")]);
     const out = {name: name, status: status, trend: trend, estimate: null, answer: null,
-                 error: null};
+                 series: null, error: null};
+    const mean = status.schedule && status.phases[0].mechanism === "lbitmean";
     try {
-      if (status.domain.range) {  // numeric: means or a histogram, no item list (no top)
+      if (status.schedule) {
+        out.series = await api(campaignPath(name) + "/series?format=json&last=" + SERIES_LAST +
+                               (mean ? "" : "&top=" + SERIES_TOP));
+      }
+      if (status.domain.range || mean) {  // numeric: means or a histogram, no item list (no top)
         out.estimate = await api(campaignPath(name) + "/estimate?format=json");
       } else if (status.protocol && status.phase >= 2) {
         const top = status.protocol.protocol === "ldplcm" ? "&top=" + CHART_TOP : "";
@@ -300,7 +309,8 @@
          (s.domain.range ? "numeric domain " + s.domain.range
                          : s.domain.type + " domain of " + fmtInt(s.domain.size) + " items") + " · created " +
          fmtTime(s.created_at) + (s.state === "closed" ? " · closed " + fmtTime(s.closed_at)
-                                                       : " · valid until " + fmtTime(s.not_after)))));
+                                                       : " · valid until " + fmtTime(s.not_after))),
+      s.schedule ? scheduleLine(s) : null));
     parts.push(totals(s));
     parts.push(...coverageParts(s));
     if (s.protocol) parts.push(protocolLine(s));
@@ -317,6 +327,7 @@
     } else if (shown) {
       chartBox.append(chartTitle(shown), estimateChart(n, shown));
     }
+    if (d.series) chartBox.append(seriesChart(n, d.series));
     if (d.trend) chartBox.append(trendChart(n, d.trend));
     if (d.answer) {
       side.append(answerTable(n, d.answer));
@@ -516,7 +527,7 @@
     const pct = Math.round((est.confidence || 0.95) * 100);
     const fmt = (v) => Number(v.toPrecision(5)).toString();
     const box = el("div", {class: "hitters"},
-      el("h3", null, "Mean", el("span", {class: "meta"}, " phase " + est.phase + ", n = ",
+      el("h3", null, "Mean", el("span", {class: "meta"}, " " + phaseOrRound(est) + ", n = ",
          num("estimate." + n + ".n", est.n, fmtInt))));
     if (!est.n) {
       box.append(el("p", {class: "empty"}, "no reports yet"));
@@ -564,7 +575,7 @@
     document.getElementById("confidence-note").textContent = pct + "%";
     const box = el("div", {class: "hitters"},
       el("h3", null, "Heavy hitters", el("span", {class: "meta"},
-         (rows.length ? " top " + rows.length + " of" : "") + " phase " + est.phase + ", n = ",
+         (rows.length ? " top " + rows.length + " of" : "") + " " + phaseOrRound(est) + ", n = ",
          num("estimate." + n + ".n", est.n, fmtInt))));
     if (!rows.length) {
       box.append(el("p", {class: "empty"}, "no reports yet"));
@@ -652,9 +663,31 @@
   /** The chart's title: one phase's estimates, or a protocol's answer. */
   function chartTitle(est) {
     const what = est.protocol ? " the " + est.protocol + " answer"
-      : " phase " + est.phase + " (" + (est.mechanism || "") + ", ε " + fmtEps(est.epsilon || 0) + ")";
+      : " " + phaseOrRound(est) + " (" + (est.mechanism || "") + ", ε " + fmtEps(est.epsilon || 0) + ")";
     return el("h3", null, "Estimated devices per item",
               el("span", {class: "meta"}, what + (est.items.length ? ", top " + est.items.length : "")));
+  }
+
+  /** "phase 1", or a recurring campaign's "round 3 of 30". */
+  function phaseOrRound(est) {
+    return est.round ? "round " + est.round + " of " + est.rounds : "phase " + est.phase;
+  }
+
+  function fmtEvery(seconds) {
+    for (const [unit, s] of [["d", 86400], ["h", 3600], ["min", 60]]) {
+      if (seconds % s === 0) return seconds / s + " " + unit;
+    }
+    return seconds + " s";
+  }
+
+  /** A recurring campaign's schedule: its period, the round open now and how many. */
+  function scheduleLine(s) {
+    const sc = s.schedule, n = s.campaign;
+    return el("span", {class: "meta schedule"}, " · every " + fmtEvery(sc.every_s) + " · ",
+      sc.current_round
+        ? ["round ", num("campaign." + n + ".current_round", sc.current_round, fmtInt), " of "]
+        : "no round open · ",
+      num("campaign." + n + ".rounds", sc.rounds, fmtInt), sc.current_round ? "" : " rounds");
   }
 
   function niceStep(span, ticks) {
@@ -818,6 +851,99 @@
       lg.append(svg("text", {x: i * 90 + 20, y: 12}, label));
     });
     root.append(lg);
+    box.append(root);
+    return box;
+  }
+
+  /** A recurring campaign's rounds (the API's /series): each followed item's estimated share
+   *  per round with its interval (hollow: it does not stand out of that round's noise), or
+   *  lbitmean's mean per round. Rounds without reports leave a gap. */
+  function seriesChart(n, series) {
+    const rounds = series.series || [];
+    const isMean = !series.items;
+    const withData = rounds.filter((e) => e.n > 0);
+    const pct = Math.round((series.confidence || 0.95) * 100);
+    const box = el("div", {class: "series"}, el("h3", null, "Per round",
+      el("span", {class: "meta"}, isMean ? " mean per round with its " + pct + "% interval"
+        : " share of devices per round, top " + series.items.length + " of round " +
+          series.items_from_round + ", " + pct + "% intervals; hollow: not above the noise")));
+    if (!withData.length) {
+      box.append(el("p", {class: "empty"}, "the per-round chart appears with the first round's reports"));
+      return box;
+    }
+    const lines = isMean
+      ? [{key: "mean", label: "mean", points: withData.filter((e) => e.mean).map((e) => ({
+          round: e.round, v: e.mean.mean, lo: e.mean.low, hi: e.mean.high, noise: false}))}]
+      : series.items.map((item) => ({key: String(item), label: shortLabel(item), points:
+          withData.map((e) => {
+            const x = e.estimates.find((r) => String(r.item) === String(item));
+            return x && {round: e.round, v: x.frequency, lo: x.low, hi: x.high, noise: x.noise};
+          }).filter(Boolean)}));
+    const W = 720, H = 220, left = 58, right = 12, top = 26, bottom = 30;
+    const r0 = rounds[0].round, r1 = Math.max(rounds[rounds.length - 1].round, r0 + 1);
+    let lo = isMean ? Infinity : 0, hi = -Infinity;
+    for (const l of lines) for (const p of l.points) { lo = Math.min(lo, p.lo); hi = Math.max(hi, p.hi); }
+    if (!(hi > lo)) hi = lo + 1;
+    const step = niceStep(hi - lo, 4);
+    lo = Math.floor(lo / step) * step;
+    hi = Math.ceil(hi / step) * step;
+    const x = (r) => left + 10 + (W - left - right - 20) * (r - r0) / (r1 - r0);
+    const y = (v) => top + (H - top - bottom) * (1 - (v - lo) / (hi - lo));
+    const fmtV = isMean ? (v) => fmtTick(v, step) : (v) => (v * 100).toFixed(step * 100 < 1 ? 1 : 0) + "%";
+    const root = svg("svg", {class: "chart series-chart", viewBox: "0 0 " + W + " " + H, role: "img",
+                             "aria-label": "estimates per round", preserveAspectRatio: "xMidYMid meet"});
+    const grid = svg("g", {class: "grid-lines"});
+    for (let v = lo; v <= hi + step / 2; v += step) {
+      grid.append(svg("line", {x1: left, x2: W - right, y1: y(v), y2: y(v),
+                               class: Math.abs(v) < step / 1e6 ? "zero" : ""}));
+      grid.append(svg("text", {x: left - 6, y: y(v) + 3.5, class: "tick", "text-anchor": "end"}, fmtV(v)));
+    }
+    root.append(grid);
+    const every = Math.max(1, Math.ceil(rounds.length / 10));
+    rounds.forEach((e, i) => {
+      if (i % every === 0 || i === rounds.length - 1) {
+        root.append(svg("text", {class: "tick", x: x(e.round), y: H - 12, "text-anchor": "middle"},
+                        String(e.round)));
+      }
+    });
+    root.append(svg("text", {class: "axis-label", x: left + (W - left - right) / 2, y: H - 1,
+                             "text-anchor": "middle"}, "round"));
+    lines.forEach((l, k) => {
+      const g = svg("g", {class: "series-line s" + (k % 8)});
+      // a gap where a round has no reports: one polyline per run of consecutive rounds
+      let run = [];
+      const flush = () => {
+        if (run.length > 1) {
+          g.append(svg("polyline", {fill: "none", class: "line",
+            points: run.map((p) => x(p.round).toFixed(1) + "," + y(p.v).toFixed(1)).join(" ")}));
+        }
+        run = [];
+      };
+      l.points.forEach((p, i) => {
+        if (i && p.round !== l.points[i - 1].round + 1) flush();
+        run.push(p);
+      });
+      flush();
+      for (const p of l.points) {
+        const cx = x(p.round);
+        g.append(svg("line", {class: "err", x1: cx, x2: cx, y1: y(p.lo), y2: y(p.hi)}));
+        g.append(svg("circle", {cx: cx, cy: y(p.v), r: 3.2, class: p.noise ? "noise" : "",
+          "data-field": "series." + n + "." + l.key + ".r" + p.round, "data-value": p.v,
+          "data-low": p.lo, "data-high": p.hi, "data-noise": p.noise ? "true" : "false"},
+          svg("title", null, (isMean ? "mean" : "item " + l.key) + ", round " + p.round + ": " +
+              fmtV(p.v) + " [" + fmtV(p.lo) + ", " + fmtV(p.hi) + "]" +
+              (p.noise ? " (not above the noise)" : ""))));
+      }
+      root.append(g);
+    });
+    if (!isMean) {
+      const lg = svg("g", {class: "legend", transform: "translate(" + (left + 8) + ",4)"});
+      lines.forEach((l, k) => {
+        lg.append(svg("circle", {class: "series-line s" + (k % 8), cx: k * 100 + 5, cy: 8, r: 4}));
+        lg.append(svg("text", {x: k * 100 + 13, y: 12}, l.label));
+      });
+      root.append(lg);
+    }
     box.append(root);
     return box;
   }
