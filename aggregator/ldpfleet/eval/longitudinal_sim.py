@@ -69,13 +69,24 @@ class Evolution:
 
     def __call__(self, rng):
         """Yields (round, values) with values a uint32 array of n items."""
-        values = datasets.draw_from(self.probabilities, self.n, rng)
+        def draw(k, g):
+            return datasets.draw_from(self.probabilities, k, g)
+        values = draw(self.n, rng)
         for t in range(self.rounds):
             if t:
-                change = np.flatnonzero(rng.random(self.n) < self.change_rate)
-                values = values.copy()
-                values[change] = datasets.draw_from(self.probabilities, change.size, rng)
+                values, _ = evolve(values, self.change_rate, draw, rng)
             yield t, values
+
+
+def evolve(values: np.ndarray, change_rate: float, draw, rng):
+    """One round of evolution, THE rule the simulations and the load generator share: each
+    device independently, with probability `change_rate`, draws a new value `draw(k, rng)`
+    from the distribution (which may equal its old one). Returns (the new values, the
+    indices of the devices that drew)."""
+    redrawn = np.flatnonzero(rng.random(len(values)) < change_rate)
+    values = values.copy()
+    values[redrawn] = draw(redrawn.size, rng)
+    return values, redrawn
 
 
 class MemoRows:
