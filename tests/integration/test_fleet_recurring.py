@@ -96,6 +96,7 @@ def test_fleet_runs_rounds_of_a_recurring_campaign(mosquitto, tmp_path, capsys):
     assert ran[1] == ran[0] + 1 and ran[0] >= first_round, ran
     for r in out["rounds"]:
         assert r["published"] == r["acknowledged"] == N and r["unacknowledged"] == 0, r
+        assert r["ack_status"] == {"accepted": N, "duplicate": 0, "rejected": 0}
     assert out["rounds"][0]["redrawn"] == N  # the first round draws every value
     assert abs(out["rounds"][1]["redrawn"] - 0.2 * N) < 5 * np.sqrt(N * 0.2 * 0.8)
     assert out["rounds"][1]["resent"] >= N // 10  # the dropped first copies were re-sent

@@ -127,6 +127,8 @@ class RoundResult:
     """End-to-end acknowledgements (delivery.ack), else None."""
     unacknowledged: int = None
     resent: int = 0
+    ack_status: dict = None
+    """The acknowledgements' statuses (accepted / duplicate / rejected), with delivery.ack."""
     redrawn: int = 0
     """Devices that drew a new value this round (the first round: every device)."""
     changed: int = 0
@@ -137,7 +139,8 @@ class RoundResult:
     def to_json(self, detail: bool = True) -> dict:
         out = {"round": self.round, "published": self.published,
                "acknowledged": self.acknowledged, "unacknowledged": self.unacknowledged,
-               "resent": self.resent, "redrawn": self.redrawn, "changed": self.changed,
+               "resent": self.resent, "ack_status": self.ack_status,
+               "redrawn": self.redrawn, "changed": self.changed,
                "seconds": round(self.seconds, 3)}
         if detail:
             out["true_counts"] = {str(k): int(v) for k, v in self.true_counts.items()}
@@ -265,7 +268,7 @@ def run_recurring(broker, view, trusted_keys, opts, dist, on_round=None) -> Recu
             break
         opens, closes = rounds.round_window(doc, r)
         if time.time() < opens:
-            say("waiting for round %d/%d: opens in %.0f s" % (r, total, opens - time.time()))
+            say("waiting for round %d/%d: opens in %.1f s" % (r, total, opens - time.time()))
             while time.time() < opens:
                 time.sleep(min(WAIT_STEP, max(0.0, opens - time.time())))
         if last is not None:
@@ -324,6 +327,7 @@ def _run_round(broker, doc, fleet: RecurringDevices, r: int, closes: int, active
             one.acknowledged = tracker.acked_count()
             one.unacknowledged = tracker.pending_count()
             one.resent = sched.resent
+            one.ack_status = dict(tracker.statuses)
     finally:
         publisher.close()
     result.failed += publisher.failed
