@@ -332,8 +332,9 @@ def run(args):
     if args.rounds is not None:
         return run_rounds(args)
     if args.mechanism is None and args.protocol is None:
-        return _fail("give --mechanism, --protocol or --rounds (e.g. `ldpfleet simulate "
-                     "--rounds 30 --change-rate 0.1`)")
+        return _fail("one of the arguments --mechanism --protocol is required, or --rounds N "
+                     "for a recurring campaign (e.g. `ldpfleet simulate --rounds 30 "
+                     "--change-rate 0.1`)")
     if args.protocol in LONGITUDINAL:
         return _fail("--protocol %s is a memoised protocol: give --rounds N" % args.protocol)
     for flag, value in (("--eps1", args.eps1), ("--lifetime-budget", args.lifetime_budget)):
