@@ -167,3 +167,24 @@ def test_next_round_follows_the_schedule():
     assert _next_round(doc, 1, NOW + 230) == 3  # late: round 2 is over, 3 open
     assert _next_round(doc, 3, NOW + 230) is None  # the last round ran
     assert _next_round(doc, None, NOW + 300) is None  # after round 3 closed
+
+
+@pytest.mark.parametrize("mechanism", ["loloha", "lgrr", "losue", "lsue"])
+def test_round_estimates_match_the_true_counts_over_a_string_domain(mechanism):
+    """The reports carry the devices' items (item keys of a string domain, as devices hash
+    them): each round's estimate, from the reports as the aggregator reads them, is within
+    5 sd of the fleet's true counts for every item."""
+    items = ["fw-%d" % i for i in range(12)]
+    doc = recurring_config(mechanism, {"eps1_milli": 1000}, {"type": "str", "items": items})
+    mech, fleet = fleet_of(doc, 20000, 0.3, seed=8)
+    for r in (1, 2):
+        fleet.advance()
+        plain = np.array([np.frombuffer(sch.split_round(bytes(row))[0], np.uint8)
+                          for row in fleet.reports(r)])
+        sketch = mech.new_sketch()
+        sketch.update(plain)
+        truth = fleet.true_counts()
+        counts = np.array([truth.get(i, 0) for i in items])
+        freqs = np.append(counts / 20000, np.zeros(mech.domain_size - len(items)))
+        sd = np.sqrt(mech.item_variances(20000, freqs))[:len(items)] * 20000
+        assert np.all(np.abs(np.asarray(sketch.estimate(items)) - counts) < 5 * sd)

@@ -150,9 +150,11 @@ class RoundResult:
         acks = "" if self.acknowledged is None else (
             ", acknowledged %d, unacknowledged %d (%d re-sends)"
             % (self.acknowledged, self.unacknowledged, self.resent))
-        return ("round %d/%d: published %d reports%s; %d devices drew a new value (%d changed) "
-                "in %.1f s" % (self.round, self.of, self.published, acks, self.redrawn,
-                               self.changed, self.seconds))
+        top = sorted(self.true_counts.items(), key=lambda kv: -kv[1])[:5]
+        return ("round %d/%d: published %d reports%s; %d devices drew a new value (%d changed); "
+                "most common true values: %s; %.1f s" % (
+                    self.round, self.of, self.published, acks, self.redrawn, self.changed,
+                    ", ".join("%s=%d" % kv for kv in top) or "none", self.seconds))
 
 
 @dataclass
