@@ -305,8 +305,8 @@ def _run_round(broker, doc, fleet: RecurringDevices, r: int, closes: int, active
     t0 = time.monotonic()
     fleet.advance()
     reports = fleet.reports(r)
-    one = RoundResult(r, rounds.round_count(doc), redrawn=int(fleet.redrawn.size), changed=fleet.changed,
-                      true_counts=fleet.true_counts(active))
+    one = RoundResult(r, rounds.round_count(doc), redrawn=int(fleet.redrawn.size),
+                      changed=fleet.changed, true_counts=fleet.true_counts(active))
     deadline = time.monotonic() + (closes - time.time())
     campaign = doc["campaign"]
     publisher = BulkPublisher(broker, "ldpfleet-fleet-%s" % uuid.uuid4().hex[:12],
