@@ -37,7 +37,7 @@ class FleetOptions:
     """What `ldpfleet fleet` runs: device counts per kind, the true-item distribution (a
     `datasets` spec or a weights file), the aggregator-side `seed` (default: the campaign's id,
     module docstring; a fixed seed re-sends byte-identical reports, which the aggregator must
-    count as duplicates), the `phase` (default: the campaign's current one), device-id prefix,
+    count as duplicates; a recurring campaign: OS entropy, recurring.py), the `phase` (default: the campaign's current one), device-id prefix,
     publishing window and rate, set length of set-valued phases (default the campaign's:
     `items.campaign_set_size`),
     progress bar and status lines, a kept work directory for the real devices and the C client
