@@ -44,6 +44,26 @@ def duration(text: str) -> float:
     return value
 
 
+PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def period(text: str) -> int:
+    """argparse type: a recurring campaign's round period in whole seconds, `90s`, `30m`,
+    `12h`, `1d`, `1w` or a plain number of seconds, within core.schedule's bounds."""
+    from ..core import schedule
+    t = text.strip().lower()
+    unit = PERIOD_UNITS.get(t[-1:], None) if t else None
+    digits = t[:-1] if unit else t
+    if not digits.isdigit():
+        raise argparse.ArgumentTypeError("a period such as 90s, 30m, 12h, 1d, 1w or seconds, "
+                                         "got %r" % text)
+    seconds = int(digits) * (unit or 1)
+    if not schedule.EVERY_S_MIN <= seconds <= schedule.EVERY_S_MAX:
+        raise argparse.ArgumentTypeError("a period of %d s to %d s (a year), got %r"
+                                         % (schedule.EVERY_S_MIN, schedule.EVERY_S_MAX, text))
+    return seconds
+
+
 def host_address(text: str) -> str:
     """argparse type: a host name or address (no spaces or control characters)."""
     if not text or any(c.isspace() or ord(c) < 32 for c in text):

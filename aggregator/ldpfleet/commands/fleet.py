@@ -25,11 +25,27 @@ def register(subparsers):
     p.add_argument("--c-client", default=None, metavar="PATH",
                    help="C client binary (default: device/c_client/build/ldp_client, or ldp_client on PATH)")
     p.add_argument("--rate", type=float, default=None, help="publishes per second (default: unlimited)")
-    p.add_argument("--ack-wait", type=float, default=120.0, metavar="S",
+    p.add_argument("--ack-wait", type=float, default=None, metavar="S",
                    help="campaigns with acknowledgements (spec §6): each simulated device re-sends "
                         "its unacknowledged report on its own timer (retry_s x U[0.5, 1.5), "
-                        "doubling), for up to S seconds after the last first publish (default 120); "
-                        "progress goes to stderr every few seconds")
+                        "doubling), for up to S seconds after the last first publish (default 120; "
+                        "a recurring campaign: until the round closes); progress goes to stderr "
+                        "every few seconds")
+    rec = p.add_argument_group(
+        "recurring campaigns (a config with a schedule, spec §3.4)",
+        "Each simulated device enrols once (its permanent state drawn as a device draws it), "
+        "then in every round that opens while fleet runs its value changes with probability "
+        "--change-rate and it sends the round's report (a fresh nonce, the round header) and "
+        "re-sends it until acknowledged or the round closes. One line per round on stdout; "
+        "--truth FILE keeps the true per-round counts. Draws come from OS entropy unless --seed.")
+    rec.add_argument("--change-rate", type=float, default=0.1, metavar="P",
+                     help="each device's chance per round of drawing a new value from --dist "
+                          "(default 0.1; 0: constant values)")
+    rec.add_argument("--rounds-to-run", type=int, default=None, metavar="N",
+                     help="stop after N rounds (default: every round until the campaign's last)")
+    rec.add_argument("--truth", default=None, metavar="FILE",
+                     help="write the true counts per round as JSON {round: {item: count}} to "
+                          "FILE, rewritten after every round")
     p.add_argument("--ack-key", default=None, metavar="FILE",
                    help="the fleet's ack root key (serve's --ack-key): simulated devices take only "
                         "acks MAC'd under their keys (spec §6), real devices are provisioned with "
@@ -45,7 +61,8 @@ def register(subparsers):
                    help="seed of the simulator's item draws and perturbation words and of the "
                         "device ids (default: the campaign's id, so a re-run against the same "
                         "campaign re-sends the same devices' reports, counted as duplicates; "
-                        "another seed simulates other devices)")
+                        "another seed simulates other devices). Recurring campaigns: default OS "
+                        "entropy (states, values, nonces); a seed makes a run reproducible")
     p.add_argument("--trusted-keys", required=True, metavar="FILE",
                    help="the public key(s) that sign the campaign (PATH.pub of `campaign keygen "
                         "PATH`); the load generator verifies the config as devices do")
@@ -103,25 +120,47 @@ def run_fleet_command(args):
 
     def status(line):
         print("fleet %s: %s" % (args.campaign, line), file=sys.stderr, flush=True)
+    truth = {}
+
+    def on_round(one):
+        if not args.json:
+            print(one.line(), flush=True)
+        if args.truth:
+            truth[str(one.round)] = {str(k): int(v) for k, v in one.true_counts.items()}
+            _write_json(args.truth, truth)
     result = run_fleet(broker, args.campaign, trusted_keys, FleetOptions(
         devices=args.devices, micropython=args.micropython, c_clients=args.c_clients,
         dist=args.dist, seed=args.seed, phase=args.phase, id_prefix=args.id_prefix,
         max_inflight=args.max_inflight, rate=args.rate, set_size=args.set_size,
         progress=progress_wanted(args), c_client=args.c_client, ack_wait=args.ack_wait,
-        workdir=workdir, status=status,
+        workdir=workdir, status=status, change_rate=args.change_rate,
+        rounds_to_run=args.rounds_to_run, on_round=on_round,
         device_logins=read_device_logins(args.device_logins) if args.device_logins else None,
         ack_root=read_key_file(args.ack_key) if args.ack_key else None,
         ack_login_key=read_key_file(args.ack_login_key, "ack_login_key") if args.ack_login_key
         else None))
     if args.true_counts:
-        with open(args.true_counts, "w") as f:
-            json.dump(result.to_json(detail=True), f)
+        _write_json(args.true_counts, result.to_json(detail=True))
+    if args.truth:
+        if not hasattr(result, "truth"):
+            print("ldpfleet fleet: --truth is for recurring campaigns (use --true-counts)",
+                  file=sys.stderr)
+        else:
+            _write_json(args.truth, result.truth())
     if args.json:
         json.dump(result.to_json(), sys.stdout)
         sys.stdout.write("\n")
     else:
         print(result.summary())
     return 4 if result.acks and result.acks["unacknowledged"] else 0
+
+
+def _write_json(path: str, doc):
+    """Write `doc` to `path` whole (a reader never sees half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
 
 
 def _device_cache(broker, campaign: str) -> str:

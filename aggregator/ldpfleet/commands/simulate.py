@@ -42,6 +42,14 @@ baseline on the same seeded data (ldpfleet.eval.simulation.simulate_protocol):
   recall (recall@k), top_items, true_top_items, candidates_per_level, client_seconds,
   decode_seconds, ...
 
+`--rounds N` (recurring collection with memoised mechanisms, eval.longitudinal_sim; --protocol
+l-osue | l-sue | l-grr | ololoha | biloloha | auto | all, default all): keys rounds,
+change_rate, users, domain, epsilon (ε∞), eps1, dist, seed, repeat (independent runs per
+protocol), protocol, auto and auto_reason (core.longitudinal_plan's choice), lifetime_budget,
+and protocols: {name: {mechanism, params, mse, variance, mse_over_variance, ratio_se,
+lifetime_eps (the enrolment charge for N rounds), replications, mse_per_round,
+variance_per_round, changes_per_round}}.
+
 The LDPMiner family also takes variable-size sets: `--data FILE` (devices may hold any number of
 items, none included) or `--set-size-dist geometric:MEAN` (synthetic sizes on 1, 2, ...; fixed:L
 is --set-size L). The padded length l (§3: shorter sets are padded, longer ones sampled) is
@@ -59,6 +67,7 @@ import os
 import sys
 
 from ..core.protocols.options import ProtocolOptions, add_protocol_arguments
+from .simulate_rounds import LONGITUDINAL, run_rounds
 
 
 MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh"]
@@ -107,21 +116,25 @@ def register(subparsers):
                     "print its accuracy (MSE, or relative error / recall / NDCG for heavy "
                     "hitters) and speed.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    kind = p.add_mutually_exclusive_group(required=True)
+    kind = p.add_mutually_exclusive_group()
     kind.add_argument("--mechanism", choices=MECHANISMS, help="one frequency oracle (a round per --repeat)")
-    kind.add_argument("--protocol", choices=PROTOCOLS,
-                      help="a two-phase protocol or a baseline (one run; see the keys below)")
-    p.add_argument("--epsilon", required=True, type=_epsilon, metavar="E",
-                   help="privacy budget per report (multiple of 0.001)")
+    kind.add_argument("--protocol", choices=PROTOCOLS + LONGITUDINAL,
+                      help="a two-phase protocol or a baseline (one run; see the keys below); "
+                           "with --rounds a memoised protocol (%s), auto (core.longitudinal_plan"
+                           "'s choice) or all (default)" % ", ".join(LONGITUDINAL[:-1]))
+    p.add_argument("--epsilon", type=_epsilon, metavar="E",
+                   help="privacy budget per report (multiple of 0.001; required but with "
+                        "--rounds, where it is eps_inf, the permanent response's, default 2)")
     p.add_argument("--data", default=None, metavar="FILE",
                    help="users' own data instead of drawn values: a CSV with the header "
                         "device,item, one row per device and item ('dev7,' = no item); "
                         "--mechanism needs exactly one item per device")
     p.add_argument("--users", type=_positive_int, metavar="N",
-                   help="simulated devices (users) per round (required without --data; with "
-                        "--data: resample the file's devices with replacement to N)")
+                   help="simulated devices (users) per round (required without --data but "
+                        "with --rounds, default 10000; with --data: resample the file's devices "
+                        "with replacement to N)")
     p.add_argument("--domain", type=_positive_int, metavar="D",
-                   help="integer domain 0..D-1 (required without --data)")
+                   help="integer domain 0..D-1 (required without --data; --rounds: default 100)")
     p.add_argument("--dist", default=None,
                    help="true-value distribution: zipf:S | uniform | normal:MU,SIGMA | laplace:MU,B "
                         "(default zipf:1.1; Zipf ranks items in index order)")
@@ -144,6 +157,23 @@ def register(subparsers):
                    help="items per user for set-valued mechanisms (sh) and LDPMiner protocols "
                         "(default 1); with --data or --set-size-dist: the padded set length l")
     add_protocol_arguments(p, int_type=_positive_int, who="users")
+    rec = p.add_argument_group(
+        "recurring collection (--rounds; eval.longitudinal_sim)",
+        "Devices report every round with a memoised mechanism (spec §3.2): each enrols once\n"
+        "and keeps its permanent responses; each round its value is redrawn with probability\n"
+        "--change-rate. Prints every round's MSE (frequencies as fractions, over the domain)\n"
+        "beside the analytic variance, per protocol. Defaults: --users 10000, --domain 100,\n"
+        "--epsilon 2, --eps1 1, --dist zipf:1.1, --change-rate 0.1, --protocol all, e.g.\n"
+        "    ldpfleet simulate --rounds 30 --change-rate 0.1 [--protocol auto]")
+    rec.add_argument("--rounds", type=_positive_int, metavar="N",
+                     help="simulate N rounds of a recurring campaign")
+    rec.add_argument("--change-rate", type=float, default=0.1, metavar="P",
+                     help="each device's chance per round of drawing a new value (default 0.1)")
+    rec.add_argument("--eps1", type=_epsilon, metavar="E1",
+                     help="one report's eps, below --epsilon (default --epsilon / 2)")
+    rec.add_argument("--lifetime-budget", type=float, default=None, metavar="B",
+                     help="--protocol auto chooses among the protocols whose lifetime eps fits "
+                          "B (default 40, the board default)")
     p.set_defaults(func=run)
     p.epilog = "output keys:\n" + __doc__[__doc__.index("Prints one JSON"):]
     return p
@@ -299,6 +329,19 @@ def protocol_summary(r) -> str:
 def run(args):
     from ..core.errors import DataFileError, LdpError
     from ..eval.simulation import SimulationConfig, simulate
+    if args.rounds is not None:
+        return run_rounds(args)
+    if args.mechanism is None and args.protocol is None:
+        return _fail("one of the arguments --mechanism --protocol is required, or --rounds N "
+                     "for a recurring campaign (e.g. `ldpfleet simulate --rounds 30 "
+                     "--change-rate 0.1`)")
+    if args.protocol in LONGITUDINAL:
+        return _fail("--protocol %s is a memoised protocol: give --rounds N" % args.protocol)
+    for flag, value in (("--eps1", args.eps1), ("--lifetime-budget", args.lifetime_budget)):
+        if value is not None:
+            return _fail("%s goes with --rounds" % flag)
+    if args.epsilon is None:
+        return _fail("--epsilon E is required")
     if args.protocol:
         return run_protocol(args)
     given = [f for f in ProtocolOptions.from_args(args).given() if f != "set_size"]

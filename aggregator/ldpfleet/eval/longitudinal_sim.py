@@ -1,7 +1,8 @@
 """Repeated collection with memoisation, simulated in process (protocol_spec/v2 §3.2): n devices
 over R rounds whose values evolve, each reporting every round through the shipped C kernels
 from a permanent state that persists across rounds; the per-round estimates, their analytic
-variance, and the planner's per-round error and lifetime ε per protocol.
+variance; the planner's per-round error and lifetime ε per protocol are core.longitudinal_plan's
+(re-exported here: PROTOCOLS, protocol_mechanism, plan_longitudinal).
 
 Protocols: L-OSUE, L-SUE, L-GRR (Arcolezi et al., "Improving the utility of locally
 differentially private protocols for longitudinal and multidimensional frequency estimates",
@@ -22,31 +23,14 @@ import numpy as np
 from . import datasets
 from ..core import kernels
 from ..core.errors import ConfigError
-from ..core.mechanisms import make_mechanism
+from ..core.longitudinal_plan import (BASELINE, PROTOCOLS, plan_longitudinal,  # noqa: F401
+                                      protocol_mechanism)
 from ..core.mechanisms.base import body_ptr, report_array, run_chunks
 
-PROTOCOLS = {
-    "l-osue": ("losue", {}),
-    "l-sue": ("lsue", {}),
-    "l-grr": ("lgrr", {}),
-    "ololoha": ("loloha", {}),
-    "biloloha": ("loloha", {"g": 2}),
-}
-"""Protocol name -> (mechanism, fixed parameters): the rows of `plan_longitudinal`."""
-BASELINE = "every-round-oue"
 REPLICATIONS = {"l-osue": 6, "l-sue": 8, "l-grr": 6, "ololoha": 16, "biloloha": 16}
 """Independent runs per protocol that bring the standard error of the MSE / variance ratio to
 about 1.5 % at n = 10^5, k = 100, 30 rounds, change rate 0.1: the rounds of one run share their
 permanent responses (and LOLOHA's hash collisions), so a run's rounds are far from independent."""
-
-
-def protocol_mechanism(protocol: str, eps_milli: int, eps1_milli: int, domain_size: int, **kw):
-    """The mechanism a longitudinal protocol runs (ConfigError for an unknown name)."""
-    if protocol not in PROTOCOLS:
-        raise ConfigError("protocol", "unknown longitudinal protocol %r (known: %s)"
-                          % (protocol, ", ".join(PROTOCOLS)))
-    name, params = PROTOCOLS[protocol]
-    return make_mechanism(name, eps_milli, domain_size, eps1_milli=eps1_milli, **params, **kw)
 
 
 @dataclass
@@ -69,13 +53,24 @@ class Evolution:
 
     def __call__(self, rng):
         """Yields (round, values) with values a uint32 array of n items."""
-        values = datasets.draw_from(self.probabilities, self.n, rng)
+        def draw(k, g):
+            return datasets.draw_from(self.probabilities, k, g)
+        values = draw(self.n, rng)
         for t in range(self.rounds):
             if t:
-                change = np.flatnonzero(rng.random(self.n) < self.change_rate)
-                values = values.copy()
-                values[change] = datasets.draw_from(self.probabilities, change.size, rng)
+                values, _ = evolve(values, self.change_rate, draw, rng)
             yield t, values
+
+
+def evolve(values: np.ndarray, change_rate: float, draw, rng):
+    """One round of evolution, THE rule the simulations and the load generator share: each
+    device independently, with probability `change_rate`, draws a new value `draw(k, rng)`
+    from the distribution (which may equal its old one). Returns (the new values, the
+    indices of the devices that drew)."""
+    redrawn = np.flatnonzero(rng.random(len(values)) < change_rate)
+    values = values.copy()
+    values[redrawn] = draw(redrawn.size, rng)
+    return values, redrawn
 
 
 class MemoRows:
@@ -206,19 +201,22 @@ def simulate_protocols(protocols, eps_milli: int, eps1_milli: int, evolution: Ev
                        seed: int, replications=1) -> dict:
     """Every protocol on the same seeded evolution and noise streams: {protocol: {mse,
     variance, mse_over_variance, ratio_se (the standard error of the ratio across
-    replications, None for one), lifetime_eps, params}}. `replications`: runs per protocol, an
+    replications, None for one), lifetime_eps, params, mse_per_round, variance_per_round,
+    changes_per_round (means over the replications)}}. `replications`: runs per protocol, an
     int or a {protocol: runs} dict (e.g. REPLICATIONS)."""
     out = {}
     for name in protocols:
         mech = protocol_mechanism(name, eps_milli, eps1_milli, len(evolution.probabilities))
         runs = replications[name] if isinstance(replications, dict) else replications
-        ratios, mses, variances = [], [], []
+        ratios, mses, variances, per_round = [], [], [], []
         for rep in range(runs):
             rng = np.random.default_rng([seed, rep])
             res = simulate_rounds(mech, evolution, rng)
             mses.append(res.mse.mean())
             variances.append(res.variance.mean())
             ratios.append(res.mse.mean() / res.variance.mean())
+            per_round.append((res.mse, res.variance, res.changes))
+        mse_r, var_r, changes_r = (np.mean([p[i] for p in per_round], axis=0) for i in range(3))
         out[name] = {
             "mechanism": mech.name, "params": mech.config_params(),
             "mse": float(np.mean(mses)), "variance": float(np.mean(variances)),
@@ -226,34 +224,8 @@ def simulate_protocols(protocols, eps_milli: int, eps1_milli: int, evolution: Ev
             "ratio_se": float(np.std(ratios, ddof=1) / np.sqrt(runs)) if runs > 1 else None,
             "lifetime_eps": mech.enrolment_charge_milli(evolution.rounds) / 1000.0,
             "replications": runs,
+            "mse_per_round": [float(v) for v in mse_r],
+            "variance_per_round": [float(v) for v in var_r],
+            "changes_per_round": [float(v) for v in changes_r],
         }
     return out
-
-
-def plan_longitudinal(eps_milli: int, eps1_milli: int, domain_size: int, users: int, rounds=None,
-                      protocols=tuple(PROTOCOLS), baseline: bool = True) -> list:
-    """Per protocol: per-round standard deviation of a frequency estimate (an item of
-    frequency 0, the usual f -> 0 figure), the lifetime ε a device is charged at enrolment for
-    `rounds` rounds (None: unbounded), report and state sizes; infeasible ones with the
-    reason. The baseline re-reports fresh OUE at ε1 every round (lifetime rounds·ε1)."""
-    rows = []
-    for name in protocols:
-        try:
-            mech = protocol_mechanism(name, eps_milli, eps1_milli, domain_size)
-        except (ConfigError, ValueError) as exc:
-            rows.append({"protocol": name, "feasible": False, "reason": str(exc)})
-            continue
-        var = mech.variance(users)
-        rows.append({"protocol": name, "feasible": True, "mechanism": mech.name,
-                     "params": mech.config_params(), "per_round_variance": var,
-                     "per_round_sd": var ** 0.5,
-                     "lifetime_eps": mech.enrolment_charge_milli(rounds) / 1000.0,
-                     "report_bytes": mech.report_size, "state_bytes": mech.state_size})
-    if baseline:
-        oue = make_mechanism("oue", eps1_milli, domain_size)
-        var = oue.variance(users)
-        rows.append({"protocol": BASELINE, "feasible": True, "mechanism": "oue",
-                     "params": {}, "per_round_variance": var, "per_round_sd": var ** 0.5,
-                     "lifetime_eps": None if rounds is None else rounds * eps1_milli / 1000.0,
-                     "report_bytes": oue.report_size, "state_bytes": 0})
-    return rows

@@ -28,9 +28,13 @@ phases). In LDPMiner's phase 2 a simulated device trims its set to the candidate
 2 it evaluates the model on its item; LDPLCM's public sampling rule decides which devices
 report in which phase.
 
+A recurring campaign (a config with a `schedule`, spec §3.4) runs `recurring` instead: the
+simulated devices enrol once and report every round that opens while the run lasts, their
+values evolving between rounds (`fleet --change-rate`, `--rounds-to-run`, `--truth`).
+
 Modules, in the order a run uses them: `campaign` (the verified campaign view), `items` (true
 items), `simulated` (C-kernel devices), `schedule` (when each publishes), `acks` (their
-acknowledgements), `devices` (real device processes), `fleet`
+acknowledgements), `devices` (real device processes), `recurring` (recurring campaigns), `fleet`
 (`run_fleet`, `FleetOptions`, `FleetResult`), `serve_process` and `demo` (`run_demo`,
 `DemoOptions`). MQTT goes through `ldpfleet.mqtt.client` (`QosPublisher`).
 """

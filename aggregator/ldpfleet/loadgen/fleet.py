@@ -13,17 +13,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import config as campaign_config
+from ..core import schedule as rounds
 from ..mqtt import client as mqtt
 from ..core.errors import ConfigError
 from .acks import AckTracker
 from .bulk import BulkPublisher
 from .campaign import fetch_campaign, phase_mechanism
 from .devices import RealDevices, c_client_binary
+from .recurring import run_recurring
 from .items import campaign_set_size, draw_indices, item_distribution
 from .schedule import DeviceSchedule, publish_on_schedule
 from .simulated import simulated_device_ids, simulated_reports
 
 ACK_TIMEOUT = 60.0
+ACK_WAIT = 120.0
+"""--ack-wait's default for a one-shot campaign."""
 REAL_DEVICE_WAIT = 60.0
 """Seconds a real device gets to deliver, beyond the campaign's spread (and --ack-wait)."""
 
@@ -33,7 +37,7 @@ class FleetOptions:
     """What `ldpfleet fleet` runs: device counts per kind, the true-item distribution (a
     `datasets` spec or a weights file), the aggregator-side `seed` (default: the campaign's id,
     module docstring; a fixed seed re-sends byte-identical reports, which the aggregator must
-    count as duplicates), the `phase` (default: the campaign's current one), device-id prefix,
+    count as duplicates; a recurring campaign: OS entropy, recurring.py), the `phase` (default: the campaign's current one), device-id prefix,
     publishing window and rate, set length of set-valued phases (default the campaign's:
     `items.campaign_set_size`),
     progress bar and status lines, a kept work directory for the real devices and the C client
@@ -53,9 +57,18 @@ class FleetOptions:
     progress: bool = False
     workdir: str = None
     c_client: str = None
-    ack_wait: float = 120.0
+    ack_wait: float = None
     """Seconds after the last first publish during which unacknowledged reports are re-sent,
-    each on its own device's timer (spec §6; campaigns with delivery.ack only)."""
+    each on its own device's timer (spec §6; campaigns with delivery.ack only). None: 120 s;
+    in a recurring campaign until the round closes (spec §3.4), which also bounds a value."""
+    change_rate: float = 0.1
+    """Recurring campaigns (recurring.py): each device's chance per round of drawing a new
+    value from the distribution."""
+    rounds_to_run: int = None
+    """Recurring campaigns: stop after this many rounds (None: every round that opens until
+    the campaign ends)."""
+    on_round: object = None
+    """Recurring campaigns: `on_round(RoundResult)` after each round (the CLI prints it)."""
     status: object = None
     """`status(line)`: a progress line every few seconds while the fleet waits (the CLI prints
     them on stderr)."""
@@ -199,15 +212,19 @@ def progress_bar(total: int, enabled: bool, desc: str):
 def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None) -> FleetResult:
     """Verify the campaign's config, then publish one report per device, each simulated device
     on its own schedule (schedule.py: the campaign's spread, its own re-send timer), while the
-    real devices run as processes. `broker`: an mqtt:// or mqtts:// URL or BrokerSettings (its
+    real devices run as processes. A recurring campaign (a config with a `schedule`) runs
+    recurring.run_recurring instead and returns its RecurringResult. `broker`: an mqtt:// or mqtts:// URL or BrokerSettings (its
     credentials and CA file are handed to the real devices too)."""
     opts = options or FleetOptions()
     broker = mqtt.as_settings(broker)
     opts.check(broker)
     c_client = (opts.c_client or c_client_binary()) if opts.c_clients else None
     view = fetch_campaign(broker, campaign, trusted_keys, opts.phase)
-    mech = phase_mechanism(view)
     distribution = item_distribution(opts.dist, view.config)
+    if rounds.is_recurring(view.config):
+        return run_recurring(broker, view, trusted_keys, opts, distribution, opts.on_round)
+    mech = phase_mechanism(view)
+    ack_wait = ACK_WAIT if opts.ack_wait is None else opts.ack_wait
     set_size = 0
     if mech.set_valued:
         set_size = opts.set_size or campaign_set_size(view.config)
@@ -226,7 +243,7 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
     real = []
     with ThreadPoolExecutor(2) as pool:
         logins = list(opts.device_logins) if opts.device_logins is not None else None
-        wait = campaign_config.spread_s(view.config) + max(REAL_DEVICE_WAIT, opts.ack_wait)
+        wait = campaign_config.spread_s(view.config) + max(REAL_DEVICE_WAIT, ack_wait)
         for kind, count in (("micropython", opts.micropython), ("c", opts.c_clients)):
             if count:
                 mine = None
@@ -253,7 +270,7 @@ def run_fleet(broker, campaign: str, trusted_keys, options: FleetOptions = None)
             topic = "ldp/%s/r/%s-" % (campaign, path_prefix)
             publish_on_schedule(publisher, schedule, lambda idx: [topic + str(i) for i in
                                                                   idx.tolist()],
-                                reports, tracker, opts.ack_wait, opts.status, tick)
+                                reports, tracker, ack_wait, opts.status, tick)
             publisher.wait_acked(ACK_TIMEOUT)
             if tracker is not None:
                 result.acks = {"simulated": tracker.to_json(schedule.resent)}

@@ -70,10 +70,12 @@ class DeviceSchedule:
 
 
 def publish_on_schedule(publisher, schedule: DeviceSchedule, topics_of, reports: np.ndarray,
-                        tracker=None, ack_wait: float = 0.0, status=None, tick=None):
+                        tracker=None, ack_wait: float = 0.0, status=None, tick=None,
+                        deadline: float = None):
     """Publish each device's report when the schedule says, until every device has published
     and, with a `tracker` (acknowledgements), every report is acknowledged or `ack_wait`
-    seconds have passed since the last first publish. `topics_of(indices)`: their topics;
+    seconds have passed since the last first publish, or the `deadline` (time.monotonic(): a
+    recurring campaign's round closes, spec §3.4) has come. `topics_of(indices)`: their topics;
     `status(line)`: progress every STATUS_EVERY seconds; `tick(k)`: k first publishes."""
     started = last_status = time.monotonic()
     while True:
@@ -87,7 +89,8 @@ def publish_on_schedule(publisher, schedule: DeviceSchedule, topics_of, reports:
                 tick(first)
             continue
         pending = tracker.pending_count() if tracker is not None else 0
-        if not schedule.unsent and (not pending or now >= schedule.last_first + ack_wait):
+        if not schedule.unsent and (not pending or now >= schedule.last_first + ack_wait
+                                    or (deadline is not None and now >= deadline)):
             return
         if status is not None and now - last_status >= STATUS_EVERY:
             last_status = now
