@@ -25,7 +25,7 @@ def test_periods(text, seconds):
     assert parse_period(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["", "1w", "-5", "1.5h", "h", "9s", "9", "366d", "1d1h", None])
+@pytest.mark.parametrize("bad", ["", "1y", "-5", "1.5h", "h", "9s", "9", "366d", "1d1h", None])
 def test_bad_periods_name_every(bad):
     with pytest.raises(ConfigError) as err:
         parse_period(bad)
@@ -106,17 +106,27 @@ def test_recurring_needs_a_memoised_mechanism_and_eps1_below_eps(monkeypatch):
 
 
 def test_auto_chooses_a_memoised_mechanism_by_the_planner():
+    """`campaign create --protocol auto --every` takes plan --every's `(auto)` choice: the
+    smallest per-round MSE among the protocols whose lifetime charge fits the budget."""
+    from ldpfleet.core import longitudinal_plan
     small = choose_memoised(1.0, {"type": "int", "size": 4})
     large = choose_memoised(2.0, {"type": "int", "size": 1000}, eps1="0.5")
     assert small["mechanism"] in schedule.MEMOISED and large["mechanism"] == "loloha"
     assert large["params"]["eps1_milli"] == 500
-    rows = {r["mechanism"]: r for r in large["plan"]["candidates"]}
-    assert not rows["losue"]["feasible"] and not rows["lgrr"]["feasible"]  # n too large
-    # the choice is the lowest variance within the planner's slack
-    feasible = [r for r in small["plan"]["candidates"] if r["feasible"]]
-    best = min(r["expected_mse"] for r in feasible)
-    chosen = [r for r in feasible if r["mechanism"] == small["mechanism"]][0]
-    assert chosen["expected_mse"] <= best * 1.1
+    rows = {r["protocol"]: r for r in large["plan"]["protocols"]}
+    assert not rows["l-osue"]["feasible"] and not rows["l-grr"]["feasible"]  # n too large
+    for choice in (small, large):
+        plan = choice["plan"]
+        assert choice["protocol"] == plan["auto"]
+        assert plan["auto"] == longitudinal_plan.choose(plan["protocols"])["chosen"]
+        mech, fixed = longitudinal_plan.PROTOCOLS[choice["protocol"]]
+        assert choice["mechanism"] == mech and fixed.items() <= choice["params"].items()
+    # a small lifetime budget rules out the protocols whose charge exceeds it
+    tight = choose_memoised(2.0, {"type": "int", "size": 50}, rounds=365, lifetime_budget=4.0)
+    assert tight["protocol"] == "biloloha" and tight["params"]["g"] == 2
+    with pytest.raises(ConfigError) as err:
+        choose_memoised(2.0, {"type": "int", "size": 50}, rounds=365, lifetime_budget=1.0)
+    assert err.value.field == "protocol"
     numeric = choose_memoised(2.0, {"type": "range", "lo": 0, "hi": 100, "resolution": 1,
                                     "decimals": 0})
     assert numeric["mechanism"] == "lbitmean"
@@ -141,7 +151,7 @@ def create(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("extra,field", [
-    (["--every", "1w"], "every"),
+    (["--every", "1y"], "every"),
     (["--every", "3s", "--rounds", "2"], "every"),
     (["--every", "1h", "--rounds", "0"], "rounds"),
     (["--every", "1h", "--rounds", "2", "--until", "2099-01-01"], "rounds"),

@@ -245,7 +245,7 @@ def run_create(args):
         camp = _create_protocol(args)
         return _print_created(args, camp)
     if args.protocol:  # --protocol auto --every: the planner's memoised mechanism
-        mechanism, chosen = campaign_recurring.auto_mechanism(args, given)
+        mechanism, chosen = campaign_recurring.auto_mechanism(args, given, recurrence)
         args.mechanism, args.param = mechanism, ["%s=%s" % kv for kv in sorted(chosen.items())]
         args.eps1 = None  # in the chosen parameters
     elif given:

@@ -41,7 +41,7 @@ def recurrence(args):
     return Recurrence.from_options(args.every, args.rounds, args.until, args.start)
 
 
-def auto_mechanism(args, given):
+def auto_mechanism(args, given, recurrence=None):
     """`--protocol auto --every`: (mechanism, params) the planner chooses among the memoised
     ones; `given` the protocol options on the command line (refused: they are two-phase
     protocols')."""
@@ -57,8 +57,12 @@ def auto_mechanism(args, given):
     if args.param:
         raise ConfigError("param", "--protocol auto chooses the parameters; use --mechanism "
                           "to set them")
+    rounds = None if recurrence is None else recurrence.rounds
+    if rounds is None and recurrence is not None and recurrence.until is not None:
+        start = int(time.time()) if recurrence.start is None else recurrence.start
+        rounds = max(1, -((start - recurrence.until) // recurrence.every_s))
     choice = choose_memoised(args.epsilon, parse_domain(args.domain), eps1=args.eps1,
-                             fleet_size=args.fleet_size)
+                             fleet_size=args.fleet_size, rounds=rounds)
     return choice["mechanism"], choice["params"]
 
 

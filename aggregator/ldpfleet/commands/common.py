@@ -44,24 +44,17 @@ def duration(text: str) -> float:
     return value
 
 
-PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def period(text: str) -> int:
     """argparse type: a recurring campaign's round period in whole seconds, `90s`, `30m`,
-    `12h`, `1d`, `1w` or a plain number of seconds, within core.schedule's bounds."""
+    `12h`, `1d`, `1w` or a plain number of seconds (core.schedule.parse_period's rule)."""
     from ..core import schedule
-    t = text.strip().lower()
-    unit = PERIOD_UNITS.get(t[-1:], None) if t else None
-    digits = t[:-1] if unit else t
-    if not digits.isdigit():
-        raise argparse.ArgumentTypeError("a period such as 90s, 30m, 12h, 1d, 1w or seconds, "
-                                         "got %r" % text)
-    seconds = int(digits) * (unit or 1)
-    if not schedule.EVERY_S_MIN <= seconds <= schedule.EVERY_S_MAX:
-        raise argparse.ArgumentTypeError("a period of %d s to %d s (a year), got %r"
-                                         % (schedule.EVERY_S_MIN, schedule.EVERY_S_MAX, text))
-    return seconds
+    from ..core.errors import ConfigError
+    try:
+        return schedule.parse_period(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message if hasattr(exc, "message") else str(exc))
 
 
 def host_address(text: str) -> str:

@@ -9,6 +9,8 @@ charged once, so rounds cost nothing more); memoised mechanisms run nowhere else
 holds the cases. Integers only."""
 import numpy as np
 
+import re
+
 from . import mechanism_table
 from .errors import ConfigError
 
@@ -17,6 +19,8 @@ EVERY_S_MAX = 31536000
 """10 s (tests, demos) to a year."""
 ROUNDS_MAX = 100000
 KEYS = ("start", "every_s", "rounds")
+PERIOD_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+PERIOD_RE = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
 MEMOISED = frozenset(mechanism_table.LONGITUDINAL)
 """The longitudinal mechanisms of spec §3.2 (ids 17-21)."""
 ROUND_FLAG = 1
@@ -151,3 +155,18 @@ def split_round_rows(arr):
 def row_rounds(arr):
     """The `round` field (u32 LE at offset 12) of (n, >= 16) uint8 rows, as uint32."""
     return np.ascontiguousarray(arr[:, HEADER:ROUND_HEADER]).view("<u4").ravel()
+
+
+def parse_period(text) -> int:
+    """A round period as operators write it — `90s`, `30m`, `12h`, `1d`, `1w` or plain seconds —
+    in seconds within [EVERY_S_MIN, EVERY_S_MAX] (ConfigError("every") otherwise). The one
+    parser `campaign create --every`, `plan --every` and `simulate` use."""
+    m = PERIOD_RE.match(str(text).lower())
+    if not m:
+        raise ConfigError("every", "expected a period like 90s, 30m, 12h, 1d, 1w or seconds, "
+                          "got %r" % (text,))
+    seconds = int(m.group(1)) * PERIOD_UNITS[m.group(2) or "s"]
+    if not EVERY_S_MIN <= seconds <= EVERY_S_MAX:
+        raise ConfigError("every", "the period must be %d s to %d s (a year), got %d s"
+                          % (EVERY_S_MIN, EVERY_S_MAX, seconds))
+    return seconds

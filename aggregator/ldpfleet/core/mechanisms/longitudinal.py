@@ -39,6 +39,10 @@ def _default_eps1(eps_milli: int) -> int:
     return max(1, eps_milli // 2)
 
 
+default_eps1_milli = _default_eps1
+"""ε1 when a config or command names none: ε∞/2."""
+
+
 EPS1_PARAM = IntParam(_default_eps1, 1, EPS1_MAX)
 
 

@@ -25,27 +25,13 @@ from datetime import datetime, timezone
 from ...core import config as cfgmod
 from ...core import protocol, schedule
 from ...core.errors import ConfigError
+from ...core.schedule import parse_period  # noqa: F401 (the one period parser)
 
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-PERIOD_RE = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$")
 FREQUENCY_MEMOISED = ("losue", "lsue", "lgrr", "loloha")
 """The memoised frequency oracles `auto` chooses among (lbitmean is the numeric one)."""
 DEFAULT_FLEET = 10000
 """Fleet size the ranking assumes without --fleet-size (a variance ranking does not depend on
 it: every candidate's variance scales as 1/n)."""
-
-
-def parse_period(text) -> int:
-    """`30s`, `10m`, `1h`, `1d` or plain seconds -> seconds (ConfigError("every"))."""
-    m = PERIOD_RE.match(str(text))
-    if not m:
-        raise ConfigError("every", "expected a period like 30s, 10m, 1h, 1d or seconds, got %r"
-                          % (text,))
-    seconds = int(m.group(1)) * UNITS[m.group(2) or "s"]
-    if not schedule.EVERY_S_MIN <= seconds <= schedule.EVERY_S_MAX:
-        raise ConfigError("every", "the period must be %d s to %d s (a year), got %d s"
-                          % (schedule.EVERY_S_MIN, schedule.EVERY_S_MAX, seconds))
-    return seconds
 
 
 def parse_time(text, field: str) -> int:
@@ -123,20 +109,27 @@ def eps1_params(params: dict, eps1) -> dict:
     return dict(params, eps1_milli=milli)
 
 
-def choose_memoised(epsilon, domain: dict, eps1=None, fleet_size=None) -> dict:
-    """`--protocol auto --every`: the planner's choice among the memoised mechanisms (see the
-    module docstring): {"mechanism", "params", "plan"}."""
-    from ...core.planner import plan
+def choose_memoised(epsilon, domain: dict, eps1=None, fleet_size=None, rounds=None,
+                    lifetime_budget=None) -> dict:
+    """`--protocol auto --every`: the recurring planner's choice (core.longitudinal_plan.choose:
+    the smallest per-round MSE among the memoised protocols whose lifetime charge, min(classes,
+    R)·ε∞, fits the device's lifetime budget) — the same rule `plan --every` marks `(auto)`:
+    {"mechanism", "params", "protocol", "plan"}."""
+    from ...core import longitudinal_plan
+    from ...core.mechanisms.longitudinal import default_eps1_milli
     if domain.get("type") in cfgmod.NUMERIC_DOMAINS:
-        return {"mechanism": "lbitmean", "params": eps1_params({}, eps1),
+        return {"mechanism": "lbitmean", "params": eps1_params({}, eps1), "protocol": "lbitmean",
                 "plan": {"reason": "a numeric domain has one memoised mechanism"}}
+    eps_milli = protocol.eps_to_milli(float(epsilon))
     params = eps1_params({}, eps1)
+    eps1_milli = params.get("eps1_milli", default_eps1_milli(eps_milli))
     size = cfgmod.mechanism_domain_size({"domain": domain}, FREQUENCY_MEMOISED[0])  # d + 1 (⊥)
-    result = plan(float(epsilon), size, users=fleet_size or DEFAULT_FLEET,
-                  candidates=FREQUENCY_MEMOISED, params=params)
-    if result["recommended"] is None:
-        reasons = "; ".join("%s: %s" % (r["mechanism"], r.get("reason"))
-                            for r in result["candidates"])
-        raise ConfigError("protocol", "no memoised mechanism fits this campaign (%s)" % reasons)
-    return {"mechanism": result["recommended"], "params": dict(result["recommended_params"]),
-            "plan": result}
+    budget = longitudinal_plan.DEFAULT_LIFETIME_BUDGET if lifetime_budget is None else lifetime_budget
+    result = longitudinal_plan.plan_recurring(eps_milli, eps1_milli, size,
+                                              fleet_size or DEFAULT_FLEET, rounds, budget)
+    if result["auto"] is None:
+        raise ConfigError("protocol", "no memoised mechanism fits this campaign: %s"
+                          % result["auto_reason"])
+    mechanism, fixed = longitudinal_plan.PROTOCOLS[result["auto"]]
+    return {"mechanism": mechanism, "params": dict(fixed, eps1_milli=eps1_milli),
+            "protocol": result["auto"], "plan": result}
