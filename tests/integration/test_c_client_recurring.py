@@ -27,7 +27,7 @@ from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms import make_mechanism
 from ldpfleet.provision import device_runner
 from support.brokers import PrivateMosquitto
-from support.c_client import (assert_no_sanitizer_report, build_client, client_cmd, client_env)
+from support.c_client import assert_no_sanitizer_report, build_client, client_cmd, client_env, metric_program
 from support.devices import SIGNING_KEY, ReportCollector, config_doc, read_ledger, stop_processes
 from test_c_client import verify_config
 
@@ -160,10 +160,12 @@ def test_rounds_enrolment_and_equivalence(tmp_path):
             launch("asan", lambda s: client_cmd(asan, s, broker.port, "fw-daily", 2, once=True, timeout=40), {})
             launch("poor", lambda s: client_cmd(plain, s, broker.port, "fw-daily", 1, once=True, timeout=20), {},
                    budget=charge - 1)
-            launch("agent", lambda s: [str(plain), "--host", "127.0.0.1", "--port", str(broker.port),
-                                       "--state-dir", str(s), "--metric",
-                                       "fw_version=%s" % counter_program(Path(s) / "read_fw"),
-                                       "--timeout", str(start + 2 * EVERY_S + 4 - int(time.time()))], {})
+            agent_until = start + 2 * EVERY_S + 4
+            for name, program in (("agent", counter_program), ("agent1", lambda p: metric_program(p, 1))):
+                launch(name, lambda s, prog=program: [
+                    str(plain), "--host", "127.0.0.1", "--port", str(broker.port), "--state-dir", str(s),
+                    "--metric", "fw_version=%s" % prog(Path(s) / "read_fw"),
+                    "--timeout", str(agent_until - int(time.time()))], SEED_ENV)
             time.sleep(max(0.0, start + EVERY_S + 1 - time.time()))  # into round 2
             launch("late", lambda s: client_cmd(plain, s, broker.port, "fw-daily", 2, once=True, timeout=30), {})
             for name, (state, proc) in procs.items():
@@ -178,14 +180,14 @@ def test_rounds_enrolment_and_equivalence(tmp_path):
     assert_no_sanitizer_report(text["asan"])
     # one report per round with the round header; a late device joins the round open then
     for name, want in (("const1", [1, 2, 3]), ("const3", [1, 2, 3]), ("asan", [1, 2, 3]),
-                       ("agent", [1, 2, 3]), ("late", [2, 3])):
+                       ("agent", [1, 2, 3]), ("agent1", [1, 2, 3]), ("late", [2, 3])):
         got = rounds_of(reports, "fw-daily", "rc-" + name)
         assert [r for r, _ in got] == want, (name, got, text[name])
         assert len({n for _, n in got}) == len(want), "a fresh nonce every round"
         assert "rounds-done campaign_id=%d" % cid in text[name] and "undelivered" not in text[name], text[name]
         assert text[name].count("enrolled campaign_id=%d charge_milli=%d" % (cid, charge)) == 1, text[name]
     # the lifetime spend is the enrolment charge, whatever the values did (constant, changing)
-    for name in ("const1", "const3", "asan", "agent", "late"):
+    for name in ("const1", "const3", "asan", "agent", "agent1", "late"):
         ledger = read_ledger(procs[name][0])
         assert ledger["spent_milli"] == charge, (name, ledger)
         assert ledger["enrol"][str(cid)]["charge_milli"] == charge
@@ -197,16 +199,22 @@ def test_rounds_enrolment_and_equivalence(tmp_path):
     # a budget below the charge: refused before anything is drawn, nothing spent or sent
     assert procs["poor"][1].returncode == 2 and "refused config lifetime_budget" in text["poor"], text["poor"]
     assert read_ledger(procs["poor"][0]) is None and not rounds_of(reports, "fw-daily", "rc-poor")
-    # observational equivalence (spec §7.1): the same randomness, values 1 and 3
-    norm = {name: text[name].replace("rc-" + name, "DEV").splitlines() for name in ("const1", "const3")}
-    assert norm["const1"] == norm["const3"]
-    ledgers = [read_ledger(procs[n][0]) for n in ("const1", "const3")]
+    # observational equivalence (spec §7.1), the same randomness each: flashed values 1 and 3;
+    # an agent whose provider prints 1 every round and one whose provider changes every round
+    for pair in (("const1", "const3"), ("agent1", "agent")):
+        equivalent(pair, text, procs, reports, cid)
+
+
+def equivalent(pair, text, procs, reports, cid):
+    norm = [text[name].replace("rc-" + name, "DEV").splitlines() for name in pair]
+    assert norm[0] == norm[1], pair
+    ledgers = [read_ledger(procs[n][0]) for n in pair]
     assert [sorted(lg) for lg in ledgers][0] == sorted(ledgers[1])
     assert [(lg["spent_milli"], sorted(lg["enrol"]), sorted(lg["rounds"]), lg["rounds"][str(cid)][:2],
              len(lg["rounds"][str(cid)][2])) for lg in ledgers].count(
         (ledgers[0]["spent_milli"], [str(cid)], [str(cid)], ledgers[0]["rounds"][str(cid)][:2],
          len(ledgers[0]["rounds"][str(cid)][2]))) == 2
-    heads = [[p[:4] + p[8:16] for t, p in reports if t.endswith("/rc-" + n)] for n in ("const1", "const3")]
+    heads = [[p[:4] + p[8:16] for t, p in reports if t.endswith("/rc-" + n)] for n in pair]
     assert heads[0] == heads[1] and len(heads[0]) == ROUNDS
 
 
