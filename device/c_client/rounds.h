@@ -8,8 +8,9 @@
  * is re-sent untouched), else the value is read (a metric provider runs here, once per round),
  * the report made from the state with a fresh nonce and the round header, the memo committed
  * (replacing the previous round's), then published after its spread wait. Re-sends run until
- * an ack, a close, not_after or the next round's opening (`undelivered round=<r>`); after
- * round R the device logs `rounds-done` (--once: exit 0). Everything here depends on the
+ * an ack, a close, not_after or the next round's opening (`undelivered round=<r>`; round R has
+ * no next opening: not_after ends its re-sends); once round R is delivered, or the schedule is
+ * over, the device logs `rounds-done` (--once: exit 0). Everything here depends on the
  * config, the clock, the ledger and the OS RNG only, never on the value (spec §7.1). */
 #ifndef LDPC_ROUNDS_H
 #define LDPC_ROUNDS_H

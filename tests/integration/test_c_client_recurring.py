@@ -276,3 +276,42 @@ def test_memo_first_undelivered_round_and_close(tmp_path):
         ledger = read_ledger(state)
         assert key not in ledger.get("enrol", {}) and key not in ledger.get("rounds", {})
         assert ledger["spent_milli"] == charge and [cid, doc["not_before"]] in ledger["closed"]
+
+
+def test_last_round_is_resent_until_not_after(tmp_path):
+    """Round R has no next opening: with nobody acknowledging, its report is re-sent after its
+    window closed, until not_after (spec §3.4, §6); then `undelivered round=1` and
+    `rounds-done` (exit 0 with --once). Its spend is the enrolment charge min(classes, R)·ε∞."""
+    binary = build_client()
+    with PrivateMosquitto() as broker:
+        now = int(time.time())
+        start = now - EVERY_S + 3  # the only round's window closes 3 s from now, not_after 8 s
+        doc = config_doc("fw-last", mechanism="loloha", eps_milli=EPS, params={"eps1_milli": EPS1, "g": 2},
+                         domain={"type": "int", "size": D}, not_before=now - 60, not_after=start + EVERY_S + 5,
+                         delivery={"ack": True, "retry_s": 1, "retry_max_s": 1},
+                         recurring={"start": start, "every_s": EVERY_S, "rounds": 1})
+        state = device_runner.prepare_device(tmp_path / "last", "rc-last", SIGNING_KEY, eps_cap_milli=8000,
+                                             lifetime_budget_milli=100000)
+        collector = ReportCollector(broker.port)
+        arrivals = []
+        try:
+            collector.publish("ldp/fw-last/config", campaign_config.sign(doc, SIGNING_KEY))
+            proc = subprocess.Popen(client_cmd(binary, state, broker.port, "fw-last", 1, once=True, timeout=25),
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=client_env())
+            seen = 0
+            while proc.poll() is None:
+                got = collector.reports()
+                arrivals += [time.time()] * (len(got) - seen)
+                seen = len(got)
+                time.sleep(0.05)
+            out = proc.stdout.read()
+            sent = collector.barrier()
+        finally:
+            collector.close()
+    assert proc.returncode == 0, out
+    assert len(set(p for _, p in sent)) == 1 and all(schedule.split_round(p)[1] == 1 for _, p in sent)
+    assert any(t > start + EVERY_S + 1 for t in arrivals), (arrivals, start + EVERY_S)
+    assert out.index("undelivered round=1") < out.index("rounds-done"), out
+    ledger = read_ledger(state)
+    # BiLOLOHA (g = 2) over R = 1 round: min(2, 1)·ε∞
+    assert ledger["spent_milli"] == EPS == ledger["enrol"][str(doc["campaign_id"])]["charge_milli"]
