@@ -362,7 +362,7 @@ static const cJSON *phase_entry(const cJSON *doc, int phase)
 /* The mechanism of `phase` of `doc`. shc phase 2's thresholds need phase 1's eps (spec §3.1):
  * `eps1_milli`, what the device's phase-1 memo was made with (unused otherwise). */
 int ldpc_dev_make_mech(const cJSON *doc, int phase, const cJSON *candidates, int64_t eps1_milli,
-                     struct ldpc_mech *mech, struct ldpc_reason *why)
+                       struct ldpc_mech *mech, struct ldpc_reason *why)
 {
     const cJSON *ph = phase_entry(doc, phase);
     const char *name = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
@@ -483,7 +483,7 @@ static int numeric_input(const struct ldpc_value *value, const cJSON *doc, const
  * one-item campaign too: its `one` is NONE), set elements that are not domain items are
  * dropped. -1 only when memory runs out. */
 int ldpc_dev_build_input(const struct ldpc_value *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
-                       struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+                         struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
     struct domain_view view;
     memset(in, 0, sizeof *in);
