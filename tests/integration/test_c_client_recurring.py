@@ -315,3 +315,38 @@ def test_last_round_is_resent_until_not_after(tmp_path):
     ledger = read_ledger(state)
     # BiLOLOHA (g = 2) over R = 1 round: min(2, 1)·ε∞
     assert ledger["spent_milli"] == EPS == ledger["enrol"][str(doc["campaign_id"])]["charge_milli"]
+
+
+@pytest.mark.parametrize("step", ["mid-write", "after-write"])
+def test_a_crash_in_the_enrolment_commit_never_charges_twice(tmp_path, step):
+    """A power cut inside the enrolment's commit (spec §7.4): mid-write leaves the previous
+    generation (nothing spent, the device enrols again on restart); after-write leaves the
+    enrolment (the restart reports from it without enrolling again). Either way the spend is
+    the charge, once, and nothing was published before the commit."""
+    binary = build_client()
+    charge = make_mechanism("lgrr", EPS, D + 1, eps1_milli=EPS1).enrolment_charge_milli(ROUNDS)
+    with PrivateMosquitto() as broker:
+        start = int(time.time()) - 2
+        doc = campaign_body("fw-crash", start)
+        state = device_runner.prepare_device(tmp_path / "crash", "rc-crash", SIGNING_KEY, eps_cap_milli=8000,
+                                             lifetime_budget_milli=100000)
+        collector = ReportCollector(broker.port)
+        try:
+            collector.publish("ldp/fw-crash/config", campaign_config.sign(doc, SIGNING_KEY))
+            argv = client_cmd(binary, state, broker.port, "fw-crash", 1, timeout=15)
+            crashed = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                                     env=dict(client_env(), LDPC_LEDGER_CRASH=step))
+            assert crashed.returncode == 75, crashed.stdout + crashed.stderr
+            assert not collector.barrier()
+            again = subprocess.Popen(argv + ["--once"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=client_env())
+            collector.wait_for(lambda rs: len(rs) >= 1, timeout=15)
+            again.terminate()
+            out, _ = again.communicate(timeout=15)
+            sent = collector.barrier()
+        finally:
+            collector.close()
+    assert ("enrolled" in out) == (step == "mid-write"), out
+    assert len({p for _, p in sent}) == 1 and schedule.split_round(sent[0][1])[1] == 1
+    ledger = read_ledger(state)
+    assert ledger["spent_milli"] == charge == ledger["enrol"][str(doc["campaign_id"])]["charge_milli"]
