@@ -23,7 +23,8 @@ const char ldpc_usage_text[] =
     "       ldp_client verify-config --trusted-keys FILE [--now T] [--payload-file F] [--envelope-only]\n"
     "                                [--print-digest]\n"
     "       ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]\n"
-    "       ldp_client replay --state-dir DIR --campaign C --value V --messages FILE\n";
+    "       ldp_client replay --state-dir DIR --campaign C --value V --messages FILE\n"
+    "       ldp_client rounds --cases-file F\n";
 
 int ldpc_usage(const char *problem)
 {

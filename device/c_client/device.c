@@ -14,6 +14,8 @@
 #include "ldp_sha256.h"
 #include "ldp_select.h"
 #include "mech.h"
+#include "rounds.h"
+#include "schedule.h"
 
 enum { INBOX_KEYS = 0, INBOX_CONFIG = 1, INBOX_PHASE2 = 2 };
 
@@ -171,7 +173,7 @@ int ldpc_device_init_live(struct ldpc_device *dev, const struct ldpc_identity *i
 /* A live metric's reading (spec §5.4), once per fresh report, when it is made: the program's
  * first output line as --value takes it (JSON, else the raw string); a program that fails,
  * times out or prints nothing gives no value (⊥, or the grid's midpoint). Nothing is logged. */
-static void read_live(struct ldpc_device *dev)
+void ldpc_dev_read_live(struct ldpc_device *dev)
 {
     char line[LDPC_METRIC_LINE];
     cJSON *v = NULL;
@@ -232,7 +234,7 @@ void ldpc_device_on_message(struct ldpc_device *dev, const char *topic, const vo
     dev->inbox_len[slot] = len;
 }
 
-static void refuse(struct ldpc_device *dev, const char *what, const struct ldpc_reason *why)
+void ldpc_dev_refuse(struct ldpc_device *dev, const char *what, const struct ldpc_reason *why)
 {
     ldpc_log(dev->id.device_id, "refused", "%s %s: %s", what, why->field, why->message);
     if (dev->once)
@@ -359,8 +361,8 @@ static const cJSON *phase_entry(const cJSON *doc, int phase)
 
 /* The mechanism of `phase` of `doc`. shc phase 2's thresholds need phase 1's eps (spec §3.1):
  * `eps1_milli`, what the device's phase-1 memo was made with (unused otherwise). */
-static int make_mech(const cJSON *doc, int phase, const cJSON *candidates, int64_t eps1_milli,
-                     struct ldpc_mech *mech, struct ldpc_reason *why)
+int ldpc_dev_make_mech(const cJSON *doc, int phase, const cJSON *candidates, int64_t eps1_milli,
+                       struct ldpc_mech *mech, struct ldpc_reason *why)
 {
     const cJSON *ph = phase_entry(doc, phase);
     const char *name = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
@@ -480,8 +482,8 @@ static int numeric_input(const struct ldpc_value *value, const cJSON *doc, const
  * refuses because of the value (spec §1): a value outside the domain is ⊥ (a list given to a
  * one-item campaign too: its `one` is NONE), set elements that are not domain items are
  * dropped. -1 only when memory runs out. */
-static int build_input(const struct ldpc_value *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
-                       struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+int ldpc_dev_build_input(const struct ldpc_value *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
+                         struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
     struct domain_view view;
     memset(in, 0, sizeof *in);
@@ -581,7 +583,7 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     uint8_t *report;
     int shc_x;
     if (ldpc_ledger_check(dev->ledger, mech->eps_milli, &why) != 0) {
-        refuse(dev, "report", &why);
+        ldpc_dev_refuse(dev, "report", &why);
         return;
     }
     len = ldpc_mech_report_size(mech);
@@ -593,7 +595,7 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
         ldpc_reason_set(&why, "report", "cannot build the report (memory, OS RNG or input)");
         free(report);
         free(words);
-        refuse(dev, "report", &why);
+        ldpc_dev_refuse(dev, "report", &why);
         return;
     }
     shc_x = ldpc_mech_shc_x(mech, words, report); /* shc phase 1: x goes with the memo (spec §7.4) */
@@ -608,7 +610,7 @@ static void deliver(struct ldpc_device *dev, int phase, const struct ldpc_mech *
     spend.shc_bit = shc_x;
     if (ldpc_ledger_commit(dev->ledger, &spend, &why) != 0) {
         free(report);
-        refuse(dev, "report", &why);
+        ldpc_dev_refuse(dev, "report", &why);
         return;
     }
     ldpc_log(dev->id.device_id, "spent", "phase=%d eps_milli=%lu remaining=%lld", phase,
@@ -690,6 +692,8 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, const char *
         if (in_phase[number] && !ldpc_ledger_has(dev->ledger, cid, (int)number))
             need += eps;
     }
+    if (ldpc_is_recurring(doc)) /* charged once, at enrolment (spec §3.4): rounds.c */
+        return ldpc_rounds_accept(dev, doc, why);
     if (need > ldpc_ledger_remaining(dev->ledger)) {
         ldpc_reason_set(why, "lifetime_budget", "campaign needs eps_milli %lld, %lld remain", (long long)need,
                         (long long)ldpc_ledger_remaining(dev->ledger));
@@ -697,7 +701,7 @@ static int accept_config(struct ldpc_device *dev, const cJSON *doc, const char *
     }
     if (!in_phase[1] || ldpc_ledger_has(dev->ledger, cid, 1))
         return 0; /* memo first: a paid phase is re-sent untouched, nothing computed */
-    read_live(dev);
+    ldpc_dev_read_live(dev);
     if (ldpc_phase1_input(doc, &dev->value, dev->high, mech, in, keys, why) != 0)
         return -1;
     *have_mech = 1;
@@ -708,9 +712,9 @@ int ldpc_phase1_input(const cJSON *doc, const struct ldpc_value *value, int high
                       struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
 {
     *keys = NULL;
-    if (make_mech(doc, 1, NULL, 0, mech, why) != 0)
+    if (ldpc_dev_make_mech(doc, 1, NULL, 0, mech, why) != 0)
         return -1;
-    if (build_input(value, high, doc, mech, in, keys, why) != 0) {
+    if (ldpc_dev_build_input(value, high, doc, mech, in, keys, why) != 0) {
         ldpc_mech_free(mech);
         return -1;
     }
@@ -775,6 +779,8 @@ static void on_ack(struct ldpc_device *dev, const uint8_t *ack, size_t len)
         if (a->data != NULL && ldpc_ack_accepts(&dev->id, a->data, a->len, ack, len)) {
             free(a->data);
             a->data = NULL;
+            if (dev->recurring)
+                dev->round_delivered = 1;
             ldpc_log(dev->id.device_id, "acked", "phase=%d status=%d", ack[2], ack[3]);
             return;
         }
@@ -818,14 +824,14 @@ static void on_close(struct ldpc_device *dev, const cJSON *doc)
     struct ldpc_reason why;
     int64_t cid, held = -1, not_before = 0;
     if (ldpc_close_check(doc, &why) != 0) {
-        refuse(dev, "config", &why);
+        ldpc_dev_refuse(dev, "config", &why);
         return;
     }
     cid = int_of(doc, "campaign_id");
     if (strcmp(cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring, dev->campaign) != 0) {
         ldpc_reason_set(&why, "campaign", "close of campaign %s on our topic",
                         cJSON_GetObjectItemCaseSensitive(doc, "campaign")->valuestring);
-        refuse(dev, "config", &why);
+        ldpc_dev_refuse(dev, "config", &why);
         return;
     }
     if (dev->config != NULL)
@@ -835,7 +841,7 @@ static void on_close(struct ldpc_device *dev, const cJSON *doc)
     else if (held == cid)
         not_before = int_of(dev->config, "not_before");
     if (ldpc_ledger_close_campaign(dev->ledger, (uint32_t)cid, not_before, &why) != 0) {
-        refuse(dev, "config", &why);
+        ldpc_dev_refuse(dev, "config", &why);
         return;
     }
     if (held >= 0 && held != cid) {
@@ -846,6 +852,8 @@ static void on_close(struct ldpc_device *dev, const cJSON *doc)
     while (dev->n_out)
         free(ldpc_device_pop(dev));
     stop_awaiting(dev, NULL);
+    dev->recurring = dev->rounds_over = dev->round_delivered = 0;
+    dev->round = 0;
     cJSON_Delete(dev->config);
     dev->config = NULL;
     dev->config_digest[0] = '\0';
@@ -872,11 +880,15 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     if (doc == NULL || accept_config(dev, doc, digest, in_phase, &mech, &have_mech, &in, &keys, &why) != 0) {
         cJSON_Delete(doc);
         keep_kid_refused(dev, INBOX_CONFIG, payload, len, &why);
-        refuse(dev, "config", &why);
+        ldpc_dev_refuse(dev, "config", &why);
         return;
     }
-    if (dev->config == NULL || int_of(dev->config, "campaign_id") != int_of(doc, "campaign_id"))
+    if (dev->config == NULL || int_of(dev->config, "campaign_id") != int_of(doc, "campaign_id")) {
         memset(dev->delivered, 0, sizeof dev->delivered);
+        dev->round = 0;
+        dev->round_delivered = dev->rounds_over = 0;
+    }
+    dev->recurring = ldpc_is_recurring(doc);
     cJSON_Delete(dev->config);
     dev->config = doc;
     memcpy(dev->config_digest, digest, sizeof dev->config_digest);
@@ -884,7 +896,9 @@ static void on_config(struct ldpc_device *dev, const uint8_t *payload, size_t le
     ldpc_log(dev->id.device_id, "accepted", "config campaign_id=%lld phases=%s",
              (long long)int_of(doc, "campaign_id"),
              in_phase[1] && in_phase[2] ? "[1, 2]" : in_phase[1] ? "[1]" : "[2]");
-    if (have_mech) {
+    if (dev->recurring) {
+        ldpc_rounds_trigger(dev); /* the open round's report, memo first (spec §3.4) */
+    } else if (have_mech) {
         deliver(dev, 1, &mech, &in);
         ldpc_mech_free(&mech);
     } else if (in_phase[1]) {
@@ -910,18 +924,18 @@ static int ldpminer_phase2(const cJSON *doc, const cJSON *p2, const struct ldpc_
         return -1;
     }
     if (listed) {
-        if (make_mech(doc, 2, cands, 0, mech, why) != 0)
+        if (ldpc_dev_make_mech(doc, 2, cands, 0, mech, why) != 0)
             return -1;
     } else {
         if (ldpc_candidates_parse(&own, cands, why) != 0)
             return -1;
-        if (make_mech(doc, 2, NULL, 0, mech, why) != 0) {
+        if (ldpc_dev_make_mech(doc, 2, NULL, 0, mech, why) != 0) {
             ldpc_candidates_free(&own);
             return -1;
         }
         trim_by = &own;
     }
-    if (build_input(value, 0, doc, mech, in, keys, why) != 0) {
+    if (ldpc_dev_build_input(value, 0, doc, mech, in, keys, why) != 0) {
         ldpc_candidates_free(&own);
         ldpc_mech_free(mech);
         return -1;
@@ -945,7 +959,7 @@ int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_s
     ldpc_candidates_free(&own);
     if (memo->report == NULL || ldpc_shc_memo_input(memo->report, memo->len, memo->x, in) != 0)
         return 1;
-    return make_mech(doc, 2, NULL, memo->eps1_milli, mech, why);
+    return ldpc_dev_make_mech(doc, 2, NULL, memo->eps1_milli, mech, why);
 }
 
 int ldpc_phase2_is_shc(const cJSON *doc)
@@ -965,7 +979,7 @@ static int fallback_phase2(const cJSON *doc, const struct ldpc_value *value, str
                        (uint32_t)int_of(doc, "campaign_id"), 2, cJSON_GetObjectItemCaseSensitive(fb, "params"), NULL,
                        why) != 0)
         return -1;
-    if (build_input(value, 0, doc, mech, in, keys, why) != 0) {
+    if (ldpc_dev_build_input(value, 0, doc, mech, in, keys, why) != 0) {
         ldpc_mech_free(mech);
         return -1;
     }
@@ -983,9 +997,9 @@ int ldpc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_value
         return fallback_phase2(doc, value, mech, in, keys, why);
     if (ldpc_mech_set_valued_name(name))
         return ldpminer_phase2(doc, p2, value, mech, in, keys, why);
-    if (make_mech(doc, 2, NULL, 0, mech, why) != 0)
+    if (ldpc_dev_make_mech(doc, 2, NULL, 0, mech, why) != 0)
         return -1;
-    if (build_input(value, caller_high, doc, mech, in, keys, why) != 0) {
+    if (ldpc_dev_build_input(value, caller_high, doc, mech, in, keys, why) != 0) {
         ldpc_mech_free(mech);
         return -1;
     }
@@ -1040,7 +1054,7 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
             return;
         }
     } else if (rc == 0 && !memo) { /* memo first: nothing is computed from the value for a paid phase */
-        read_live(dev);
+        ldpc_dev_read_live(dev);
         rc = ldpc_phase2_input(dev->config, p2, &dev->value, dev->high, &mech, &in, &keys, &why);
     }
     if (rc == 0 && cJSON_GetObjectItemCaseSensitive(p2, "candidates") != NULL)
@@ -1051,7 +1065,7 @@ static void on_phase2(struct ldpc_device *dev, const uint8_t *payload, size_t le
     cJSON_Delete(p2);
     if (rc != 0) {
         keep_kid_refused(dev, INBOX_PHASE2, payload, len, &why);
-        refuse(dev, "phase2", &why);
+        ldpc_dev_refuse(dev, "phase2", &why);
         return;
     }
     ldpc_log(dev->id.device_id, "accepted", "phase2 campaign_id=%lld%s", (long long)int_of(dev->config, "campaign_id"),
@@ -1085,6 +1099,7 @@ void ldpc_device_process_inbox(struct ldpc_device *dev)
             on_phase2(dev, msg, dev->inbox_len[slot]);
         free(msg);
     }
+    ldpc_rounds_tick(dev); /* a recurring campaign's round opening or end (spec §3.4) */
 }
 
 void ldpc_device_delivered(struct ldpc_device *dev, int phase, uint8_t *data, size_t len)
@@ -1095,7 +1110,13 @@ void ldpc_device_delivered(struct ldpc_device *dev, int phase, uint8_t *data, si
         free(data);
         return;
     }
+    if (dev->recurring && ldpc_report_round(data, len) != dev->round) {
+        free(data); /* a PUBACK of a round that is over: nothing more for it */
+        return;
+    }
     dev->delivered[phase] = 1;
+    if (dev->recurring && d == NULL)
+        dev->round_delivered = 1; /* no acknowledgements: the PUBACK delivers the round */
     ldpc_log(dev->id.device_id, "published", "phase=%d bytes=%lu", phase, (unsigned long)len);
     a = &dev->awaiting[phase];
     if (d == NULL || (a->data != NULL && a->len == len && memcmp(a->data, data, len) == 0)) {
@@ -1136,6 +1157,8 @@ int ldpc_device_done(const struct ldpc_device *dev)
     int p;
     if (dev->exit_code != LDPC_RUNNING)
         return 1;
+    if (dev->recurring) /* until rounds-done (rounds.c) */
+        return 0;
     if (!dev->once || dev->config == NULL || dev->n_out || dev->awaiting[1].data || dev->awaiting[2].data)
         return 0;
     for (p = 1; p <= 2; p++)

@@ -101,6 +101,11 @@ struct ldpc_device {
     uint8_t acks[LDPC_MAX_ACKS][LDPC_ACK_MAC_SIZE]; /* received, not yet processed */
     size_t ack_len[LDPC_MAX_ACKS], n_acks;
     int exit_code;             /* LDPC_RUNNING until the device is done */
+    /* a recurring campaign (spec §3.4, rounds.h): the round being handled (0: none yet), whether
+     * its report was delivered (acknowledged; PUBACKed without delivery.ack), and whether the
+     * campaign is over for this device (rounds-done logged, or an enrolment refused) */
+    int recurring, round_delivered, rounds_over;
+    uint32_t round;
 };
 
 /* Reads {device_id, trusted_keys, eps_cap_milli, lifetime_budget_milli, broker, ack_key};
@@ -198,5 +203,17 @@ int ldpc_phase1_input(const cJSON *doc, const struct ldpc_value *value, int high
 int ldpc_phase2_is_shc(const cJSON *doc);
 int ldpc_shc_phase2_input(const cJSON *doc, const cJSON *p2, const struct ldpc_shc_memo *memo,
                           struct ldpc_mech *mech, struct ldpc_input *in, struct ldpc_reason *why);
+
+/* Shared with rounds.c (device.c's own steps, in the same order as a one-shot phase): */
+/* The mechanism of `phase` of a checked config; 0, or -1 with the reason. */
+int ldpc_dev_make_mech(const cJSON *doc, int phase, const cJSON *candidates, int64_t eps1_milli,
+                       struct ldpc_mech *mech, struct ldpc_reason *why);
+/* The device's value in the form the mechanism takes (never refuses because of the value). */
+int ldpc_dev_build_input(const struct ldpc_value *value, int high, const cJSON *doc, const struct ldpc_mech *mech,
+                         struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why);
+/* A live metric's reading, once per fresh report (no metric: nothing). */
+void ldpc_dev_read_live(struct ldpc_device *dev);
+/* Log `refused <what> <field>: <message>`; with --once the device exits 2. */
+void ldpc_dev_refuse(struct ldpc_device *dev, const char *what, const struct ldpc_reason *why);
 
 #endif

@@ -11,16 +11,74 @@
 #include "ldp_report.h"
 #include "ldp_thresholds.h"
 #include "mech_numeric.h"
+#include "schedule.h"
 
 #define PROTOCOL LDP_PROTOCOL_VERSION
 
-/* Parse a whole buffer as one JSON value, nothing but whitespace after it (as json.loads). */
+/* Number tokens of `text` in document order: 1 where the token is written with a fraction or an
+ * exponent (a JSON float: 86400.0, 1e3), else 0; *n tokens (heap, NULL when none or no memory). */
+static uint8_t *number_forms(const char *text, size_t len, size_t *n)
+{
+    size_t i = 0, cap = 0;
+    uint8_t *forms = NULL;
+    *n = 0;
+    while (i < len) {
+        char c = text[i];
+        if (c == '"') { /* a string: skip it, escapes included */
+            for (i++; i < len && text[i] != '"'; i++)
+                if (text[i] == '\\')
+                    i++;
+            i++;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            uint8_t is_float = 0;
+            for (; i < len && strchr("0123456789+-.eE", text[i]) != NULL && text[i] != '\0'; i++)
+                is_float |= text[i] == '.' || text[i] == 'e' || text[i] == 'E';
+            if (*n == cap) {
+                uint8_t *grown = realloc(forms, cap = cap ? 2 * cap : 16);
+                if (grown == NULL) {
+                    free(forms);
+                    *n = 0;
+                    return NULL;
+                }
+                forms = grown;
+            }
+            forms[(*n)++] = is_float;
+        } else {
+            i++;
+        }
+    }
+    return forms;
+}
+
+/* Mark the number items (pre-order: document order) that are floats in the text. */
+static void mark_floats(cJSON *item, const uint8_t *forms, size_t n, size_t *next)
+{
+    for (; item != NULL; item = item->next) {
+        if (cJSON_IsNumber(item) && *next < n && forms[(*next)++])
+            item->type |= LDPC_JSON_FLOAT;
+        if (item->child != NULL)
+            mark_floats(item->child, forms, n, next);
+    }
+}
+
+/* Parse a whole buffer as one JSON value, nothing but whitespace after it (as json.loads). A
+ * number written as a float (86400.0) is marked (LDPC_JSON_FLOAT): Python's json.loads gives a
+ * float there, which no integer field takes, so ldpc_json_int refuses it too. */
 static cJSON *parse_exact(const char *text, size_t len)
 {
     const char *end = NULL;
+    cJSON *doc;
+    uint8_t *forms;
+    size_t n = 0, next = 0;
     if (memchr(text, '\0', len) != NULL)
         return NULL;
-    return cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    doc = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    if (doc == NULL)
+        return NULL;
+    forms = number_forms(text, len, &n);
+    mark_floats(doc, forms, n, &next);
+    free(forms);
+    return doc;
 }
 
 static void kid_of(const uint8_t pub[32], char out[17])
@@ -172,7 +230,7 @@ cJSON *ldpc_envelope_open(const uint8_t *payload, size_t len, const struct ldpc_
 int ldpc_json_int(const cJSON *v, int64_t *out)
 {
     double x;
-    if (!cJSON_IsNumber(v))
+    if (!cJSON_IsNumber(v) || (v->type & LDPC_JSON_FLOAT))
         return 0;
     x = v->valuedouble;
     if (!(x >= -9007199254740992.0 && x <= 9007199254740992.0) || floor(x) != x)
@@ -302,10 +360,8 @@ static int check_phases(const cJSON *doc, struct ldpc_reason *why)
                             cJSON_IsString(mech) ? mech->valuestring : "(not a string)");
             return -1;
         }
-        if (ldpc_long_is(ldp_mechanism_id(mech->valuestring))) { /* spec §3.2 */
-            ldpc_reason_set(why, "phases.mechanism", "%s runs in recurring campaigns only", mech->valuestring);
+        if (ldpc_schedule_phase_kind(mech->valuestring, ldpc_is_recurring(doc), why) != 0) /* spec §3.4 */
             return -1;
-        }
         if (!ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "eps_milli"), &eps) || eps <= 0) {
             ldpc_reason_set(why, "phases.eps_milli", "must be a positive integer");
             return -1;
@@ -582,9 +638,10 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
     if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || ldpc_numeric_check_phases(doc, why) != 0
         || check_grr_bound(doc, why) != 0
         || check_shc(doc, why) != 0 || check_fallback(doc, why) != 0
-        || check_metric(cJSON_GetObjectItemCaseSensitive(doc, "metric"), why) != 0)
+        || check_metric(cJSON_GetObjectItemCaseSensitive(doc, "metric"), why) != 0
+        || check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why) != 0)
         return -1;
-    return check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why);
+    return ldpc_is_recurring(doc) ? ldpc_schedule_check(doc, why) : 0;
 }
 
 int ldpc_keys_check(const cJSON *doc, struct ldpc_keyset *set, int64_t *serial, struct ldpc_reason *why)

@@ -70,7 +70,9 @@ int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *
 const cJSON *ldpc_fallback_of(const cJSON *config);
 int ldpc_phase2_is_fallback(const cJSON *p2);
 
-/* A JSON integer (a number with an integral value within +-2^53): 1 and *out, else 0. */
+/* A JSON integer (a number with an integral value within +-2^53, not written as a float in a
+ * signed body: LDPC_JSON_FLOAT, a type bit above cJSON's own): 1 and *out, else 0. */
+#define LDPC_JSON_FLOAT (1 << 14)
 int ldpc_json_int(const cJSON *v, int64_t *out);
 
 uint64_t ldpc_domain_size(const cJSON *config);

@@ -14,6 +14,8 @@
  *     (live metrics, spec §5.4: every campaign whose signed config names a metric given is
  *     joined, discovered on ldp/+/config; PROGRAM runs at each fresh report, no shell, and its
  *     first output line is the reading: agent.h. No --campaign, --value or --once.)
+ *     A recurring campaign (a config with a `schedule`, spec §3.4: rounds.h) is answered once
+ *     per round from one enrolment; --once exits 0 after `rounds-done`.
  *   ldp_client provision --state-dir DIR               (ledger generation 0, spec §7.4)
  *   ldp_client vector --case JSON --words-hex HEX [--print-x]
  *                                                     (test vectors: report hex on stdout;
@@ -30,6 +32,7 @@
  *                                                    (stdin by default; --envelope-only: spec §5.1 only)
  *   ldp_client ack-check --report-hex H --ack-hex H [--ack-key HEX]
  *                                                    (spec §6: "accepted" or "ignored")
+ *   ldp_client rounds --cases-file F                  (spec §3.4 round at time t, vectors/recurring.json)
  *   ldp_client replay --state-dir DIR --campaign C --value V --messages FILE
  *                                                    (the device logic fed [topic, payload]s)
  *
@@ -242,7 +245,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && (strcmp(argv[1], "vector") == 0 || strcmp(argv[1], "verify-config") == 0
                       || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0
                       || strcmp(argv[1], "shc-thresholds") == 0 || strcmp(argv[1], "ack-check") == 0
-                      || strcmp(argv[1], "replay") == 0))
+                      || strcmp(argv[1], "replay") == 0 || strcmp(argv[1], "rounds") == 0))
         return ldpc_usage("this is a production build: the test modes need `make TEST_MODES=1`");
 #endif
     if (argc >= 2 && strcmp(argv[1], "provision") == 0)

@@ -92,7 +92,7 @@ static const cJSON **sorted_members(const cJSON *obj, size_t *n)
 struct doc_view {
     int64_t spent, floor;
     int has_floor;
-    const cJSON *reports, *closed, *keys, *shc, *bound;
+    const cJSON *reports, *closed, *keys, *shc, *bound, *enrol, *rounds;
 };
 
 static struct doc_view view_of(const struct ldpc_ledger *l)
@@ -106,6 +106,8 @@ static struct doc_view view_of(const struct ldpc_ledger *l)
     v.keys = l->keys;
     v.shc = l->shc;
     v.bound = l->bound;
+    v.enrol = l->enrol;
+    v.rounds = l->rounds;
     return v;
 }
 
@@ -173,6 +175,25 @@ static char *canonical(const struct doc_view *d)
         put(&t, ",\"closed_floor\":");
         put_int(&t, d->floor);
     }
+    if (d->enrol != NULL) { /* {"<cid>":{"charge_milli":N,"state":"<hex>"}}: checked, sorted */
+        sorted = sorted_members(d->enrol, &n);
+        if (sorted == NULL) {
+            free(t.s);
+            return NULL;
+        }
+        put(&t, ",\"enrol\":{");
+        for (i = 0; i < n; i++) {
+            put(&t, i ? ",\"" : "\"");
+            put(&t, sorted[i]->string);
+            put(&t, "\":{\"charge_milli\":");
+            put_int(&t, (int64_t)cJSON_GetObjectItemCaseSensitive(sorted[i], "charge_milli")->valuedouble);
+            put(&t, ",\"state\":\"");
+            put(&t, cJSON_GetObjectItemCaseSensitive(sorted[i], "state")->valuestring);
+            put(&t, "\"}");
+        }
+        free(sorted);
+        put(&t, "}");
+    }
     if (d->keys != NULL) { /* {"keys":[{"kid","pub"}...],"serial":N}; kid/pub are checked hex */
         put(&t, ",\"keys\":{\"keys\":[");
         first = 1;
@@ -211,6 +232,27 @@ static char *canonical(const struct doc_view *d)
     }
     free(sorted);
     put(&t, "}");
+    if (d->rounds != NULL) { /* {"<cid>":[round,nonce,"<hex>"]}: checked, sorted */
+        sorted = sorted_members(d->rounds, &n);
+        if (sorted == NULL) {
+            free(t.s);
+            return NULL;
+        }
+        put(&t, ",\"rounds\":{");
+        for (i = 0; i < n; i++) {
+            put(&t, i ? ",\"" : "\"");
+            put(&t, sorted[i]->string);
+            put(&t, "\":[");
+            put_int(&t, (int64_t)cJSON_GetArrayItem(sorted[i], 0)->valuedouble);
+            put(&t, ",");
+            put_int(&t, (int64_t)cJSON_GetArrayItem(sorted[i], 1)->valuedouble);
+            put(&t, ",\"");
+            put(&t, cJSON_GetArrayItem(sorted[i], 2)->valuestring);
+            put(&t, "\"]");
+        }
+        free(sorted);
+        put(&t, "}");
+    }
     if (d->shc != NULL) { /* {"<cid>": 0|1, ...}: decimal keys (checked), sorted as strings */
         put(&t, ",");
         if (put_id_map(&t, "\"shc\"", d->shc, 0) != 0) {
@@ -302,6 +344,51 @@ static int bound_valid(const cJSON *bound)
     return 1;
 }
 
+/* Lowercase hex of whole bytes. */
+static int hex_valid(const cJSON *v)
+{
+    size_t i, n;
+    if (!cJSON_IsString(v) || (n = strlen(v->valuestring)) % 2 != 0)
+        return 0;
+    for (i = 0; i < n; i++) {
+        char c = v->valuestring[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return 0;
+    }
+    return 1;
+}
+
+/* The ledger's "enrol" (spec §3.4, §7.4): {"<campaign_id>": {"state": hex, "charge_milli": int >= 0}}. */
+static int enrol_valid(const cJSON *enrol)
+{
+    const cJSON *e;
+    int64_t charge;
+    if (!cJSON_IsObject(enrol))
+        return 0;
+    cJSON_ArrayForEach(e, enrol)
+        if (!id_key_valid(e->string) || !cJSON_IsObject(e) || cJSON_GetArraySize(e) != 2
+            || !hex_valid(cJSON_GetObjectItemCaseSensitive(e, "state"))
+            || !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(e, "charge_milli"), &charge) || charge < 0)
+            return 0;
+    return 1;
+}
+
+/* The ledger's "rounds" (spec §3.4, §7.4): {"<campaign_id>": [round >= 1, nonce u32, hex]}. */
+static int rounds_valid(const cJSON *rounds)
+{
+    const cJSON *e;
+    int64_t r, nonce;
+    if (!cJSON_IsObject(rounds))
+        return 0;
+    cJSON_ArrayForEach(e, rounds)
+        if (!id_key_valid(e->string) || !cJSON_IsArray(e) || cJSON_GetArraySize(e) != 3
+            || !ldpc_json_int(cJSON_GetArrayItem(e, 0), &r) || r < 1 || r > 0xffffffffll
+            || !ldpc_json_int(cJSON_GetArrayItem(e, 1), &nonce) || nonce < 0 || nonce > 0xffffffffll
+            || !hex_valid(cJSON_GetArrayItem(e, 2)))
+            return 0;
+    return 1;
+}
+
 /* A closed entry: a bare campaign id, or [campaign_id, not_before] (integers). */
 static int closed_entry_valid(const cJSON *e)
 {
@@ -316,7 +403,7 @@ static int closed_entry_valid(const cJSON *e)
 struct loaded {
     int64_t gen, spent, floor;
     int has_floor;
-    cJSON *reports, *closed, *keys, *shc, *bound;
+    cJSON *reports, *closed, *keys, *shc, *bound, *enrol, *rounds;
 };
 
 /* One generation file: 0 and its members (detached into `out`), -1 if it is missing (errno
@@ -325,7 +412,7 @@ static int read_generation(const char *path, struct loaded *out)
 {
     size_t len;
     char *text = ldpc_read_file(path, &len), *canon, hex[65];
-    cJSON *rec, *doc, *rep, *clo, *sum, *entry, *kys, *bits, *bnd, *flr;
+    cJSON *rec, *doc, *rep, *clo, *sum, *entry, *kys, *bits, *bnd, *flr, *enr, *rnd;
     struct doc_view v;
     int ok;
     if (text == NULL)
@@ -341,7 +428,9 @@ static int read_generation(const char *path, struct loaded *out)
     bits = cJSON_GetObjectItemCaseSensitive(doc, "shc");
     bnd = cJSON_GetObjectItemCaseSensitive(doc, "bound");
     flr = cJSON_GetObjectItemCaseSensitive(doc, "closed_floor");
-    ok = rec != NULL && (kys == NULL || ldpc_ledger_keys_valid(kys)) && (bits == NULL || shc_valid(bits))
+    enr = cJSON_GetObjectItemCaseSensitive(doc, "enrol");
+    rnd = cJSON_GetObjectItemCaseSensitive(doc, "rounds");
+    ok = rec != NULL && (enr == NULL || enrol_valid(enr)) && (rnd == NULL || rounds_valid(rnd)) && (kys == NULL || ldpc_ledger_keys_valid(kys)) && (bits == NULL || shc_valid(bits))
          && (bnd == NULL || bound_valid(bnd)) && (flr == NULL || ldpc_json_int(flr, &out->floor))
          && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(rec, "gen"), &out->gen) && out->gen >= 0
          && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(doc, "spent_milli"), &out->spent) && out->spent >= 0
@@ -366,6 +455,8 @@ static int read_generation(const char *path, struct loaded *out)
         v.keys = kys;
         v.shc = bits;
         v.bound = bnd;
+        v.enrol = enr;
+        v.rounds = rnd;
         canon = canonical(&v);
         ok = canon != NULL;
         if (ok) {
@@ -385,6 +476,8 @@ static int read_generation(const char *path, struct loaded *out)
     out->keys = kys ? cJSON_DetachItemViaPointer(doc, kys) : NULL;
     out->shc = bits ? cJSON_DetachItemViaPointer(doc, bits) : NULL;
     out->bound = bnd ? cJSON_DetachItemViaPointer(doc, bnd) : NULL;
+    out->enrol = enr ? cJSON_DetachItemViaPointer(doc, enr) : NULL;
+    out->rounds = rnd ? cJSON_DetachItemViaPointer(doc, rnd) : NULL;
     cJSON_Delete(rec);
     return 0;
 }
@@ -396,6 +489,8 @@ static void loaded_free(struct loaded *g)
     cJSON_Delete(g->keys);
     cJSON_Delete(g->shc);
     cJSON_Delete(g->bound);
+    cJSON_Delete(g->enrol);
+    cJSON_Delete(g->rounds);
 }
 
 static int write_all(int fd, const char *data, size_t len)
@@ -538,6 +633,10 @@ int ldpc_ledger_open(struct ldpc_ledger *l, const char *state_dir, int64_t eps_c
         cJSON_Delete(l->keys);
         cJSON_Delete(l->shc);
         cJSON_Delete(l->bound);
+        cJSON_Delete(l->enrol);
+        cJSON_Delete(l->rounds);
+        l->enrol = g.enrol;
+        l->rounds = g.rounds;
         l->keys = g.keys;
         l->shc = g.shc;
         l->bound = g.bound;
@@ -572,6 +671,8 @@ void ldpc_ledger_close(struct ldpc_ledger *l)
     cJSON_Delete(l->keys);
     cJSON_Delete(l->shc);
     cJSON_Delete(l->bound);
+    cJSON_Delete(l->enrol);
+    cJSON_Delete(l->rounds);
     memset(l, 0, sizeof *l);
 }
 
@@ -771,7 +872,8 @@ int ldpc_ledger_below_floor(const struct ldpc_ledger *l, int64_t not_before)
 int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, int64_t not_before,
                                struct ldpc_reason *why)
 {
-    cJSON *closed, *entry;
+    cJSON *closed, *entry, *enrol = NULL, *rounds = NULL;
+    char cid[16];
     struct doc_view v = view_of(l);
     if (ldpc_ledger_is_closed(l, campaign_id))
         return 0;
@@ -804,9 +906,36 @@ int ldpc_ledger_close_campaign(struct ldpc_ledger *l, uint32_t campaign_id, int6
         }
     }
     v.closed = closed;
+    /* a recurring campaign's enrolment state and round memo go with the close (spec §3.4);
+     * its spend stays charged */
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
+    if (cJSON_GetObjectItemCaseSensitive(l->enrol, cid) != NULL) {
+        enrol = cJSON_Duplicate(l->enrol, 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(enrol, cid);
+        v.enrol = enrol;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(l->rounds, cid) != NULL) {
+        rounds = cJSON_Duplicate(l->rounds, 1);
+        cJSON_DeleteItemFromObjectCaseSensitive(rounds, cid);
+        v.rounds = rounds;
+    }
+    if (v.enrol == NULL && l->enrol != NULL) /* out of memory: keep the entries */
+        v.enrol = l->enrol;
+    if (v.rounds == NULL && l->rounds != NULL)
+        v.rounds = l->rounds;
     if (commit_view(l, &v, why) != 0) {
         cJSON_Delete(closed);
+        cJSON_Delete(enrol);
+        cJSON_Delete(rounds);
         return -1;
+    }
+    if (enrol != NULL) {
+        cJSON_Delete(l->enrol);
+        l->enrol = enrol;
+    }
+    if (rounds != NULL) {
+        cJSON_Delete(l->rounds);
+        l->rounds = rounds;
     }
     cJSON_Delete(l->closed);
     l->closed = closed;
@@ -853,4 +982,147 @@ int ldpc_ledger_set_keys(struct ldpc_ledger *l, int64_t serial, const cJSON *key
 const char *ldpc_ledger_keys_digest(const struct ldpc_ledger *l)
 {
     return l->keys ? cJSON_GetObjectItemCaseSensitive(l->keys, "sha256")->valuestring : NULL;
+}
+
+/* --- recurring campaigns (spec §3.4) -------------------------------------------------------- */
+
+static uint8_t *hex_copy(const char *hex, size_t *len)
+{
+    uint8_t *out;
+    *len = strlen(hex) / 2;
+    out = malloc(*len ? *len : 1);
+    if (out == NULL || ldpc_hex_decode(hex, out, *len) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+uint8_t *ldpc_ledger_enrolment(const struct ldpc_ledger *l, uint32_t campaign_id, size_t *len, int64_t *charge_milli)
+{
+    char cid[16];
+    const cJSON *e;
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
+    e = cJSON_GetObjectItemCaseSensitive(l->enrol, cid);
+    if (e == NULL)
+        return NULL;
+    if (charge_milli != NULL)
+        *charge_milli = (int64_t)cJSON_GetObjectItemCaseSensitive(e, "charge_milli")->valuedouble;
+    return hex_copy(cJSON_GetObjectItemCaseSensitive(e, "state")->valuestring, len);
+}
+
+int ldpc_ledger_enrol(struct ldpc_ledger *l, const struct ldpc_enrolment *en, struct ldpc_reason *why)
+{
+    char cid[16], *hex;
+    const char *held = ldpc_ledger_bound_digest(l, en->campaign_id);
+    cJSON *enrol, *entry, *bound = NULL;
+    struct doc_view v = view_of(l);
+    if (en->eps_milli > l->eps_cap_milli) {
+        ldpc_reason_set(why, "eps_cap", "eps_milli %lld above the device cap %lld", (long long)en->eps_milli,
+                        (long long)l->eps_cap_milli);
+        return -1;
+    }
+    if (en->charge_milli > ldpc_ledger_remaining(l)) {
+        ldpc_reason_set(why, "lifetime_budget", "enrolment charge eps_milli %lld above the remaining budget %lld",
+                        (long long)en->charge_milli, (long long)ldpc_ledger_remaining(l));
+        return -1;
+    }
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)en->campaign_id);
+    if (cJSON_GetObjectItemCaseSensitive(l->enrol, cid) != NULL) {
+        ldpc_reason_set(why, "memo", "campaign %s already enrolled", cid);
+        return -1;
+    }
+    if (en->digest == NULL || strlen(en->digest) != 32 || (held != NULL && strcmp(held, en->digest) != 0)) {
+        ldpc_reason_set(why, "bound", "campaign id %s is bound to another config", cid);
+        return -1;
+    }
+    hex = malloc(2 * en->state_len + 1);
+    entry = cJSON_CreateObject();
+    if (hex != NULL)
+        ldpc_hex_encode(en->state, en->state_len, hex);
+    if (hex == NULL || entry == NULL || cJSON_AddNumberToObject(entry, "charge_milli", (double)en->charge_milli) == NULL
+        || cJSON_AddStringToObject(entry, "state", hex) == NULL) {
+        free(hex);
+        cJSON_Delete(entry);
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    free(hex);
+    enrol = map_with(l->enrol, cid, entry);
+    if (held == NULL) /* the id's first spend binds it to its config (spec §7.2) */
+        bound = map_with(l->bound, cid, cJSON_CreateString(en->digest));
+    if (enrol == NULL || (held == NULL && bound == NULL)) {
+        cJSON_Delete(enrol);
+        cJSON_Delete(bound);
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    v.spent = l->spent_milli + en->charge_milli; /* spend, state and binding in one generation */
+    v.enrol = enrol;
+    if (bound != NULL)
+        v.bound = bound;
+    if (commit_view(l, &v, why) != 0) {
+        cJSON_Delete(enrol);
+        cJSON_Delete(bound);
+        return -1;
+    }
+    l->spent_milli = v.spent;
+    cJSON_Delete(l->enrol);
+    l->enrol = enrol;
+    if (bound != NULL) {
+        cJSON_Delete(l->bound);
+        l->bound = bound;
+    }
+    return 0;
+}
+
+uint8_t *ldpc_ledger_round_memo(const struct ldpc_ledger *l, uint32_t campaign_id, uint32_t *round, size_t *len)
+{
+    char cid[16];
+    const cJSON *e;
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
+    e = cJSON_GetObjectItemCaseSensitive(l->rounds, cid);
+    if (e == NULL)
+        return NULL;
+    *round = (uint32_t)cJSON_GetArrayItem(e, 0)->valuedouble;
+    return hex_copy(cJSON_GetArrayItem(e, 2)->valuestring, len);
+}
+
+int ldpc_ledger_commit_round(struct ldpc_ledger *l, uint32_t campaign_id, uint32_t round, uint32_t nonce,
+                             const uint8_t *report, size_t len, struct ldpc_reason *why)
+{
+    char cid[16], *hex;
+    cJSON *rounds, *entry;
+    struct doc_view v = view_of(l);
+    snprintf(cid, sizeof cid, "%lu", (unsigned long)campaign_id);
+    if (cJSON_GetObjectItemCaseSensitive(l->enrol, cid) == NULL) {
+        ldpc_reason_set(why, "memo", "campaign %s has no enrolment", cid);
+        return -1;
+    }
+    hex = malloc(2 * len + 1);
+    entry = cJSON_CreateArray();
+    if (hex == NULL || entry == NULL) {
+        free(hex);
+        cJSON_Delete(entry);
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    ldpc_hex_encode(report, len, hex);
+    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)round));
+    cJSON_AddItemToArray(entry, cJSON_CreateNumber((double)nonce));
+    cJSON_AddItemToArray(entry, cJSON_CreateString(hex));
+    free(hex);
+    rounds = map_with(l->rounds, cid, entry); /* replaces the previous round's memo */
+    if (rounds == NULL) {
+        ldpc_reason_set(why, "ledger", "out of memory");
+        return -1;
+    }
+    v.rounds = rounds;
+    if (commit_view(l, &v, why) != 0) {
+        cJSON_Delete(rounds);
+        return -1;
+    }
+    cJSON_Delete(l->rounds);
+    l->rounds = rounds;
+    return 0;
 }

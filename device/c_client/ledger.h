@@ -6,7 +6,9 @@
  *          "closed_floor": int,
  *          "keys": {"keys": [{"kid", "pub"}, ...], "serial": int, "sha256": hex},
  *          "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
- *          "shc": {"<campaign_id>": 0 | 1}, "spent_milli": int}
+ *          "shc": {"<campaign_id>": 0 | 1}, "spent_milli": int,
+ *          "enrol": {"<campaign_id>": {"state": "<hex>", "charge_milli": int}},
+ *          "rounds": {"<campaign_id>": [round, nonce, "<report hex>"]}}
  *   ("keys": the last key rotation applied, spec §5.3; absent before the first one. "shc": the
  *   bit x of each shc phase-1 report, spec §3.1, written with its memo; absent before the first.
  *   "bound": the digest of the config each campaign id was first spent under, written with that
@@ -36,6 +38,8 @@ struct ldpc_ledger {
     cJSON *keys;    /* {"keys": [...], "serial": n} of the last rotation applied, or NULL */
     cJSON *shc;     /* {"<cid>": 0|1}: x of shc phase-1 reports (spec §3.1), or NULL */
     cJSON *bound;   /* {"<cid>": "<32 hex>"}: config digest of each spent id (spec §7.2), or NULL */
+    cJSON *enrol;   /* {"<cid>": {"state": hex, "charge_milli": N}}: recurring enrolments (§3.4), or NULL */
+    cJSON *rounds;  /* {"<cid>": [round, nonce, hex]}: each recurring campaign's latest round memo, or NULL */
     int64_t closed_floor; /* spec §7.3 watermark, when has_closed_floor */
     int has_closed_floor;
 };
@@ -106,5 +110,27 @@ int ldpc_ledger_commit(struct ldpc_ledger *l, const struct ldpc_spend *spend, st
 
 /* The bit x of this campaign's shc phase-1 report (0 or 1), or -1 if the ledger has none. */
 int ldpc_ledger_shc_bit(const struct ldpc_ledger *l, uint32_t campaign_id);
+
+/* Recurring campaigns (spec §3.4): the enrolment, committed once with its spend and the id's
+ * binding in one generation; then one round memo per campaign, replaced every round. */
+struct ldpc_enrolment {
+    uint32_t campaign_id;
+    int64_t eps_milli;    /* eps_inf: the device's eps cap applies to it */
+    int64_t charge_milli; /* min(classes, R) * eps_inf (ldpc_long_charge_milli) */
+    const uint8_t *state;
+    size_t state_len;
+    const char *digest;   /* the config's body digest (32 hex digits): the id binds to it */
+};
+/* The enrolment state of a campaign id (heap copy, *len; *charge_milli when not NULL), or NULL. */
+uint8_t *ldpc_ledger_enrolment(const struct ldpc_ledger *l, uint32_t campaign_id, size_t *len,
+                               int64_t *charge_milli);
+/* spent += charge, enrol[id] = {state, charge}, bound[id] in one generation; refused (nothing
+ * written) with eps_cap, lifetime_budget, bound or memo (already enrolled). */
+int ldpc_ledger_enrol(struct ldpc_ledger *l, const struct ldpc_enrolment *en, struct ldpc_reason *why);
+/* The round memo of a campaign id (heap copy of the report, *round, *len), or NULL. */
+uint8_t *ldpc_ledger_round_memo(const struct ldpc_ledger *l, uint32_t campaign_id, uint32_t *round, size_t *len);
+/* rounds[id] = [round, nonce, hex] (replacing the previous round's); the id must be enrolled. */
+int ldpc_ledger_commit_round(struct ldpc_ledger *l, uint32_t campaign_id, uint32_t round, uint32_t nonce,
+                             const uint8_t *report, size_t len, struct ldpc_reason *why);
 
 #endif

@@ -18,6 +18,7 @@
 #include "ldp_report.h"
 #include "ldp_thresholds.h"
 #include "mech.h"
+#include "schedule.h"
 #include "test_harness.h"
 
 static int str_is(const cJSON *v, const char *s)
@@ -114,21 +115,24 @@ static const cJSON *default_candidates(cJSON *c, int64_t d)
 /* Report hex of `mech` on `in` from exactly mech->words words given as hex; exit code. With
  * `print_x`, an shc phase-1 report is followed by a line "x=<bit>": what the device ledgers. */
 static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *in, const char *hex, uint32_t nonce,
-                        int print_x)
+                        int print_x, uint32_t round)
 {
     uint32_t *words = malloc(mech->words * sizeof *words);
-    uint8_t *report = malloc(ldpc_mech_report_size(mech));
-    char *out = malloc(2 * ldpc_mech_report_size(mech) + 1);
+    size_t size = ldpc_mech_report_size(mech) + (round ? 4 : 0);
+    uint8_t *report = malloc(size), *one = malloc(size);
+    char *out = malloc(2 * size + 1);
     int code = LDPC_EXIT_USAGE;
-    if (words == NULL || report == NULL || out == NULL)
+    if (words == NULL || report == NULL || one == NULL || out == NULL)
         fprintf(stderr, "ldp_client: out of memory\n");
     else if (ldpc_words_from_hex(hex, words, mech->words) != 0)
         fprintf(stderr, "ldp_client: --words-hex must hold exactly %lu little-endian u32 words\n",
                 (unsigned long)mech->words);
-    else if (ldpc_mech_report(mech, in, words, nonce, report) != 0)
+    else if (ldpc_mech_report(mech, in, words, nonce, round ? one : report) != 0)
         fprintf(stderr, "ldp_client: value does not fit %s\n", mech->name);
     else {
-        ldpc_hex_encode(report, ldpc_mech_report_size(mech), out);
+        if (round) /* a recurring campaign's report of that round (spec §3.4): the device's own step */
+            ldpc_with_round(one, ldpc_mech_report_size(mech), round, report);
+        ldpc_hex_encode(report, size, out);
         puts(out);
         if (print_x)
             printf("x=%d\n", ldpc_mech_shc_x(mech, words, report));
@@ -136,6 +140,7 @@ static int print_report(const struct ldpc_mech *mech, const struct ldpc_input *i
     }
     free(words);
     free(report);
+    free(one);
     free(out);
     return code;
 }
@@ -184,7 +189,7 @@ static int shc_device_vector(const cJSON *c, const cJSON *config, const cJSON *p
         printf("refused %s: %s\n", why.field, why.message);
         return LDPC_EXIT_REFUSED;
     }
-    code = print_report(&mech, &in, hex, nonce, 0);
+    code = print_report(&mech, &in, hex, nonce, 0, 0);
     ldpc_mech_free(&mech);
     return code;
 }
@@ -220,7 +225,7 @@ static int device_vector(const cJSON *c, const char *hex)
         printf("refused %s: %s\n", why.field, why.message);
         return LDPC_EXIT_REFUSED;
     }
-    code = print_report(&mech, &in, hex, nonce, 0);
+    code = print_report(&mech, &in, hex, nonce, 0, 0);
     ldpc_mech_free(&mech);
     free(keys);
     return code;
@@ -235,7 +240,7 @@ static int vector(int argc, char **argv)
     struct ldpc_reason why;
     struct ldpc_mech mech;
     struct ldpc_input in;
-    uint32_t salt, cid, phase, nonce, *keys = NULL;
+    uint32_t salt, cid, phase, nonce, round = 0, *keys = NULL;
     int64_t eps, d;
     cJSON *c;
     int code = LDPC_EXIT_USAGE;
@@ -267,9 +272,12 @@ static int vector(int argc, char **argv)
         code = ldpc_long_vector(&mech, c, hex); /* enrolment vector or a value sequence */
     else if (vector_input(&mech, cJSON_GetObjectItemCaseSensitive(c, "value"), &in, &keys) != 0)
         fprintf(stderr, "ldp_client: value does not fit %s\n", mech.name);
+    else if (cJSON_GetObjectItemCaseSensitive(c, "round") != NULL
+             && (!json_u32(c, "round", &round) || round == 0 || !ldpc_long_is(mech.id)))
+        fprintf(stderr, "ldp_client: round must be in [1, 2^32 - 1], on a memoised mechanism\n");
     else
         code = print_report(&mech, &in, hex, nonce, ldpc_flag(argc, argv, "--print-x") && mech.id == LDP_MECHANISM_ID_SHC
-                                                        && mech.phase == 1);
+                                                        && mech.phase == 1, round);
     free(keys);
     ldpc_mech_free(&mech);
     cJSON_Delete(c);
@@ -551,7 +559,7 @@ int ldpc_test_command(int argc, char **argv)
         int (*run)(int argc, char **argv);
     } commands[] = {{"vector", vector},           {"verify-config", verify_config}, {"check-model", check_model},
                     {"thresholds", thresholds},   {"shc-thresholds", shc_thresholds}, {"ack-check", ack_check},
-                    {"replay", replay},           {NULL, NULL}};
+                    {"replay", replay},           {"rounds", ldpc_schedule_vector}, {NULL, NULL}};
     int i;
     for (i = 0; argc >= 2 && commands[i].name != NULL; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
