@@ -120,7 +120,14 @@ def mutated_configs():
                      set_(["domain", "size"], 2 ** 16)(d))),
     ]
     return (cases + fallback_configs(m, set_) + delivery_configs(m, set_) + numeric_configs(m, set_)
-            + metric_configs(m, set_))
+            + metric_configs(m, set_) + recurring_configs())
+
+
+def recurring_configs():
+    """Spec §3.4, §5.4 `schedule`: the shared cases of vectors/recurring.json (accepted, or
+    refused as schedule, phases or phases.mechanism), each at its own `now`."""
+    vec = json.loads((ROOT / "protocol_spec" / "v2" / "vectors" / "recurring.json").read_text())
+    return [[c["body"], c["now"]] for c in vec["configs"]]
 
 
 def metric_configs(m, set_):
@@ -258,6 +265,7 @@ def test_rules_match_the_aggregator(tmp_path):
     want_check = [aggregator_field(campaign_config.check_config, doc, now) for doc, now in checks]
     assert None in want_check and len(set(want_check)) > 10
     assert want_check.count("phases.fallback") >= 25  # svim's fallback rules (spec §5.4)
+    assert want_check.count("schedule") >= 15  # recurring campaigns (spec §3.4)
     assert got["check"] == want_check
 
 

@@ -190,6 +190,46 @@ def test_device_started_mid_campaign_joins_the_round_open_then(tmp_path):
     assert out["calls"] == 3 and out["log"][-1][1] == "rounds-done"
 
 
+def test_unacknowledged_rounds_are_logged_undelivered(tmp_path):
+    """With acknowledgements asked for and none arriving: re-sends of a round end at the next
+    round's opening (`undelivered round=<r>`), those of the last round at not_after; then
+    rounds-done and --once exits 0."""
+    doc = recurring_doc("rec-noack", "lgrr", rounds=3,
+                        delivery={"ack": True, "retry_s": 30, "retry_max_s": 60})
+    start = doc["schedule"]["start"]
+    payload = campaign_config.sign(doc, SIGNING_KEY)
+    steps = [[start, [payload]], [start + 10, []], [start + 20, []], [start + 30, []],
+             [doc["not_after"] - 1, []], [doc["not_after"] + 1, []], [doc["not_after"] + 2, []]]
+    out, ledger, _ = simulate(tmp_path, "noack", doc, steps, [2], entry="device")
+    got = [(t - start, e, d) for t, e, d in out["log"] if e in ("undelivered", "rounds-done")]
+    assert got == [(10, "undelivered", "round=1"), (20, "undelivered", "round=2"),
+                   (doc["not_after"] + 1 - start, "undelivered",
+                    "round=3 (campaign deadline passed)"),
+                   (doc["not_after"] + 2 - start, "rounds-done",  # the loop's next turn
+                    "campaign_id=%d rounds=3" % doc["campaign_id"])], out["log"]
+    assert out["code"] == 0 and len(out["published"]) == 3
+
+
+def test_enrolment_is_one_ledger_generation(tmp_path):
+    """Spec §3.4: spend, enrol[id] = {state, charge_milli} and the binding in one generation,
+    before the round's memo (the next generation) and before anything is published."""
+    doc = recurring_doc("rec-gen", "losue")
+    _, charge = charge_of(doc)
+    cid = str(doc["campaign_id"])
+    start = doc["schedule"]["start"]
+    out, _, state = simulate(tmp_path, "gen", doc, [[start + 1, [campaign_config.sign(doc, SIGNING_KEY)]]],
+                             [5])
+    gens = dict(device_runner.ledger_generations(state))
+    assert sorted(gens) == [1, 2]
+    enrolled, memo = gens[1], gens[2]
+    assert enrolled["spent_milli"] == charge and enrolled["bound"] and "rounds" not in enrolled
+    assert enrolled["enrol"][cid]["charge_milli"] == charge
+    assert len(bytes.fromhex(enrolled["enrol"][cid]["state"])) == 11 * 2  # n = d + 1 rows of 2 bytes
+    assert memo["enrol"] == enrolled["enrol"] and memo["spent_milli"] == charge
+    nonce = int.from_bytes(bytes.fromhex(out["published"][0][2])[8:12], "little")
+    assert memo["rounds"][cid] == [1, nonce, out["published"][0][2]]
+
+
 def test_budget_too_small_refuses_before_drawing(tmp_path):
     doc = recurring_doc("rec-poor", "loloha")
     _, charge = charge_of(doc)
@@ -222,3 +262,194 @@ def test_close_drops_enrolment_and_round_memo(tmp_path):
     # the flashed Device in --once mode exits 0 at the close
     out, _, _ = simulate(tmp_path, "close-dev", doc, steps[:3], [1], entry="device")
     assert out["code"] == 0 and out["log"][-1][1] == "closed"
+
+
+# --- real time, a private broker ---------------------------------------------------------------
+
+DEVICE_DRIVER = r'''
+import sys
+import ldp.device as D
+
+''' + STREAM_SOURCE + r'''
+_init = D.Device.__init__
+def init(self, *args, **kw):
+    _init(self, *args, **kw)
+    self.rand = Stream(12345)
+D.Device.__init__ = init
+'''
+"""The test-only "OS randomness" seam (as test_device_equivalence.py): every run draws the same
+words, so runs may differ only where the value goes, the report body."""
+
+APP_DRIVER = DEVICE_DRIVER + r'''
+from ldp.app import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+AGENT_DRIVER = DEVICE_DRIVER + r'''
+import json
+from ldp.agent import Agent
+state, port, run_for = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+with open(state + "/identity.json") as f:
+    identity = json.load(f)
+with open(state + "/value.json") as f:
+    values = json.load(f)["values"]
+calls = [0]
+
+def read():  # the application's provider: the next reading of its list, round after round
+    calls[0] += 1
+    return values[(calls[0] - 1) % len(values)]
+
+agent = Agent(identity, state)
+agent.metric("fw_version", read)
+agent.metric("unused_metric", read)
+sys.exit(agent.run("127.0.0.1", port, run_for=run_for))
+'''
+
+
+class AckingCollector(ReportCollector):
+    """Acknowledges every report as the aggregator would (a plain 12-byte ack, spec §6) and
+    keeps each report's arrival time."""
+
+    def __init__(self, port):
+        self.arrivals = []
+        super().__init__(port)
+
+    def _on_message(self, client, userdata, msg):
+        super()._on_message(client, userdata, msg)
+        parts = msg.topic.split("/")
+        if len(parts) == 4 and parts[2] == "r" and parts[1] != "sentinel":
+            self.arrivals.append((time.time(), parts[3], bytes(msg.payload)))
+            client.publish(protocol.ack_topic(parts[1], parts[3]),
+                           protocol.ack_for(bytes(msg.payload), protocol.ACK_ACCEPTED), qos=0)
+
+
+PACKET = re.compile(r"^(Received|Sending) (\w+) (?:from|to) (\S+)(.*)$")
+
+
+def broker_packets(broker):
+    """device id -> the packets the broker logged from/to it, the id normalised."""
+    out = {}
+    with open(os.path.join(broker.dir, "mosquitto.log")) as f:
+        for line in f:
+            m = PACKET.match(line.strip())
+            if m and m.group(3).startswith("rt"):
+                dev = m.group(3)
+                out.setdefault(dev, []).append("%s %s%s" % (m.group(1), m.group(2),
+                                                            m.group(4).replace(dev, "DEV")))
+    return out
+
+
+def run_measured(argv, env):
+    """Run to the end; (exit code, output, CPU seconds, wall seconds) of the process."""
+    began = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()))
+    reader.start()
+    return proc, began, reader, chunks
+
+
+def finish(run, timeout=60):
+    proc, began, reader, chunks = run
+    deadline = time.monotonic() + timeout
+    while True:  # os.wait4: the child's own CPU time (Popen.wait would reap it first)
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise TimeoutError("device did not finish")
+        time.sleep(0.05)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    reader.join(10)
+    return (proc.returncode, "".join(chunks), usage.ru_utime + usage.ru_stime,
+            time.monotonic() - began)
+
+
+def test_recurring_devices_over_mqtt(tmp_path):
+    """Rounds of 10 s, the device started in round 2 (5 s left): Agents whose provider returns a
+    constant or a new reading every round, and --once Devices flashed with different values,
+    report rounds 2 and 3 (each acknowledged), log rounds-done and behave identically: log,
+    packets, publish times, header bytes, ledger keys and spend (the enrolment charge). Waiting
+    for round 3 takes little CPU."""
+    now = int(time.time())
+    doc = recurring_doc("rec-live", "loloha", start=now - 15, rounds=3,
+                        delivery={"ack": True, "retry_s": 30, "retry_max_s": 60, "spread_s": 2})
+    _, charge = charge_of(doc)
+    start, cid = doc["schedule"]["start"], doc["campaign_id"]
+    (tmp_path / "app_driver.py").write_text(APP_DRIVER)
+    (tmp_path / "agent_driver.py").write_text(AGENT_DRIVER)
+    conf = "log_type all\nlog_timestamp false\nconnection_messages false\n"
+    runs = {}
+    with PrivateMosquitto(extra_conf=conf) as broker:
+        collector = AckingCollector(broker.port)
+        try:
+            collector.publish("ldp/rec-live/config", campaign_config.sign(doc, SIGNING_KEY))
+            run_for = start + 31.5 - time.time()  # round 3 closes at start + 30
+            cases = {"agent-constant": ("agent", [3]), "agent-live": ("agent", [1, 4, 9, 0]),
+                     "device-3": ("device", 3), "device-8": ("device", 8)}
+            for i, (name, (kind, value)) in enumerate(sorted(cases.items())):
+                dev = "rt%d" % i
+                state = device_runner.prepare_device(tmp_path / name, dev, SIGNING_KEY,
+                                                     eps_cap_milli=8000, lifetime_budget_milli=100000)
+                if kind == "agent":
+                    (state / "value.json").write_text(json.dumps({"values": value}))
+                    argv = [device_runner.micropython_binary(), str(tmp_path / "agent_driver.py"),
+                            str(state), str(broker.port), "%.1f" % run_for]
+                else:
+                    (state / "value.json").write_text(json.dumps({"campaign": "rec-live",
+                                                                  "value": value}))
+                    argv = [device_runner.micropython_binary(), str(tmp_path / "app_driver.py"),
+                            "--state", str(state), "--host", "127.0.0.1", "--port",
+                            str(broker.port), "--once", "--timeout", "40"]
+                runs[name] = (dev, state, kind,
+                              run_measured(argv, device_runner.micropython_env()))
+            results = {}
+            for name, (dev, state, kind, run) in runs.items():
+                code, out, cpu, wall = finish(run)
+                results[name] = {"dev": dev, "kind": kind, "code": code, "cpu": cpu, "wall": wall,
+                                 "log": out.replace(dev, "DEV").splitlines(),
+                                 "ledger": read_ledger(state)}
+            collector.barrier()
+        finally:
+            collector.close()
+        packets = broker_packets(broker)
+    arrivals = collector.arrivals
+    by_kind = {}
+    for name, r in results.items():
+        assert r["code"] == 0, (name, r["log"])
+        events = [line.split()[2] for line in r["log"] if line.startswith("ldp DEV ")]
+        assert events.count("enrolled") == 1 and events.count("acked") == 2, (name, r["log"])
+        assert "rounds-done" in events and "refused" not in events, (name, r["log"])
+        rounds = [line.split()[3] for line in r["log"] if " round round=" in line]
+        assert rounds == ["round=2", "round=3"], (name, r["log"])
+        ledger = r["ledger"]
+        assert ledger["spent_milli"] == charge and sorted(ledger) == sorted(
+            results["device-3"]["ledger"])
+        assert ledger["enrol"][str(cid)]["charge_milli"] == charge
+        assert ledger["rounds"][str(cid)][0] == 3
+        mine = [(t, p) for t, d, p in arrivals if d == r["dev"]]
+        assert [schedule.split_round(p)[1] for _, p in mine] == [2, 3], name
+        # publish times: each round's report at the same offset from the round's opening
+        r["times"] = [t - schedule.round_window(doc, schedule.split_round(p)[1])[0] for t, p in mine]
+        r["headers"] = [p[:16].hex() for _, p in mine]
+        r["packets"] = packets.get(r["dev"], [])
+        assert any(p.startswith("Received PUBLISH") for p in r["packets"])
+        # waiting for round 3 (over 5 s of the run) costs little CPU: the loop sleeps in poll
+        assert r["cpu"] < 0.25 * r["wall"], (name, r["cpu"], r["wall"])
+        by_kind.setdefault(r["kind"], []).append(r)
+    for kind, group in by_kind.items():
+        ref = group[0]
+        for r in group[1:]:
+            assert r["log"] == ref["log"], kind
+            assert r["packets"] == ref["packets"], kind
+            assert r["headers"] == ref["headers"], kind
+            assert r["ledger"]["enrol"] == ref["ledger"]["enrol"]
+            for a, b in zip(r["times"], ref["times"]):
+                assert abs(a - b) < 1.0, (kind, r["times"], ref["times"])
+    # the agent's log is the device's plus discovery (joined, the skipped metric-less configs)
+    agent_log = [line for line in by_kind["agent"][0]["log"] if " joined " not in line]
+    device_log = [line for line in by_kind["device"][0]["log"]]
+    assert [l for l in agent_log if " round" in l or " enrolled " in l] == \
+        [l for l in device_log if " round" in l or " enrolled " in l]
