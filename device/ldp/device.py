@@ -117,6 +117,7 @@ class Device(Rounds):
         self.round = None  # the round of a recurring campaign handled last (spec §3.4)
         self.rounds_done = False
         self.round_mech = None  # the recurring campaign's memoised mechanism
+        self.round_gate = None  # ticks_ms before which the clock need not be read (rounds.py)
 
     def _print(self, event, detail=""):
         print("ldp %s %s %s" % (self.device_id, event, detail))

@@ -20,11 +20,17 @@ Privacy (spec §7.1): whether and when the device enrols, reports, logs, writes 
 re-sends depends on the config, the clock, the ledger, acknowledgements and the OS RNG only;
 the value enters only `mech.report`, through the state it indexes. Nothing is charged per round.
 """
+import time
+
 from . import config as cfg
 from . import schedule as sched
 from .errors import BudgetExceeded, ConfigError
 
 EXIT_DONE = 0
+GATE_MAX_MS = 10000
+"""Between rounds the clock is read at most every GATE_MAX_MS (and every loop turn in a
+round's last second): a clock read allocates on most ports (the unix time is a big int), the
+loop turns 4 times a second, and a clock set late (NTP) is noticed within 10 s."""
 
 
 class Rounds:
@@ -44,10 +50,15 @@ class Rounds:
         """Called at every loop turn (and with `trigger` for a (re)delivered config): the round
         open now gets its report once (memo first); a new round's opening ends the previous
         round's re-sends; after the last round, `rounds-done`."""
-        if not self.recurring():
+        if not self.recurring() or self.rounds_done:
+            return
+        ticks = time.ticks_ms()
+        if not trigger and self.round_gate is not None \
+                and time.ticks_diff(self.round_gate, ticks) > 0:
             return
         doc = self.config
         now = cfg.unix_now()
+        self._gate(doc, now, ticks)
         r = sched.round_at(doc, now)
         if r is None:
             if now >= doc["schedule"]["start"]:
@@ -60,6 +71,19 @@ class Rounds:
             return
         self._round_report(doc, r)
 
+    def _gate(self, doc, now, ticks):
+        """When to read the clock next: `now` is whole seconds, so a boundary (the start or a
+        round's end) two or more seconds away cannot pass before (boundary - now - 1) s."""
+        s = doc["schedule"]
+        if now < s["start"]:
+            boundary = s["start"]
+        elif sched.is_over(doc, now):  # the last round's re-sends end after not_after
+            boundary = doc["not_after"] + 1
+        else:
+            boundary = sched.round_window(doc, (now - s["start"]) // s["every_s"] + 1)[1]
+        wait = boundary - now - 1
+        self.round_gate = None if wait < 1 else time.ticks_add(ticks, min(wait * 1000, GATE_MAX_MS))
+
     def _end_round(self):
         """The next round opened: the previous round's report is no longer sent."""
         if self.round is not None and (self.awaiting or self.outbox):
@@ -70,7 +94,7 @@ class Rounds:
     def _rounds_over(self, doc, now):
         """No round is open and none will be: once the last report is settled (acknowledged,
         or given up at not_after by resend_due), the campaign is over for the device."""
-        if self.rounds_done or self.outbox or self.awaiting or not sched.is_over(doc, now):
+        if self.outbox or self.awaiting or not sched.is_over(doc, now):
             return
         self.rounds_done = True
         self.log("rounds-done", "campaign_id=%d rounds=%d" % (doc["campaign_id"],

@@ -7,7 +7,7 @@ JOB: {"state": dir, "identity": {...}, "entry": "agent" | "device", "campaign": 
 "metric": name, "values": [reading per provider call, cycled] (a device: values[0], fixed),
 "seed": int (the test-only "OS randomness": a seeded xorshift stream), "steps": [[t, [[topic,
 payload], ...]], ...]}: at each step the clock reads t (unix seconds), the messages are
-delivered, then the loop's turn runs (process_inbox, flush, resend_due) and, with
+delivered (the clock-read gate of ldp/rounds.py opened: the clock jumps), then the loop's turn runs (process_inbox, flush, resend_due) and, with
 "restart": true in a step's third slot, the entry point is built again over the same state
 (a reset). OUT: {"log": [[t, event, detail]], "published": [[t, topic, hex]], "calls": provider
 calls, "code": exit code or null}.
@@ -62,6 +62,9 @@ def main(argv):
         CLOCK[0] = step[0]
         if len(step) > 2 and step[2]:
             node = build()
+        # the simulated clock jumps while ticks_ms hardly moves: every step reads the clock
+        for dev in (node.joined if job["entry"] == "agent" else [node]):
+            dev.round_gate = None
         for topic, payload in step[1]:
             node.on_message(topic, payload.encode())
         node.process_inbox()
