@@ -12,6 +12,7 @@ On the unix port:
   micropython main.py --state DIR [--host H] [--port P] [--campaign C] [--value JSON]
                       [--high] [--once] [--timeout S] [--keepalive S] [--backoff-max S]
                       [--ca-file PATH]
+A recurring campaign (spec §3.4) runs round after round; `--once` exits 0 after `rounds-done`.
 Exit codes: 0 done, 1 missing or corrupt ledger (the device stops rather than reset its
 budget; `ldpfleet flash` provisions it), 2 config refused (--once) or unusable CA file, 3 timed out
 (--once).

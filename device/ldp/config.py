@@ -11,9 +11,10 @@ import time
 from .domain import EMPTY_KEY
 from .errors import ConfigError
 from .hash import item_key
-from .mechanisms import LONGITUDINAL, NAMES, SET_VALUED
+from .mechanisms import NAMES, SET_VALUED
 from .numeric_domain import (NUMERIC_DOMAINS, NUMERIC_MECHANISMS, check_numeric_domain,
                       check_numeric_phases)
+from .schedule import check_phase_kind, check_schedule, is_recurring
 from .thresholds import cmin, grr_ok, shc_ok
 
 PROTOCOL = 2
@@ -91,8 +92,7 @@ def check_config(doc, now=None):
             raise ConfigError("phases", "phase entries must be numbered 1, 2 in order")
         if ph.get("mechanism") not in NAMES:
             raise ConfigError("phases.mechanism", "unknown mechanism %r" % (ph.get("mechanism"),))
-        if ph["mechanism"] in LONGITUDINAL:  # spec §3.2: recurring campaigns only
-            raise ConfigError("phases.mechanism", "%s runs in recurring campaigns only" % ph["mechanism"])
+        check_phase_kind(ph, is_recurring(doc))  # spec §3.4
         eps = ph.get("eps_milli")
         if not _is_int(eps) or eps <= 0:
             raise ConfigError("phases.eps_milli", "must be a positive integer")
@@ -118,6 +118,8 @@ def check_config(doc, now=None):
         check_delivery(doc["delivery"])
     if "metric" in doc and not valid_metric(doc["metric"]):
         raise ConfigError("metric", "must match [a-z][a-z0-9_]{0,31}")
+    if is_recurring(doc):
+        check_schedule(doc)
     return doc
 
 

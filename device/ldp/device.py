@@ -40,10 +40,11 @@ from .keys import apply_keys
 from .errors import BudgetExceeded, ConfigError
 from .hash import murmur3
 from .ledger import Ledger
-from .mechanisms import LISTED, NUMERIC, SET_VALUED, make
+from .mechanisms import BY_INDEX, LISTED, NUMERIC, SET_VALUED, make
 from .numeric_domain import domain_metrics, grid_point
 from .ack import ACK_MAC_SIZE, ack_accepts, ack_pads
 from .report import ACK_SIZE
+from .rounds import Rounds
 from .sets import candidate_index, trim
 
 EXIT_DONE = const(0)
@@ -55,8 +56,9 @@ def join(state_dir, name):
     return state_dir + "/" + name if state_dir else name
 
 
-class Device:
+class Device(Rounds):
     """One device taking part in one campaign: its decisions, fed messages by the session.
+    A recurring campaign (spec §3.4: one report per round) runs through ldp/rounds.py.
 
     `identity`: {device_id, trusted_keys (public keys only, spec §5.2), eps_cap_milli, lifetime_budget_milli,
     set_capacity (optional), ack_key (optional: this device's acknowledgement key, spec §6)}.
@@ -112,6 +114,10 @@ class Device:
         self.phases = ()  # phases of the accepted config this device takes part in
         self.delivered = set()
         self.exit_code = None
+        self.round = None  # the round of a recurring campaign handled last (spec §3.4)
+        self.rounds_done = False
+        self.round_mech = None  # the recurring campaign's memoised mechanism
+        self.round_gate = None  # ticks_ms before which the clock need not be read (rounds.py)
 
     def _print(self, event, detail=""):
         print("ldp %s %s %s" % (self.device_id, event, detail))
@@ -192,6 +198,7 @@ class Device:
         self.awaiting = {}
         self.config = None
         self.config_digest = None
+        self.round = None
         self.log("closed", "campaign_id=%d" % cid)
         if self.once:
             self.exit_code = EXIT_DONE
@@ -227,30 +234,41 @@ class Device:
                 raise ConfigError("metric", "this device provides no metric %r" % doc.get("metric"))
             self.check_binding(doc, digest)
             phases = self.participating(doc)
-            need = 0
+            recurring = "schedule" in doc
+            # a recurring campaign (spec §3.4): its mechanism checks the parameters now; the
+            # enrolment charge is due unless enrolled; the value is read only in a round
+            round_mech = self._mechanism(doc, 1, {}) if recurring else None
+            need = self.round_need(doc, round_mech) if recurring else 0
             for ph in doc["phases"]:
                 if ph["eps_milli"] > self.ledger.eps_cap_milli:
                     raise BudgetExceeded("eps_cap", "phase %d eps_milli %d above the device cap %d"
                                          % (ph["phase"], ph["eps_milli"], self.ledger.eps_cap_milli))
-                if ph["phase"] in phases and self.ledger.memo(doc["campaign_id"], ph["phase"]) is None:
+                if not recurring and ph["phase"] in phases \
+                        and self.ledger.memo(doc["campaign_id"], ph["phase"]) is None:
                     need += ph["eps_milli"]
             if need > self.ledger.remaining_milli:
                 raise BudgetExceeded("lifetime_budget", "campaign needs eps_milli %d, %d remain"
                                      % (need, self.ledger.remaining_milli))
             # memo first (spec §7.1): a phase already paid for is re-sent untouched
-            memo = self.ledger.memo(doc["campaign_id"], 1) if 1 in phases else None
-            mech = self._mechanism(doc, 1, {}) if 1 in phases and memo is None else None
+            memo = self.ledger.memo(doc["campaign_id"], 1) if 1 in phases and not recurring else None
+            mech = self._mechanism(doc, 1, {}) if 1 in phases and memo is None \
+                and not recurring else None
             value = self._input(doc, mech) if mech is not None else None
         except (ConfigError, BudgetExceeded, ValueError) as exc:
             self._refuse("config", exc)
             return
         if self.config is None or self.config["campaign_id"] != doc["campaign_id"]:
             self.delivered = set()
+            self.round = None
+            self.rounds_done = False
         self.config = doc
         self.config_digest = digest
         self.phases = phases
+        self.round_mech = round_mech
         self.log("accepted", "config campaign_id=%d phases=%s" % (doc["campaign_id"], phases))
-        if memo is not None:
+        if recurring:
+            self.round_tick(True)
+        elif memo is not None:
             self._resend(1, memo)
         elif mech is not None:
             self.deliver(1, mech, value)
@@ -365,8 +383,10 @@ class Device:
         if name in SET_VALUED:
             return dom.set_keys(self.value)
         index, key = dom.single(self.value)
-        if name in ("grr", "oue"):
+        if name in BY_INDEX:  # grr, oue and the memoised losue, lsue, lgrr (spec §3.2)
             return index
+        if name == "lbitmean":  # the counter as given: the mechanism clamps it (spec §3.2)
+            return self.readings[0] if self.value.single else None
         if name == "lcm":
             high = self.high
             if p2 is not None and "model" in p2:
@@ -441,7 +461,9 @@ class Device:
 
     def flush(self, out):
         """Publish (`out.publish`, QoS 1) every queued report whose spread wait is over; one
-        whose publish raises (a lost link) stays queued."""
+        whose publish raises (a lost link) stays queued. A recurring campaign's round opening
+        is noticed here first (the loop calls this every turn)."""
+        self.round_tick()
         now = time.ticks_ms()
         i = 0
         while i < len(self.outbox):
@@ -482,7 +504,10 @@ class Device:
             return
         if self.config is None or cfg.unix_now() > self.config["not_after"]:
             for phase in list(self.awaiting):
-                self.log("undelivered", "phase=%d (campaign deadline passed)" % phase)
+                if self.recurring():
+                    self.log("undelivered", "round=%d (campaign deadline passed)" % self.round)
+                else:
+                    self.log("undelivered", "phase=%d (campaign deadline passed)" % phase)
             self.awaiting = {}
             return
         delivery = self.config["delivery"]
@@ -498,6 +523,8 @@ class Device:
     def done(self):
         if self.exit_code is not None:
             return True
+        if self.rounds_pending():
+            return False
         if not self.once or self.config is None or self.outbox or self.awaiting:
             return False
         for p in self.phases:

@@ -17,8 +17,13 @@ Provisioning writes generation 0 (`provision`, the device runner); `ldpfleet fla
 doc: {"spent_milli": int, "reports": {"<campaign_id>:<phase>": [nonce, eps_milli, "<hex>"]},
       "closed": [[campaign_id, not_before], ...], "closed_floor": int,
       "keys": {"serial": int, "keys": [{"kid", "pub"}, ...], "sha256": "<hex of the message>"},
-      "shc": {"<campaign_id>": 0 | 1}, "bound": {"<campaign_id>": "<32 hex>"}}
-("keys" appears with the first key rotation the device applies, spec §5.3; "shc" with the first
+      "shc": {"<campaign_id>": 0 | 1}, "bound": {"<campaign_id>": "<32 hex>"},
+      "enrol": {"<campaign_id>": {"state": "<hex>", "charge_milli": int}},
+      "rounds": {"<campaign_id>": [round, nonce, "<report hex>"]}}
+("enrol" and "rounds" appear when the device first enrols in a recurring campaign, spec §3.4:
+its permanent state and charge, committed with the spend and the binding in one generation, and
+the latest round's memo, which each round's commit replaces; a close drops both for its id.
+"keys" appears with the first key rotation the device applies, spec §5.3; "shc" with the first
 `shc` phase-1 report: its bit x, committed with that report's memo, spec §3.1; "bound" with the
 first spend: each campaign id's config digest, committed with the id's first spend, spec §7.2;
 "closed_floor" with the first closed id evicted from the bounded list, spec §7.3. A closed entry
@@ -37,7 +42,7 @@ from .errors import BudgetExceeded, ConfigError, LedgerCorrupt, LedgerMissing
 
 FILES = ("ledger.0", "ledger.1")
 MAX_CLOSED = 64  # closed ids listed; past it the oldest (lowest not_before) raises closed_floor
-OPTIONAL = ("keys", "shc", "bound", "closed_floor")  # absent until first written
+OPTIONAL = ("keys", "shc", "bound", "closed_floor", "enrol", "rounds")  # absent until first written
 
 
 def _canonical(doc):
@@ -75,6 +80,8 @@ def _read(path):
         if not isinstance(doc.get("shc", {}), dict) or not isinstance(doc.get("bound", {}), dict):
             return None
         if not isinstance(doc.get("closed_floor", 0), int):
+            return None
+        if not isinstance(doc.get("enrol", {}), dict) or not isinstance(doc.get("rounds", {}), dict):
             return None
         return gen, doc
     except (OSError, ValueError, KeyError, TypeError):
@@ -130,6 +137,8 @@ class Ledger:
         self.shc = doc.get("shc")  # {"<campaign_id>": x bit} of shc phase-1 reports, or None
         self.bound = doc.get("bound")  # {"<campaign_id>": config digest} (spec §7.2), or None
         self.closed_floor = doc.get("closed_floor")  # spec §7.3 watermark, or None
+        self.enrol = doc.get("enrol")  # {"<campaign_id>": {"state", "charge_milli"}} (§3.4), or None
+        self.rounds = doc.get("rounds")  # {"<campaign_id>": [round, nonce, hex]} (§3.4), or None
 
     @staticmethod
     def _adopt_initial(state_dir):
@@ -236,6 +245,56 @@ class Ledger:
             changes["shc"] = shc
         self._commit(**changes)
 
+    # --- recurring campaigns (spec §3.4) -------------------------------------------------------
+    def enrolment(self, campaign_id):
+        """The permanent state (bytes) of a recurring campaign this device enrolled in, or None."""
+        entry = (self.enrol or {}).get("%d" % campaign_id)
+        return None if entry is None else unhexlify(entry["state"])
+
+    def check_enrol(self, eps_milli, charge_milli):
+        """BudgetExceeded unless enrolling (ε∞ `eps_milli`, charge `charge_milli`) fits the
+        device's ε cap and remaining lifetime budget (spec §3.4): checked before anything is
+        drawn."""
+        if eps_milli > self.eps_cap_milli:
+            raise BudgetExceeded("eps_cap", "eps_milli %d above the device cap %d"
+                                 % (eps_milli, self.eps_cap_milli))
+        if charge_milli > self.remaining_milli:
+            raise BudgetExceeded("lifetime_budget", "enrolment charge eps_milli %d above the "
+                                 "remaining budget %d" % (charge_milli, self.remaining_milli))
+
+    def enrol_commit(self, campaign_id, eps_milli, charge_milli, state, digest):
+        """Enrol in a recurring campaign in ONE generation (spec §3.4): spent_milli += charge,
+        enrol[id] = {state, charge_milli} and the id's binding to `digest` (spec §7.2)."""
+        self.check_enrol(eps_milli, charge_milli)
+        cid = "%d" % campaign_id
+        if cid in (self.enrol or {}):
+            raise BudgetExceeded("memo", "campaign %s already enrolled" % cid)
+        held = self.bound_digest(campaign_id)
+        if not isinstance(digest, str) or len(digest) != 32:
+            raise ConfigError("bound", "no config digest to bind campaign id %s to" % cid)
+        if held is not None and held != digest:
+            raise ConfigError("bound", "campaign id %s is bound to another config" % cid)
+        enrol = dict(self.enrol or {})
+        enrol[cid] = {"state": hexlify(state).decode(), "charge_milli": charge_milli}
+        bound = dict(self.bound or {})
+        bound[cid] = digest
+        self._commit(spent_milli=self.spent_milli + charge_milli, enrol=enrol, bound=bound)
+
+    def round_memo(self, campaign_id):
+        """(round, nonce, report bytes) of the latest round reported, or None."""
+        entry = (self.rounds or {}).get("%d" % campaign_id)
+        return None if entry is None else (entry[0], entry[1], unhexlify(entry[2]))
+
+    def commit_round(self, campaign_id, rnd, nonce, report):
+        """The round's memo, replacing the previous round's (no spend: enrolment paid for
+        every round). Refused unless the id is enrolled."""
+        cid = "%d" % campaign_id
+        if cid not in (self.enrol or {}):
+            raise BudgetExceeded("memo", "campaign %s is not enrolled" % cid)
+        rounds = dict(self.rounds or {})
+        rounds[cid] = [rnd, nonce, hexlify(report).decode()]
+        self._commit(rounds=rounds)
+
     def shc_bit(self, campaign_id):
         """The x bit of this campaign's shc phase-1 report (spec §3.1), or None."""
         return (self.shc or {}).get("%d" % campaign_id)
@@ -260,6 +319,13 @@ class Ledger:
         changes = {"closed": closed}
         if floor is not None:
             changes["closed_floor"] = floor
+        cid = "%d" % campaign_id
+        for name in ("enrol", "rounds"):  # spec §3.4: a close ends a recurring campaign
+            held = getattr(self, name)
+            if held and cid in held:
+                held = dict(held)
+                del held[cid]
+                changes[name] = held
         self._commit(**changes)
 
 

@@ -120,7 +120,45 @@ def mutated_configs():
                      set_(["domain", "size"], 2 ** 16)(d))),
     ]
     return (cases + fallback_configs(m, set_) + delivery_configs(m, set_) + numeric_configs(m, set_)
-            + metric_configs(m, set_))
+            + metric_configs(m, set_) + recurring_configs())
+
+
+def recurring_configs():
+    """Spec §3.4, §5.4 `schedule`: the shared cases of vectors/recurring.json (accepted, or
+    refused as schedule, phases or phases.mechanism), each at its own `now`."""
+    vec = json.loads((ROOT / "protocol_spec" / "v2" / "vectors" / "recurring.json").read_text())
+    cases = [[c["body"], c["now"]] for c in vec["configs"]]
+    base, now = vec["configs"][0]["body"], vec["configs"][0]["now"]
+
+    def v(edit):
+        doc = copy.deepcopy(base)
+        edit(doc)
+        return [doc, now]
+    olh = {"phase": 1, "mechanism": "olh", "eps_milli": 2000, "params": {"g": 4}}
+    lgrr2 = {"phase": 2, "mechanism": "lgrr", "eps_milli": 2000, "params": {"eps1_milli": 1000}}
+    sched = base["schedule"]
+    cases += [
+        v(lambda d: d.update(schedule=None)), v(lambda d: d.update(schedule={})),
+        v(lambda d: d["schedule"].update(rounds=1.0)), v(lambda d: d["schedule"].update(every_s=None)),
+        v(lambda d: d.update(schedule={"start": d["not_after"] - 1, "every_s": 10, "rounds": 1})),
+        v(lambda d: d.update(schedule={"start": d["not_after"] - 1, "every_s": 10, "rounds": 2})),
+        v(lambda d: d["schedule"].update(every_s=31536000, rounds=1)),
+        v(lambda d: d["schedule"].update(rounds=100000, every_s=10)),
+        v(lambda d: d.update(phases=[olh, lgrr2])),  # a one-shot phase 1 in a recurring config
+        v(lambda d: d.update(phases=[dict(lgrr2, phase=1), lgrr2])),
+        v(lambda d: (d.pop("schedule"), d.update(phases=[olh, lgrr2]))),
+        v(lambda d: d.update(phases=[dict(lgrr2, phase=1, eps_milli=64001)])),
+        v(lambda d: d.update(phases=[dict(lgrr2, phase=1, params=[1])])),
+        v(lambda d: d.update(domain={"type": "range", "lo": 0, "hi": 100, "resolution": 1},
+                             phases=[{"phase": 1, "mechanism": "lbitmean", "eps_milli": 2000,
+                                      "params": {"eps1_milli": 1000, "s": 2}}])),
+        v(lambda d: d.update(domain={"type": "range", "lo": 0, "hi": 100, "resolution": 1},
+                             phases=[{"phase": 1, "mechanism": "duchi", "eps_milli": 2000,
+                                      "params": {}}])),
+        v(lambda d: d.update(schedule=dict(sched, start=d["not_before"]))),
+        v(lambda d: d.update(metric="Bad")),
+    ]
+    return cases
 
 
 def metric_configs(m, set_):
@@ -258,6 +296,7 @@ def test_rules_match_the_aggregator(tmp_path):
     want_check = [aggregator_field(campaign_config.check_config, doc, now) for doc, now in checks]
     assert None in want_check and len(set(want_check)) > 10
     assert want_check.count("phases.fallback") >= 25  # svim's fallback rules (spec §5.4)
+    assert want_check.count("schedule") >= 15  # recurring campaigns (spec §3.4)
     assert got["check"] == want_check
 
 
