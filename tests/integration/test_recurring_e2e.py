@@ -201,7 +201,7 @@ def test_each_round_within_its_intervals(recurring):
         assert sum(counts.values()) == SIMULATED
         n = est["n"]
         margin = (n - SIMULATED) / n
-        rows = est["rows"]
+        rows = est["items"]
         assert len(rows) >= ITEMS, est
         for row in rows:
             if row["item"] == "other":
