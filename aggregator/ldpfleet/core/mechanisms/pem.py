@@ -97,6 +97,11 @@ class PemMechanism(FlhMechanism):
         return self.reference_report({"device": device, "value": value}, words, nonce)
 
     # --- aggregator face -----------------------------------------------------------------
+    def variance(self, n: int, freqs=None) -> float:
+        """FLH's (flh.py); without `freqs`, a prefix nobody holds (no collision term: a strings
+        domain has no list to spread over)."""
+        return float(np.mean(self.item_variances(n, [0.0] if freqs is None else freqs)))
+
     def new_sketch(self) -> "PemSketch":
         return PemSketch(self)
 
