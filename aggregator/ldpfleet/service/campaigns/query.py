@@ -19,6 +19,11 @@ def estimate(store: Store, name: str, query: EstimateQuery):
     camp = store.require_campaign(name)
     if is_numeric(camp.config):
         return _numeric(store, name, query)
+    if camp.protocol and camp.protocol.get("protocol") == "pem" \
+            and (query.phase == 1 or (query.phase is None and camp.phase == 1)):
+        from .estimates import load_sketch
+        from .pem_campaign import phase1_answer
+        return phase1_answer(camp, load_sketch(store, name, 1), top=query.top)
     post = None if query.post in (None, "", NO_POST) else query.post
     threshold = parse_threshold(query.threshold)
     if camp.protocol and camp.phase == 2 and query.phase is None:
