@@ -94,7 +94,9 @@ def test_phase1_advance_phase2_estimate(made):
     # the message carries keys; the state keeps the strings (a cut character shows as U+FFFD)
     assert camp.protocol["candidate_strings"] == [strings_domain.code_string(c) for c in codes]
     counts2 = run_phase(store, "c", 30000, 2)
-    answer = estimate(store, "c", EstimateQuery()).to_json()
+    result = estimate(store, "c", EstimateQuery())
+    assert "validated" in result.to_text() and "interval" in result.to_text()
+    answer = result.to_json()
     assert answer["protocol"] == "pem" and answer["n"] == sum(counts2.values())
     rows = answer["items"]
     assert [r["item"] for r in rows[:3]] and set(truth) <= {r["item"] for r in rows}
