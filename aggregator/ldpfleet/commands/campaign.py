@@ -29,10 +29,9 @@ def register(subparsers):
                     "L --top K [--k-max] [--budget-split]), svim (padding-and-sampling oracles, "
                     "devices split between the phases: --set-size L --top K [--k-max]), auto "
                     "(svim, or the best ldpminer-* where svim cannot run, for --fleet-size N) or "
-                    "ldplcm (LDPLCM learned sketch: "
-                    "[--sample-rate R] [--theta T] [--sketch-k K --sketch-m M]) or pem (strings "
-                    "nobody listed, --domain strings:max_len=L, the default there: [--top K] "
-                    "[--k-max C] [--sample-rate R, phase 1's share, default 0.9]); then `campaign "
+                    "ldplcm (LDPLCM learned sketch: [--sample-rate R] [--theta T] [--sketch-k K "
+                    "--sketch-m M]) or pem (strings nobody listed, --domain strings:max_len=L, the "
+                    "default there: [--top K] [--k-max C] [--sample-rate R, default 0.9]); then `campaign "
                     "advance`. Hand-made two-phase campaigns: --mechanism sh,srappor --epsilon "
                     "1,3 and phase-2 parameters as --param 2:NAME=VALUE.")
     broker_args(cr)
@@ -243,10 +242,9 @@ def run_create(args):
     from ..service.campaigns.manage import create_campaign, parse_params
     from ..service.campaigns.recurring import eps1_params
     recurrence = campaign_recurring.recurrence(args)
-    if not args.mechanism and not args.protocol:
-        if not str(args.domain).startswith("strings"):
-            raise ConfigError("mechanism", "give --mechanism or --protocol")
-        args.protocol = "pem"  # a strings domain: PEM (spec §3.5)
+    if not args.mechanism and not args.protocol:  # a strings domain's default: pem (spec §3.5)
+        from ..service.campaigns.pem_campaign import default_protocol
+        args.protocol = default_protocol(args.domain)
     given = [name for name in ProtocolOptions.from_args(args).given() if name != "fleet_size"]
     if args.protocol and recurrence is None:
         camp = _create_protocol(args)
@@ -487,17 +485,12 @@ def run_advance(args):
               "z = %.3g <= %g from %d phase-1 reports); phase 2 runs the config's fallback over "
               "the whole domain; phase-2 message (fallback) retained on ldp/%s/phase2" % (
                   args.name, out["separation"]["z"], _svim_z(), out["phase1_reports"], args.name))
-    elif out.get("protocol") == "pem":
-        print("campaign %s is in phase 2: %d PEM candidates from %d phase-1 reports (%s); "
-              "phase-2 message (their keys) retained on ldp/%s/phase2" % (
-                  args.name, len(out["candidates"]), out["phase1_reports"],
-                  ", ".join(repr(s) for s in out["candidate_strings"][:10])
-                  + (", ..." if len(out["candidates"]) > 10 else ""), args.name))
-    elif "candidates" in out:
+    elif "candidates" in out:  # pem: the strings (its message carries their keys, spec §3.5)
+        shown = [repr(s) for s in out.get("candidate_strings", out["candidates"])]
         print("campaign %s is in phase 2: %d candidates from %d phase-1 reports (%s); phase-2 "
               "message retained on ldp/%s/phase2" % (
                   args.name, len(out["candidates"]), out["phase1_reports"],
-                  ",".join(str(c) for c in out["candidates"][:20])
+                  ",".join(shown[:20])
                   + (",..." if len(out["candidates"]) > 20 else ""), args.name))
     else:
         print("campaign %s is in phase 2: model of %d nodes from %d phase-1 reports, %d "

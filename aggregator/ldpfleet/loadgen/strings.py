@@ -15,7 +15,6 @@ import numpy as np
 from ..core import strings_domain
 from ..core.errors import ConfigError
 from ..core.protocols import pem as pem_protocol
-from .items import ItemDistribution
 
 DEFAULT_WORDS = 200
 
@@ -61,15 +60,25 @@ def _strings_file(path: str):
     return items, w / w.sum()
 
 
-class StringDistribution(ItemDistribution):
+class StringDistribution:
     """Strings (`items`), their codes and phase-2 keys (`keys`: strings_domain.code_key), and
-    the probabilities devices draw them with."""
+    the probabilities devices draw them with (items.ItemDistribution's interface)."""
 
     def __init__(self, items, probs, max_len: int):
         self.max_len = int(max_len)
-        self.codes = pem_protocol.encode_batch(items, self.max_len)
-        keys = np.array([strings_domain.code_key(c.tobytes()) for c in self.codes], np.uint32)
-        super().__init__(list(items), keys, np.asarray(probs, np.float64))
+        self.items = list(items)
+        self.codes = pem_protocol.encode_batch(self.items, self.max_len)
+        self.keys = np.array([strings_domain.code_key(c.tobytes()) for c in self.codes], np.uint32)
+        self.probs = np.asarray(probs, np.float64)
+
+    def value(self, index):
+        """A device's value as value.json holds it: the string."""
+        return self.items[int(np.ravel(index)[0])]
+
+    def add_counts(self, counts: dict, indices):
+        """Add how many devices hold each string to `counts`."""
+        for idx, c in zip(*np.unique(np.asarray(indices).ravel(), return_counts=True)):
+            counts[self.items[int(idx)]] = counts.get(self.items[int(idx)], 0) + int(c)
 
     def phase1_keys(self, mech, device_ids, indices) -> np.ndarray:
         """key_λ of each device's string at its group's level (spec §3.5; C prefix kernel)."""

@@ -33,6 +33,13 @@ DEFAULT_TOP = 10
 PPM = 1000000
 
 
+def default_protocol(domain_spec) -> str:
+    """`campaign create` without --mechanism or --protocol: pem on a strings domain."""
+    if str(domain_spec).startswith("strings"):
+        return "pem"
+    raise ConfigError("mechanism", "give --mechanism or --protocol")
+
+
 def default_k_max(top: int) -> int:
     """Phase-2 candidates: 4k (PSGRR's variance grows slowly with the list at l = 1), at most
     the spec's 1024."""
