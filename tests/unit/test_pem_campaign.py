@@ -118,3 +118,11 @@ def test_fleet_strings_file(tmp_path, made):
     dist = item_distribution(str(path), store.require_campaign("f").config)
     assert dist.items == ["null deref", "oom", "hi"]
     assert np.allclose(dist.probs, [5 / 9, 3 / 9, 1 / 9])
+
+
+def test_plausible_candidates():
+    from ldpfleet.service.campaigns.pem_campaign import plausible
+    assert plausible(b"ab\0\0") and plausible("h\u00e9".encode() + b"\0")
+    assert plausible(b"ab\xc3")  # a full code may end in a cut character (spec §3.5)
+    assert not plausible(b"a\xc3\0\0")  # ... a shorter one may not
+    assert not plausible(b"\0\0\0\0") and not plausible(b"\xff\xfeab")

@@ -47,10 +47,10 @@ def default_k_max(top: int) -> int:
 
 
 def plan_for(eps_milli: int, proto: dict) -> "pem_protocol.PemPlan":
-    """The public PemPlan of a campaign (its levels are the config's)."""
-    kw = {"top": int(proto["k_max"]), "max_len": int(proto["max_len"])}
-    if proto.get("keep") is not None:
-        kw["keep"] = max(int(proto["keep"]), kw["top"])
+    """The public PemPlan of a campaign (its levels are the config's); `top` is `keep`: every
+    final candidate comes back ranked, `plausible` ones are then kept."""
+    keep = max(int(proto.get("keep") or pem_protocol.DEFAULT_KEEP), int(proto["k_max"]))
+    kw = {"top": keep, "keep": keep, "max_len": int(proto["max_len"])}
     if proto.get("step") is not None:
         kw["step"] = int(proto["step"])
     if proto.get("first") is not None:
@@ -88,6 +88,21 @@ def campaign_phases(eps_milli: int, domain: dict, options) -> tuple:
     return phases, proto
 
 
+def plausible(code: bytes) -> bool:
+    """Could a device hold this code? Not empty, and UTF-8 except that a full code may end in
+    a cut character (spec §3.5). Post-processing of public estimates: a final-level candidate
+    of random bytes (noise surviving every level) would only take a phase-2 slot."""
+    import codecs
+    text = bytes(code).rstrip(b"\0")
+    if not text:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(text, final=len(text) < len(code))
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def identify(camp, sketch1) -> "pem_protocol.PemAnswer":
     """PEM §4 over the campaign's per-group FLH sketches: the k_max best full codes."""
     proto = camp.protocol
@@ -118,11 +133,14 @@ def advance(camp, sketch1) -> tuple:
     dropped), the decoded strings and phase-1 frequencies kept in the protocol document."""
     answer = identify(camp, sketch1)
     keys, strings, freqs, codes = [], [], [], []
+    k_max = int(camp.protocol["k_max"])
     for code, f in zip(answer.codes, answer.frequencies):
         code = bytes(code)
         key = strings_domain.code_key(code)
-        if not any(code) or key in keys:
+        if not plausible(code) or key in keys:
             continue
+        if len(keys) == k_max:
+            break
         keys.append(key)
         codes.append(code.hex())
         strings.append(strings_domain.code_string(code))
@@ -172,6 +190,8 @@ def phase1_answer(camp, sketch1, top=None) -> PemPhase1Answer:
     answer = identify(camp, sketch1)
     rows = []
     for code, f in zip(answer.codes, answer.frequencies):
+        if not plausible(bytes(code)):
+            continue
         rows.append({"rank": len(rows) + 1, "item": strings_domain.code_string(bytes(code)),
                      "key": strings_domain.code_key(bytes(code)),
                      "phase1_frequency": float(f), "validated": False})
