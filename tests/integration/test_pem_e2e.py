@@ -77,6 +77,7 @@ def test_pem_finds_the_top_strings(service, capsys, tmp_path):
         assert rows[s]["ci_low"] - 0.01 <= f <= rows[s]["ci_high"] + 0.01
     assert [r["item"] for r in answer["items"][:2]] == truth[:2]
     status = cli_json(capsys, "campaign", "status", "sigs", "--state", state)
+    assert status["domain"]["max_len"] == 6
     assert status["phase"] == 2 and [p["reports"] for p in status["phases"]] == [
         first.sent, second["sent"]]
     assert cli.main(["estimate", "sigs", "--state", state]) == 0
@@ -84,3 +85,4 @@ def test_pem_finds_the_top_strings(service, capsys, tmp_path):
     assert "PEM candidates" in text and truth[0] in text
     assert cli.main(["estimate", "sigs", "--state", state, "--phase", "1"]) == 0
     assert "UNVALIDATED" in capsys.readouterr().out
+    assert cli_json(capsys, "estimate", "sigs", "--state", state, "--phase", 2) == answer

@@ -437,7 +437,8 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
     return {"campaign": name, "campaign_id": camp.campaign_id, "state": camp.state,
             "phase": camp.phase, "domain": dict(
                 {"type": camp.config["domain"]["type"], "size": cfgmod.domain_size(camp.config)},
-                **({"range": describe_domain(camp.config["domain"])} if numeric else {})),
+                **({"range": describe_domain(camp.config["domain"])} if numeric else {}),
+                **{k: v for k, v in camp.config["domain"].items() if k == "max_len"}),
             "created_at": camp.created_at, "closed_at": camp.closed_at,
             "not_after": camp.config["not_after"],
             "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),

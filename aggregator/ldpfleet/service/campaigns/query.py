@@ -24,6 +24,9 @@ def estimate(store: Store, name: str, query: EstimateQuery):
         from .estimates import load_sketch
         from .pem_campaign import phase1_answer
         return phase1_answer(camp, load_sketch(store, name, 1), top=query.top)
+    if camp.protocol and camp.protocol.get("protocol") == "pem" and query.phase == 2:
+        import dataclasses  # a PEM phase 2 is its answer: the candidates' estimates (§3.5)
+        query = dataclasses.replace(query, phase=None)
     post = None if query.post in (None, "", NO_POST) else query.post
     threshold = parse_threshold(query.threshold)
     if camp.protocol and camp.phase == 2 and query.phase is None:
