@@ -189,12 +189,13 @@ def phase1_answer(camp, sketch1, top=None) -> PemPhase1Answer:
         return PemPhase1Answer(camp.name, 0, [], sizes, ["no phase-1 report yet"])
     answer = identify(camp, sketch1)
     rows = []
+    last = max(sizes[-1], 1)  # the full codes are estimated on the last group's reports
     for code, f in zip(answer.codes, answer.frequencies):
         if not plausible(bytes(code)):
             continue
         rows.append({"rank": len(rows) + 1, "item": strings_domain.code_string(bytes(code)),
-                     "key": strings_domain.code_key(bytes(code)),
-                     "phase1_frequency": float(f), "validated": False})
+                     "key": strings_domain.code_key(bytes(code)), "estimate": float(f) * last,
+                     "frequency": float(f), "phase1_frequency": float(f), "validated": False})
     limit = int(camp.protocol["k"]) if top is None else int(top)
     return PemPhase1Answer(camp.name, int(sketch1.n), rows[:limit], sizes, [
         "unvalidated: phase-1 candidates of PEM (their estimates are the selected maxima of "
