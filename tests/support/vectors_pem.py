@@ -184,6 +184,29 @@ def prefix_cases():
     return out
 
 
+def phase2_cases():
+    """A PEM campaign's phase-2 bodies (of base_config()): 1..1024 distinct u32 candidates,
+    else refused with field `candidates` (spec §3.5)."""
+    doc = base_config()
+    keys = [sd.code_key(sd.code_of("w%d" % i, 8)) for i in range(1025)]
+    cases = [("one", keys[:1]), ("max-1024", keys[:1024]), ("empty", []),
+             ("too-many-1025", keys), ("duplicate", [keys[0], keys[1], keys[0]]),
+             ("negative", [-1]), ("above-u32", [1 << 32]), ("string", ["abc"]),
+             ("bool", [True]), ("missing", None)]
+    out = []
+    for name, cand in cases:
+        body = campaign_config.make_phase2(doc)
+        if cand is not None:
+            body["candidates"] = cand
+        try:
+            sd.check_pem_phase2(body)
+            error = None
+        except ConfigError as e:
+            error = e.field
+        out.append({"name": name, "config": doc, "body": body, "error": error})
+    return out
+
+
 def strings_vectors():
     return {"configs": config_cases(), "codes": code_cases(), "groups": group_cases(),
-            "prefix_keys": prefix_cases()}
+            "prefix_keys": prefix_cases(), "phase2": phase2_cases()}

@@ -35,6 +35,18 @@ def test_config_cases_accept_and_refuse_with_their_field():
         assert got == case["error"], case["name"]
 
 
+def test_phase2_bodies():
+    cases = load("strings.json")["phase2"]
+    assert {c["error"] for c in cases} == {None, "candidates"}
+    for case in cases:
+        try:
+            sd.check_pem_phase2(case["body"])
+            got = None
+        except ConfigError as exc:
+            got = exc.field
+        assert got == case["error"], case["name"]
+
+
 def test_codes_keys_and_phase2_sets():
     cases = load("strings.json")["codes"]
     assert any(c["string"].endswith("\ufffd") for c in cases)  # a cut multi-byte character
