@@ -153,3 +153,24 @@ def test_pem_report_is_exactly_eps_ldp_for_any_two_values(eps_milli, g, kp):
         worst = max(worst, max(probs) / min(probs))
     assert worst <= bound and float(worst) <= math.exp(eps_milli / 1000) + 1e-12
     assert float(worst) > math.exp(eps_milli / 1000) * (1 - 1e-6)  # tight: the bound is reached
+
+
+def test_c_groups_equal_the_reference_rule():
+    mech = mechanism(levels=[1, 2, 3, 5, 8, 13, 21, 32])
+    ids = ["dev-%d" % i for i in range(500)] + ["fleet/\u00e9t\u00e9-1", "x", ""]
+    want = [sd.group_of(d, mech.salt, mech.groups) for d in ids]
+    assert list(mech.groups_of(ids)) == want and len(set(want)) == mech.groups
+    blob = b"".join(d.encode() for d in ids)
+    lengths = np.array([len(d.encode()) for d in ids])
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    data = np.frombuffer(blob, np.uint8)
+    assert list(mech.groups_of_spans(data, offsets, lengths)) == want
+
+
+def test_update_refuses_groups_out_of_range():
+    mech = mechanism()
+    _, _, groups, reports = fleet(mech, 10, 4)
+    with pytest.raises(ValueError):
+        mech.new_sketch().update(reports, groups=np.full(10, len(LEVELS)))
+    with pytest.raises(ValueError):
+        mech.new_sketch().update(reports, groups=groups[:5])

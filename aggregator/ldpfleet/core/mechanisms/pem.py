@@ -66,11 +66,27 @@ class PemMechanism(FlhMechanism):
         return strings_domain.group_of(device, self.salt, self.groups)
 
     def groups_of(self, devices) -> np.ndarray:
-        """`group` of many device ids (the C MurmurHash3 per id)."""
-        seed = (self.salt + 1) % protocol.WORD
-        words = np.fromiter((kernels.lib.ldp_murmur3_32(b, len(b), seed)
-                             for b in (d.encode("utf-8") for d in devices)), np.uint64)
-        return ((words * np.uint64(self.groups)) >> np.uint64(32)).astype(np.int64)
+        """`group` of many device ids (one C call, ldp_pem_groups)."""
+        raw = [d.encode("utf-8") for d in devices]
+        length = np.fromiter((len(b) for b in raw), np.int64, len(raw))
+        off = np.zeros(len(raw), np.int64)
+        if len(raw) > 1:
+            off[1:] = np.cumsum(length)[:-1]
+        data = np.frombuffer(b"".join(raw) or b"\0", np.uint8)
+        return self.groups_of_spans(data, off, length)
+
+    def groups_of_spans(self, data: np.ndarray, off, length) -> np.ndarray:
+        """Groups of the device ids data[off[i]:off[i] + length[i]] (a batch's topics, spec
+        §3.5), one C call."""
+        off = np.ascontiguousarray(off, np.int64)
+        length = np.ascontiguousarray(length, np.int64)
+        out = np.zeros(off.size, np.int64)
+        if off.size and kernels.lib.ldp_pem_groups(
+                kernels.byte_ptr(np.ascontiguousarray(data, np.uint8)), kernels.ptr(off),
+                kernels.ptr(length), off.size, (self.salt + 1) % protocol.WORD, self.groups,
+                kernels.ptr(out)) != 0:
+            raise ValueError("ldp_pem_groups rejected its spans")
+        return out
 
     def prefix_key(self, device: str, value) -> int:
         """key_λ of the device's value at its group's level."""
@@ -128,8 +144,11 @@ class PemSketch(Sketch):
         """Group of each device id (public, spec §3.5)."""
         return self.mechanism.groups_of(devices)
 
+    def groups_of_spans(self, data, off, length) -> np.ndarray:
+        return self.mechanism.groups_of_spans(data, off, length)
+
     def update(self, reports, groups=None, devices=None) -> int:
-        """Fold validated reports into their groups: one FLH count call per group present."""
+        """Fold validated reports into their groups' FLH tables: one C call (ldp_pem_count)."""
         arr = contiguous_bodies(self.mechanism, reports)
         if groups is None:
             if devices is None:
@@ -139,16 +158,15 @@ class PemSketch(Sketch):
         if groups.shape != (arr.shape[0],):
             raise ValueError("one group per report")
         m = self.mechanism
+        if groups.size and (groups.min() < 0 or groups.max() >= m.groups):
+            raise ValueError("a group outside 0..%d" % (m.groups - 1))
         if arr.shape[0]:
-            order = np.argsort(groups, kind="stable")
-            arr = np.ascontiguousarray(arr[order])
-            bounds = np.searchsorted(groups[order], np.arange(m.groups + 1))
-            for i in range(m.groups):
-                a, b = int(bounds[i]), int(bounds[i + 1])
-                if b > a:
-                    kernels.lib.ldp_flh_count(body_ptr(arr, a), b - a, arr.shape[1], m.kp, m.g,
-                                              kernels.ptr(self.counts[i]))
-            self.sizes += np.bincount(groups, minlength=m.groups)[:m.groups]
+            groups = np.ascontiguousarray(groups)
+            if kernels.lib.ldp_pem_count(body_ptr(arr), arr.shape[0], arr.shape[1],
+                                         kernels.ptr(groups), m.groups, m.kp, m.g,
+                                         kernels.ptr(self.counts)) != 0:
+                raise ValueError("pem reports outside their fields (not validated?)")
+            self.sizes += np.bincount(groups, minlength=m.groups)
         self.n += arr.shape[0]
         return arr.shape[0]
 

@@ -293,7 +293,8 @@ class BatchFolder:
         sketch = self._sketch(camp, phase)
         if hasattr(sketch, "groups_of"):  # pem: the group of the topic's device id (spec §3.5)
             _ok, _coff, _clen, doff, dlen = batch.split_topics()
-            sketch.update(np.ascontiguousarray(rows), devices=batch.strings(doff, dlen, keep).tolist())
+            sketch.update(np.ascontiguousarray(rows),
+                          groups=sketch.groups_of_spans(batch.data, doff[keep], dlen[keep]))
         else:
             sketch.update(np.ascontiguousarray(rows))
         return True
