@@ -24,12 +24,13 @@
 #define LDP_MECHANISM_ID_LGRR 19
 #define LDP_MECHANISM_ID_LOLOHA 20
 #define LDP_MECHANISM_ID_LBITMEAN 21
-#define LDP_MECHANISM_COUNT 21
+#define LDP_MECHANISM_ID_PEM 22
+#define LDP_MECHANISM_COUNT 22
 
 /* Initializer of a names-by-id array: index 0 is "" (no mechanism). */
 #define LDP_MECHANISM_NAMES_INIT \
     {"", "grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh", \
-     "shc", "duchi", "pm", "hm", "sw", "losue", "lsue", "lgrr", "loloha", "lbitmean"}
+     "shc", "duchi", "pm", "hm", "sw", "losue", "lsue", "lgrr", "loloha", "lbitmean", "pem"}
 
 /* the value is a set of items */
 #define LDP_MECHANISM_SET_VALUED(id) \

@@ -14,6 +14,10 @@
 /* cdef-begin */
 int ldp_pem_prefix_keys(const uint8_t *codes, size_t n, size_t stride, uint32_t bits,
                         uint32_t seed, uint32_t *out);
+int ldp_pem_groups(const uint8_t *data, const int64_t *off, const int64_t *len, size_t n,
+                   uint32_t seed, uint32_t groups, int64_t *out);
+int64_t ldp_pem_count(const uint8_t *bodies, size_t n, size_t stride, const int64_t *groups,
+                      uint32_t ngroups, uint32_t kp, uint32_t g, int64_t *counts);
 /* cdef-end */
 
 #endif

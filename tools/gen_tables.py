@@ -17,7 +17,7 @@ What it writes (each says so in its first line, with this command):
 Registry fields used, per mechanism: `id` (ids run 1..N without gaps: MicroPython finds an id by
 its position), `params` (`kc`: phase 2 takes the candidate list), `set_valued`, `numeric`,
 `longitudinal`, `input` ("index": the mechanism takes the item's domain index, else its key,
-spec §1) and `aggregator_module` (when several mechanisms share one module; default: the name).
+spec §1; "prefix_key": `pem`'s key of its group's prefix of the code, spec §3.5) and `aggregator_module` (when several mechanisms share one module; default: the name).
 """
 import argparse
 import json

@@ -10,6 +10,8 @@ enrol_longitudinal.json: the memoised mechanisms' enrolment words -> state, thre
 enrolment charges (spec §3.2; tests/support/vectors_longitudinal.py).
 numeric_grid.json: the grid point of readings in numeric domains (spec §1.1).
 recurring.json: schedule config cases, the round open at a time, round-header reports (spec §3.4).
+strings.json: strings-domain configs, codes of values, phase-2 keys, groups, prefix keys (spec §3.5;
+tests/support/vectors_pem.py; reports_pem.json's cases also name device, group, code, lambda, key_lambda).
 Run: python tools/gen_vectors.py
 """
 import json
@@ -27,6 +29,7 @@ from support.vectors_numeric import grid_vectors  # noqa: E402
 from support.vectors_shc import shc_threshold_vectors  # noqa: E402
 from support.vectors_longitudinal import enrol_vectors  # noqa: E402
 from support.vectors_recurring import recurring_vectors  # noqa: E402
+from support.vectors_pem import strings_vectors  # noqa: E402
 
 OUT = ROOT / "protocol_spec" / "v2" / "vectors"
 
@@ -70,6 +73,7 @@ def main():
     (OUT / "enrol_longitudinal.json").write_text(json.dumps(enrol_vectors(), indent=1) + "\n")
     (OUT / "numeric_grid.json").write_text(json.dumps(grid_vectors(), indent=1) + "\n")
     (OUT / "recurring.json").write_text(json.dumps(recurring_vectors(), indent=1) + "\n")
+    (OUT / "strings.json").write_text(json.dumps(strings_vectors(), indent=1, ensure_ascii=False) + "\n")
     (OUT / "signatures.json").write_text(json.dumps(signature_cases(), indent=1, ensure_ascii=False) + "\n")
     for name, cases in sorted(CASES.items()):
         reports, parses = cases()

@@ -3,7 +3,7 @@ from .errors import ConfigError
 
 # --- generated: python tools/gen_tables.py ---
 NAMES = ("grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr", "psolh",
-         "shc", "duchi", "pm", "hm", "sw", "losue", "lsue", "lgrr", "loloha", "lbitmean")
+         "shc", "duchi", "pm", "hm", "sw", "losue", "lsue", "lgrr", "loloha", "lbitmean", "pem")
 SET_VALUED = ("sh", "srappor", "psgrr", "psolh", "shc")  # the value is a set of items
 NUMERIC = ("duchi", "pm", "hm", "sw")  # numeric domains, spec §1.1 and §3.3
 LONGITUDINAL = ("losue", "lsue", "lgrr", "loloha", "lbitmean")  # memoised, spec §3.2

@@ -9,7 +9,7 @@ VERSION = const(2)
 # interns each of them and costs a 16k-heap board up to ~900 bytes; split at construction only).
 # --- generated: python tools/gen_tables.py ---
 MECHANISMS = ("grr olh flh oue cms hcms sh srappor lcm psgrr psolh shc duchi pm hm sw "
-              "losue lsue lgrr loloha lbitmean")
+              "losue lsue lgrr loloha lbitmean pem")
 # --- end generated ---
 
 

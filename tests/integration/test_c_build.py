@@ -65,6 +65,11 @@ EXERCISE = textwrap.dedent("""
         except TypeError:
             continue
         sketch = mech.new_sketch()
+        if name == "pem":  # per-group FLH sketch, groups from device ids (spec §3.5)
+            sketch.update(reports, devices=["d%d" % i for i in range(len(reports))])
+            sketch.estimate(1, np.arange(1000, dtype=np.uint32))
+            done.append(name)
+            continue
         sketch.update(reports)
         if hasattr(sketch, "mean"):  # a mean, not item counts (lbitmean)
             sketch.mean()

@@ -64,6 +64,7 @@ SAMPLE_PARAMS = {"grr": {}, "olh": {"g": 8}, "flh": {"g": 8, "kp": 16}, "oue": {
                  "shc": {"m": 64, "l": 3}, "duchi": {}, "pm": {}, "hm": {"metrics": 12},
                  "sw": {"bins": 64, "window": 20}}
 SAMPLE_PARAMS.update({"losue": {}, "lsue": {}, "lgrr": {}, "loloha": {"g": 5}, "lbitmean": {"s": 3}})
+SAMPLE_PARAMS["pem"] = {"g": 8, "kp": 16, "levels": [8, 16]}  # spec §3.5
 
 
 def sample_mechanisms():

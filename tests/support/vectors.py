@@ -457,3 +457,12 @@ def longitudinal_cases(name):
 
 
 CASES.update({name: longitudinal_cases(name) for name in ("losue", "lsue", "lgrr", "loloha", "lbitmean")})
+
+
+def pem_cases():
+    """PEM's phase-1 cases (spec §3.5; support.vectors_pem)."""
+    from .vectors_pem import pem_cases as cases  # it imports this module's helpers
+    return cases()
+
+
+CASES["pem"] = pem_cases

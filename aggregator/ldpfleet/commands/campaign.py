@@ -29,8 +29,9 @@ def register(subparsers):
                     "L --top K [--k-max] [--budget-split]), svim (padding-and-sampling oracles, "
                     "devices split between the phases: --set-size L --top K [--k-max]), auto "
                     "(svim, or the best ldpminer-* where svim cannot run, for --fleet-size N) or "
-                    "ldplcm (LDPLCM learned sketch: "
-                    "[--sample-rate R] [--theta T] [--sketch-k K --sketch-m M]); then `campaign "
+                    "ldplcm (LDPLCM learned sketch: [--sample-rate R] [--theta T] [--sketch-k K "
+                    "--sketch-m M]) or pem (strings nobody listed, --domain strings:max_len=L, the "
+                    "default there: [--top K] [--k-max C] [--sample-rate R, default 0.9]); then `campaign "
                     "advance`. Hand-made two-phase campaigns: --mechanism sh,srappor --epsilon "
                     "1,3 and phase-2 parameters as --param 2:NAME=VALUE.")
     broker_args(cr)
@@ -38,12 +39,12 @@ def register(subparsers):
     cr.add_argument("--signing-key", dest="signing_key_file", required=True, metavar="FILE",
                     help="Ed25519 private key from `campaign keygen FILE` (devices trust FILE.pub)")
     cr.add_argument("--name", required=True)
-    kind = cr.add_mutually_exclusive_group(required=True)
+    kind = cr.add_mutually_exclusive_group(required=False)
     kind.add_argument("--mechanism", help="grr, olh, flh, oue, cms, hcms, sh, ... "
                       "(comma-separated for two phases); with --every a memoised one: "
                       "loloha, losue, lsue, lgrr, lbitmean")
     kind.add_argument("--protocol", choices=("ldpminer-rappor", "ldpminer-sh", "ldpminer-sh-opt",
-                                             "svim", "ldplcm", "auto"),
+                                             "svim", "ldplcm", "auto", "pem"),
                       help="a two-phase protocol (see above); with --every only auto (the "
                            "planner's memoised mechanism)")
     cr.add_argument("--epsilon", required=True, help="epsilon in nats (comma-separated per phase; "
@@ -58,7 +59,8 @@ def register(subparsers):
                          "this state has had, else none and no spread) and, with --protocol auto, "
                          "the plan (the predicted errors depend on it; ldpfleet plan --top shows them)")
     cr.add_argument("--domain", required=True,
-                    help="N or 0-M (integer items), a file with one string item per line, or a "
+                    help="N or 0-M (integer items), a file with one string item per line, "
+                         "strings:max_len=L (any string, PEM, spec §3.5), or a "
                          "numeric range for duchi/pm/hm/sw: LO..HI[:STEP] in the metric's units "
                          "(--domain=-40.0..85.0:0.1: write it with '=' when LO is negative) or "
                          "a JSON range/ranges object of protocol spec §1.1")
@@ -240,6 +242,9 @@ def run_create(args):
     from ..service.campaigns.manage import create_campaign, parse_params
     from ..service.campaigns.recurring import eps1_params
     recurrence = campaign_recurring.recurrence(args)
+    if not args.mechanism and not args.protocol:  # a strings domain's default: pem (spec §3.5)
+        from ..service.campaigns.pem_campaign import default_protocol
+        args.protocol = default_protocol(args.domain)
     given = [name for name in ProtocolOptions.from_args(args).given() if name != "fleet_size"]
     if args.protocol and recurrence is None:
         camp = _create_protocol(args)
@@ -480,11 +485,12 @@ def run_advance(args):
               "z = %.3g <= %g from %d phase-1 reports); phase 2 runs the config's fallback over "
               "the whole domain; phase-2 message (fallback) retained on ldp/%s/phase2" % (
                   args.name, out["separation"]["z"], _svim_z(), out["phase1_reports"], args.name))
-    elif "candidates" in out:
+    elif "candidates" in out:  # pem: the strings (its message carries their keys, spec §3.5)
+        shown = [repr(s) for s in out.get("candidate_strings", out["candidates"])]
         print("campaign %s is in phase 2: %d candidates from %d phase-1 reports (%s); phase-2 "
               "message retained on ldp/%s/phase2" % (
                   args.name, len(out["candidates"]), out["phase1_reports"],
-                  ",".join(str(c) for c in out["candidates"][:20])
+                  ",".join(shown[:20])
                   + (",..." if len(out["candidates"]) > 20 else ""), args.name))
     else:
         print("campaign %s is in phase 2: model of %d nodes from %d phase-1 reports, %d "

@@ -278,7 +278,7 @@ def check_grr_bound(phase: dict, d: int):
     name, eps = phase["mechanism"], phase["eps_milli"]
     if name == "grr":
         n, field = d + 1, "domain.size"
-    elif name in ("olh", "flh", "psolh") and isinstance(phase.get("params", {}).get("g"), int) \
+    elif name in ("olh", "flh", "psolh", "pem") and isinstance(phase.get("params", {}).get("g"), int) \
             and not isinstance(phase["params"]["g"], bool) and phase["params"]["g"] >= 2:
         n, field = phase["params"]["g"], "params.g"
     else:
@@ -295,6 +295,8 @@ def domain_size(doc: dict) -> int:
     d = doc["domain"]
     if d["type"] in NUMERIC_DOMAINS:
         return check_numeric_domain(d)
+    if d["type"] == "strings":  # any 32-bit key (spec §3.5): PEM estimates over candidates
+        return protocol.WORD - 1
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 
@@ -305,7 +307,10 @@ def with_other(mechanism: str) -> bool:
 
 
 def mechanism_domain_size(doc: dict, mechanism: str) -> int:
-    """n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued."""
+    """n of spec §3: d + 1 (⊥ at index d) for single-item mechanisms, d for set-valued; a
+    strings domain has no ⊥ (the empty code is a value, spec §3.5): 2^32 - 1, any key."""
+    if doc["domain"]["type"] == "strings":
+        return domain_size(doc)
     return domain_size(doc) + (1 if with_other(mechanism) else 0)
 
 

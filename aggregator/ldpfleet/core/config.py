@@ -10,7 +10,7 @@ import os
 import re
 import time
 
-from . import protocol, schedule, signing
+from . import protocol, schedule, signing, strings_domain
 from .campaign_rules import (  # noqa: F401 (config.X stays the one name for every rule)
     DECIMALS_MAX, DEFAULT_DELIVERY, DEFAULT_DRAIN_RATE, FALLBACK_MECHANISMS, FALLBACK_PARAMS,
     GRID_MAX, METRICS_MAX, NUMERIC_DOMAINS, NUMERIC_MECHANISMS, PHASE2_FIELDS, PPM,
@@ -147,8 +147,10 @@ def check_config(doc: dict, now: int = None) -> dict:
                               "key of the reserved item 'other'); rename one")
     elif domain.get("type") in NUMERIC_DOMAINS:
         check_numeric_domain(domain)
+    elif strings_domain.is_strings(domain):
+        strings_domain.check_strings_domain(domain)
     else:
-        raise ConfigError("domain.type", "must be 'int', 'str', 'range' or 'ranges'")
+        raise ConfigError("domain.type", "must be 'int', 'str', 'range', 'ranges' or 'strings'")
     phases = _need(doc, "phases", list)
     if not 1 <= len(phases) <= 2:
         raise ConfigError("phases", "one or two phases")
@@ -175,6 +177,7 @@ def check_config(doc: dict, now: int = None) -> dict:
         raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
                           "(one public split, spec §5): %s" % sorted(rates))
     check_numeric_phases(doc)
+    strings_domain.check_strings_phases(doc)
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
         check_listless_domain(ph, doc["domain"])

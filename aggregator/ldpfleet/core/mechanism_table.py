@@ -25,6 +25,7 @@ MECHANISM_IDS = {
     "lgrr": 19,
     "loloha": 20,
     "lbitmean": 21,
+    "pem": 22,
 }
 """Registry id of each mechanism (the report header's `mechanism` byte)."""
 MECHANISM_NAMES = {i: n for n, i in MECHANISM_IDS.items()}
@@ -51,6 +52,7 @@ MODULES = {
     "lgrr": "lgrr",
     "loloha": "loloha",
     "lbitmean": "lbitmean",
+    "pem": "pem",
 }
 """The module of `ldpfleet.core.mechanisms` that implements each mechanism."""
 

@@ -76,6 +76,9 @@ def item_distribution(dist: str, doc: dict) -> ItemDistribution:
     if domain["type"] in campaign_config.NUMERIC_DOMAINS:
         from .numeric import NumericDistribution
         return NumericDistribution(dist, domain)
+    if domain["type"] == "strings":  # strings nobody listed (spec §3.5)
+        from .strings import string_distribution
+        return string_distribution(dist, doc)
     dist = dist or "zipf:1.1"
     if domain["type"] == "int":
         if domain["size"] > MAX_SIMULATED_DOMAIN:

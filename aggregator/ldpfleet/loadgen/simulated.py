@@ -72,6 +72,9 @@ def simulated_reports(view: CampaignView, mech, dist: ItemDistribution, device_i
         indices = all_indices[start:start + BATCH_DEVICES]
         if getattr(dist, "numeric", False):  # readings: the grid points devices report
             keys = np.ascontiguousarray(dist.grid(indices))
+        elif mech.name == "pem":  # key_λ of the device's group (spec §3.5)
+            ids = [device_ids[i] for i in chosen[start:start + BATCH_DEVICES].tolist()]
+            keys = dist.phase1_keys(mech, ids, indices)
         else:
             keys = np.ascontiguousarray(dist.keys[indices])
         if memos is not None:

@@ -55,6 +55,8 @@ class ProtocolAnswer:
 
     def columns(self):
         extra = ["high"] if self.protocol == "ldplcm" else ["phase1_frequency"]
+        if self.protocol == "pem":
+            extra = ["ci_low", "ci_high"] + extra
         return ["rank", "item", "key", "estimate", "frequency"] + extra + ["noise"]
 
     def to_csv(self, stream=None) -> str:
@@ -85,6 +87,16 @@ class ProtocolAnswer:
                          % (len(self.rows), self.params.get("ratio", float("nan"))))
             lines.append("%5s  %-24s %10s %12s" % ("rank", "item", "fraction", "phase-1"))
             lines += [self._line(row) for row in self.rows]
+        elif self.protocol == "pem":
+            lines.append("top-%d of %d PEM candidates (strings found in phase 1), validated: "
+                         "phase-2 estimates with 95%% intervals" % (len(self.rows),
+                                                                   self.params["k_max"]))
+            lines.append("%5s  %-24s %10s %21s %12s" % ("rank", "item", "fraction", "interval",
+                                                        "phase-1"))
+            for row in self.rows:
+                lines.append("%5d  %-24s %10.5f [%8.5f, %8.5f] %12.5f%s" % (
+                    row["rank"], str(row["item"])[:24], row["frequency"], row["ci_low"],
+                    row["ci_high"], row["phase1_frequency"], "  noise" if row.get("noise") else ""))
         else:
             lines.append("top-%d of %d candidates, ranked by their phase-2 estimates"
                          % (len(self.rows), self.params["k_max"]))
@@ -150,6 +162,15 @@ def compute_answer(store: Store, name: str, top: int = None, fdr: float = DEFAUL
                                 "frequency": float(est[i]), "high": bool(high[i]),
                                 "noise": bool(noise[i])})
         return _finish(answer, top, threshold)
+    if proto["protocol"] == "pem":  # spec §3.5: the candidates' phase-2 estimates
+        from .pem_campaign import candidate_rows
+        params = {"k": int(proto["k"]), "k_max": int(proto["k_max"]),
+                  "max_len": int(proto["max_len"]), "sample_rate_ppm": proto["sample_rate_ppm"]}
+        answer = ProtocolAnswer(name, "pem", reports, params)
+        if sketch2.n == 0:
+            return answer
+        answer.rows, answer.significance = candidate_rows(camp, sketch2, level)
+        return _finish(answer, top, threshold, int(proto["k"]))
     if camp.fallback:
         return _finish(_svim_flat_answer(camp, sketch1, sketch2, level), top, threshold,
                        int(proto["k"]))

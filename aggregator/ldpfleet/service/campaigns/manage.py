@@ -69,6 +69,8 @@ def parse_domain(spec) -> dict:
     if isinstance(spec, dict):
         return spec
     spec = str(spec)
+    if spec.startswith("strings") and not os.path.isfile(spec):
+        return parse_strings_domain(spec)
     if not os.path.isfile(spec):
         from .numeric import parse_numeric_domain
         numeric = parse_numeric_domain(spec)
@@ -93,6 +95,22 @@ def parse_domain(spec) -> dict:
         raise ConfigError("domain", "domain size must be in [2, 2^32 - 1] (index d is the reserved "
                           "item 'other'), got %d" % size)
     return {"type": "int", "size": size}
+
+
+def parse_strings_domain(spec: str) -> dict:
+    """`strings:max_len=L` (spec §3.5; `strings` alone: max_len 16)."""
+    from ...core.strings_domain import check_strings_domain
+    head, _sep, rest = spec.partition(":")
+    if head != "strings":
+        raise ConfigError("domain", "expected strings:max_len=L, got %r" % spec)
+    dom = {"type": "strings", "max_len": 16}
+    for pair in filter(None, rest.split(",")):
+        key, eq, value = pair.partition("=")
+        if key != "max_len" or not eq or not value.strip().isdigit():
+            raise ConfigError("domain.max_len", "expected strings:max_len=L, got %r" % spec)
+        dom["max_len"] = int(value)
+    check_strings_domain(dom)
+    return dom
 
 
 def parse_params(pairs) -> dict:
@@ -305,6 +323,10 @@ def publish_phase2(store: Store, broker: mqtt.BrokerSettings, name: str, candida
         dom = camp.config["domain"]
         if dom["type"] == "int":
             missing = sorted(k for k in keys if not 0 <= k < dom["size"])
+        elif dom["type"] == "strings":  # any key of a code (spec §3.5), at most 1024
+            from ...core.strings_domain import check_pem_phase2
+            check_pem_phase2({"candidates": [int(c) for c in candidates]})
+            missing = []
         else:
             missing = sorted(keys - set(cfgmod.domain_keys(camp.config)))
         if missing:
@@ -416,7 +438,8 @@ def campaign_status(store: Store, name: str, confidence: float = 0.95, fleet=Non
     return {"campaign": name, "campaign_id": camp.campaign_id, "state": camp.state,
             "phase": camp.phase, "domain": dict(
                 {"type": camp.config["domain"]["type"], "size": cfgmod.domain_size(camp.config)},
-                **({"range": describe_domain(camp.config["domain"])} if numeric else {})),
+                **({"range": describe_domain(camp.config["domain"])} if numeric else {}),
+                **{k: v for k, v in camp.config["domain"].items() if k == "max_len"}),
             "created_at": camp.created_at, "closed_at": camp.closed_at,
             "not_after": camp.config["not_after"],
             "received": counters.get("received", 0), "accepted": counters.get("accepted", 0),

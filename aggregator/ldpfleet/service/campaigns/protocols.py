@@ -34,7 +34,7 @@ from .manage import (
 from ..state.store import Campaign, Store
 
 PROTOCOLS = {"ldpminer-rappor": "lm-rp", "ldpminer-sh": "lm-sh", "ldpminer-sh-opt": "lm-sho",
-             "ldplcm": "ldplcm", "svim": "svim", "auto": "auto"}
+             "ldplcm": "ldplcm", "svim": "svim", "auto": "auto", "pem": "pem"}
 """CLI protocol names -> the core's names (ldpminer.PROTOCOLS, §5.1.3 of LDPMiner, and
 ldpminer-sh-opt, LDPMiner-SH with §4.4's correlated phases: `shc` in both, spec §3.1; svim,
 protocols.svim; auto, protocols.auto's choice: CAMPAIGN_AUTO)."""
@@ -53,6 +53,12 @@ def protocol_phases(protocol_name: str, eps_milli: int, domain: dict,
         raise ConfigError("protocol", "unknown protocol %r (known: %s)"
                           % (protocol_name, ", ".join(PROTOCOLS)))
     opts = options or ProtocolOptions()
+    if protocol_name == "pem" or domain["type"] == "strings":
+        if protocol_name != "pem" or domain["type"] != "strings":
+            raise ConfigError("domain.type", "a strings domain takes --protocol pem, and pem a "
+                              "strings domain (spec §3.5)")
+        from . import pem_campaign
+        return pem_campaign.campaign_phases(eps_milli, domain, opts)
     size = domain["size"] if domain["type"] == "int" else len(domain["items"])
     if protocol_name == "ldplcm":
         opts.refuse(("budget_split",), "ldplcm", " (each device reports once, with the whole "
@@ -179,8 +185,15 @@ def advance_campaign(store: Store, broker: mqtt.BrokerSettings, name: str,
     sketch1 = load_sketch(store, name, 1)
     if sketch1.n < 1:
         raise ConfigError("phase1", "campaign %s has no phase-1 reports yet" % name)
-    keys = cfgmod.domain_keys(camp.config)
     out = {"campaign": name, "protocol": proto["protocol"], "phase1_reports": int(sketch1.n)}
+    if proto["protocol"] == "pem":  # spec §3.5: identify over the groups, candidates' keys
+        from . import pem_campaign
+        cand, updated, summary = pem_campaign.advance(camp, sketch1)
+        publish_phase2(store, broker, name, candidates=cand, signing_key_file=signing_key_file,
+                       protocol=updated)
+        out.update(summary, candidates=cand)
+        return out
+    keys = cfgmod.domain_keys(camp.config)
     if proto["protocol"] == "ldplcm":
         training = ldplcm.train_model(sketch1, keys, theta=proto["theta"],
                                       seed=int(proto.get("train_seed", 0)))

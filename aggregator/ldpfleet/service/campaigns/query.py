@@ -28,6 +28,14 @@ def estimate(store: Store, name: str, query: EstimateQuery, now: float = None):
         rounds.require_recurring(camp, "round")
     if is_numeric(camp.config):
         return _numeric(store, name, query)
+    if camp.protocol and camp.protocol.get("protocol") == "pem" \
+            and (query.phase == 1 or (query.phase is None and camp.phase == 1)):
+        from .estimates import load_sketch
+        from .pem_campaign import phase1_answer
+        return phase1_answer(camp, load_sketch(store, name, 1), top=query.top)
+    if camp.protocol and camp.protocol.get("protocol") == "pem" and query.phase == 2:
+        import dataclasses  # a PEM phase 2 is its answer: the candidates' estimates (§3.5)
+        query = dataclasses.replace(query, phase=None)
     if camp.protocol and camp.phase == 2 and query.phase is None:
         post = None if query.post in (None, "", NO_POST) else query.post
         for flag in ("items", "subset"):

@@ -290,7 +290,13 @@ class BatchFolder:
         self.reason[keep] = CODE[ACCEPTED]
         self.status[keep] = protocol.ACK_ACCEPTED
         rows = arr[valid[new]] if camp.recurring else batch.rows(keep, mech.report_size)
-        self._sketch(camp, phase).update(np.ascontiguousarray(rows))
+        sketch = self._sketch(camp, phase)
+        if hasattr(sketch, "groups_of"):  # pem: the group of the topic's device id (spec §3.5)
+            _ok, _coff, _clen, doff, dlen = batch.split_topics()
+            sketch.update(np.ascontiguousarray(rows),
+                          groups=sketch.groups_of_spans(batch.data, doff[keep], dlen[keep]))
+        else:
+            sketch.update(np.ascontiguousarray(rows))
         return True
 
     def _dedupe(self, name, phase, rows, batch, seqs) -> np.ndarray:
