@@ -3,7 +3,8 @@
 same data, in one run; prints one JSON object on stdout.
 
     .venv/bin/python tools/bench_heavy_hitters.py [--settings 100000:3:6,1000000:1:6,1000000:1:10]
-        [--seed S] [--repeat R] [--oracle flh|olh] [--no-pureldp] [--pureldp-max-len 6] [--out FILE]
+        [--seed S] [--repeat R] [--seeds S] [--oracle flh|olh] [--no-pureldp]
+        [--pureldp-max-len 6] [--out FILE]
 
 Data (Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification", TDSC 2019,
 §6's Zipf setting): 1,000 random strings over 27 symbols (a-z and _), Zipf 1.1; a setting is
@@ -14,7 +15,8 @@ ldpfleet / pure-ldp (recall) and pure-ldp / ldpfleet (time).
 
 ldpfleet: protocols.pem through eval.pem_sim with `PemPlan.for_fleet(n, eps, length,
 alphabet)` (FLH over prefix keys, spec §3.5; levels, keep and k' from the fleet size), with
-`--repeat R` runs on fresh noise over the same users (recall mean, min, max).
+`--repeat R` runs on fresh noise over the same users (recall mean) and `--seeds S` runs on S
+data draws (recall mean, sd, min, max).
 pure-ldp: PEMClient/PEMServer and SFPClient/SFPServer with Count-Mean Sketch (k = 32,
 m = 1024), the same alphabet; PEM start_length 2, fragment_length 1 (top 10 kept per level,
 its design); SFP fragments of 2 characters (Apple's "Learning with Privacy at Scale"), top 10
@@ -108,6 +110,9 @@ def parse_args(argv):
     p.add_argument("--repeat", type=int, default=1, metavar="R",
                    help="ldpfleet: R runs on fresh noise over the same users (recall_mean, "
                         "recall_per_repeat); pure-ldp runs once")
+    p.add_argument("--seeds", type=int, default=1, metavar="S",
+                   help="ldpfleet: also S data draws (seeds seed..seed+S-1, fresh strings, users "
+                        "and noise) per setting: recall mean, min, max as `over_seeds`")
     p.add_argument("--out", default=None, help="also write the JSON here")
     p.add_argument("--pureldp-worker", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -155,6 +160,15 @@ def ratios(ours, pure):
             "decode": (pure["aggregate_seconds"] + pure["decode_seconds"]) / ours_decode}
 
 
+def draw(pem_sim, n, length, seed):
+    """The words, each user's word and the true top K of one data seed."""
+    drng = np.random.default_rng([seed, length])
+    words, probs = pem_sim.zipf_strings(WORDS, length, ZIPF, drng)
+    users = pem_sim.draw_users(n, probs, drng)
+    counts = np.bincount(users, minlength=WORDS)
+    return words, users, {words[i] for i in np.argsort(-counts, kind="stable")[:K]}
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.pureldp_worker:
@@ -166,11 +180,7 @@ def main(argv=None):
     out = {"data": {"words": WORDS, "zipf": ZIPF, "alphabet": ALPHABET, "seed": args.seed},
            "k": K, "targets": TARGETS, "command": " ".join(sys.argv), "runs": []}
     for n, eps, length in settings:
-        drng = np.random.default_rng([args.seed, length])
-        words, probs = pem_sim.zipf_strings(WORDS, length, ZIPF, drng)
-        users = pem_sim.draw_users(n, probs, drng)
-        counts = np.bincount(users, minlength=WORDS)
-        truth = {words[i] for i in np.argsort(-counts, kind="stable")[:K]}
+        words, users, truth = draw(pem_sim, n, length, args.seed)
         log("n=%d eps=%g length=%d: ldpfleet" % (n, eps, length))
         ours = run_ours(words, users, eps, length, args.seed + 1, args.oracle)
         if args.repeat > 1:
@@ -182,6 +192,15 @@ def main(argv=None):
             ours["decode_seconds_max"] = max([ours["decode_seconds"]]
                                              + [m["decode_seconds"] for m in more])
         run = {"users": n, "epsilon": eps, "length": length, "ldpfleet": ours}
+        if args.seeds > 1:
+            recalls = [ours["recall"]]
+            for seed in range(args.seed + 1, args.seed + args.seeds):
+                log("n=%d eps=%g length=%d: ldpfleet, data seed %d" % (n, eps, length, seed))
+                w, u, _ = draw(pem_sim, n, length, seed)
+                recalls.append(run_ours(w, u, eps, length, seed + 1, args.oracle)["recall"])
+            run["over_seeds"] = {"seeds": args.seeds, "recall": recalls,
+                                 "mean": float(np.mean(recalls)), "sd": float(np.std(recalls)),
+                                 "min": min(recalls), "max": max(recalls)}
         if not args.no_pureldp and length <= args.pureldp_max_len:
             for method in ("pem", "sfp"):
                 log("n=%d eps=%g length=%d: pure-ldp %s (pure Python, slow)"

@@ -15,10 +15,14 @@ Here:
   strips trailing NULs, so a string ending in NUL is not told from its shorter self. The
   device's work is the same for every value: it always encodes max_len bytes and hashes its
   group's ceil(lambda/8) + 2 bytes.
-* Report: the shipped OLH mechanism (mechanisms/olh.py, Wang et al. USENIX Security 2017 §4.4)
-  over the 32-bit key of the prefix, `prefix_key` = murmur3_32(le16(lambda) || the first
-  ceil(lambda/8) bytes with the bits past lambda zeroed, KEY_SEED) (C: ldp_pem_prefix_keys).
-  OLH's seeds are fresh per report, so one report can be evaluated later on any candidate keys.
+* Report (spec §3.5): FLH (mechanisms/flh.py; Cormode, Maddock, Maple, "Frequency Estimation
+  under Local Differential Privacy", VLDB 2021 §4) with k' public seeds salt + j over the 32-bit
+  key of the prefix, `prefix_key` = murmur3_32(le16(lambda) || the first ceil(lambda/8) bytes
+  with the bits past lambda zeroed, KEY_SEED) (C: ldp_pem_prefix_keys). The aggregator keeps
+  one k' x g count table per group (`flh_counts`) and estimates any candidate keys from it
+  (`flh_estimate`: one C kernel, ldp_flh_support, O(k') per candidate whatever the number of
+  reports). OLH (`oracle="olh"`, fresh seeds per report, O(reports) per candidate) stays
+  selectable for comparison.
 * Groups (`group_of`): a public, value-independent draw; a device's group is bucket(word) over
   the cumulative group shares, `word` a public 32-bit draw (e.g. murmur3 of its device id
   with the campaign salt, `device_word`). One group per level plus, when `validate_share` > 0,
@@ -31,13 +35,16 @@ Here:
 * Candidate extension (`grow`, `identify`): the paper's top-k per level is widened to `keep`
   prefixes (with k = 10 a heavy prefix is too often pushed out by the noise of the
   k * 2^eta empty candidates); a candidate never continues after NUL padding; with a public
-  `alphabet` a level appends one of its bytes (or NUL) instead of any eta bits. Each level's
-  candidate estimate is one C decode (olh.olh_support) over all candidate keys.
-* What limits recall: when empty candidates dominate a level, the kept ones are about the top
-  1/(extensions per prefix) of them, so a true prefix survives a level when its estimate
-  clears that noise quantile (1.8 standard deviations for 28 extensions); `keep` changes
-  little. A string at 2.5 standard deviations of one group's noise (the 10th of Zipf 1.1 over
-  1,000 strings at 10^6 devices, eps = 1, 9 levels) is lost at some level about 4 times in 5.
+  `alphabet` a level appends its bytes (or NUL) instead of any eta bits, and a level may
+  append several characters (`levels`). Each level's candidate estimate is one C decode over
+  all candidate keys.
+* What limits recall: a true prefix survives a level when its estimate clears the noise of
+  that level's empty candidates (the kept ones are about their top keep/candidates), and the
+  final top k is ranked on one group's estimates, where the 10th and 11th of Zipf 1.1 over
+  1,000 strings are 0.6 standard deviations apart at 10^6 devices, eps = 1. Fewer, longer
+  levels (`PemPlan.for_fleet`: 3 characters a level) leave more devices per group, and the
+  pooled ranking (`pooled`) lets the earlier groups' prefix estimates join the last group's
+  for the final candidates.
 """
 import math
 from collections import namedtuple
@@ -60,7 +67,7 @@ DEFAULT_VALIDATE_SHARE = 0.0
 DEFAULT_KP = 4096
 """FLH's public seeds k' (spec §3.5 `kp`): see `PemPlan`."""
 ORACLES = ("flh", "olh")
-FLEET_KEEP = 16
+FLEET_KEEP = 32
 """`for_fleet`: prefixes kept per level."""
 POOL_FINAL = 4
 """With `pool`, the last level keeps POOL_FINAL * keep candidates for the pooled ranking."""
