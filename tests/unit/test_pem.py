@@ -130,3 +130,117 @@ def test_no_candidate_continues_after_padding():
     assert all(pem.encode(pem.decode(c), 3) == bytes(c) for c in grown)
     kept = pem.padded_only(np.array([[0, 1, 0], [1, 0, 0], [1, 2, 0]], np.uint8), 16)
     assert kept.tolist() == [[1, 0, 0], [1, 2, 0]]
+
+
+# --- FLH path (spec §3.5) -------------------------------------------------------------------
+
+def _reference_flh_freqs(mech, counts, keys):
+    """Pure-Python spec §3.5: support(c) = sum_j count[j][bucket(Hs(c, salt + j), g)],
+    f = (support - n/g) / (n (p - 1/g))."""
+    from ldpfleet.core import protocol
+    n = int(counts.sum())
+    p = mech.t_keep / protocol.WORD
+    out = []
+    for c in keys:
+        support = sum(int(counts[j][protocol.bucket(protocol.keyed_hash(int(c),
+                                                                        protocol.row_seed(mech.salt, j)),
+                                                    mech.g)]) for j in range(mech.kp))
+        out.append((support - n / mech.g) / (n * (p - 1.0 / mech.g)))
+    return out
+
+
+def test_flh_estimate_matches_pure_python_reference():
+    plan = pem.PemPlan(1500, max_len=4, kp=7, g=5)
+    mech = plan.mechanism(salt=0xFFFFFFFE)          # the seeds wrap past 2^32
+    assert (mech.kp, mech.g, mech.salt) == (7, 5, 0xFFFFFFFE)
+    rng = np.random.default_rng(5)
+    codes = pem.encode_batch(["ab", "abc", "zz", "q"] * 50, 4)
+    reports = mech.perturb_batch(pem.prefix_keys(codes, 16), rng)
+    counts = pem.flh_counts(mech, reports)
+    # the table is the count of (seed_index, y) pairs of the reports' bodies
+    body = reports[:, 12:]
+    idx = body[:, :4].copy().view("<u4").ravel()
+    y = body[:, 4].astype(np.int64) | (body[:, 5].astype(np.int64) << 8)
+    manual = np.zeros((7, 5), np.int64)
+    np.add.at(manual, (idx, y), 1)
+    assert np.array_equal(counts, manual) and counts.sum() == 200
+    keys = np.concatenate([pem.prefix_keys(codes[:4], 16),
+                           rng.integers(0, 1 << 32, 40, dtype=np.uint64).astype(np.uint32)])
+    got = pem.flh_estimate(mech, counts, keys)
+    assert np.allclose(got, _reference_flh_freqs(mech, counts, keys), rtol=0, atol=1e-12)
+    # the group_estimate callable over per-group tables
+    est = pem.flh_groups(mech, [counts, np.zeros_like(counts)])
+    assert est.sizes == [200, 0]
+    assert np.allclose(est(0, keys), got) and not est(1, keys).any()
+    with pytest.raises(ValueError):
+        pem.flh_estimate(mech, np.zeros((7, 4), np.int64), keys)
+
+
+def test_flh_is_the_default_oracle_and_olh_stays_selectable():
+    from ldpfleet.core.mechanisms.flh import FlhMechanism
+    from ldpfleet.core.mechanisms.olh import OlhMechanism
+    assert isinstance(pem.PemPlan(2000).mechanism(), FlhMechanism)
+    assert isinstance(pem.PemPlan(2000, oracle="olh").mechanism(), OlhMechanism)
+    with pytest.raises(ConfigError):
+        pem.PemPlan(2000, oracle="hcms")
+    with pytest.raises(ConfigError):
+        pem.PemPlan(2000, kp=0)
+
+
+def test_explicit_levels_and_for_fleet_schedule():
+    alphabet = pem_sim.ALPHABET
+    p6 = pem.PemPlan.for_fleet(10**6, 1000, 6, alphabet=alphabet)
+    assert p6.level_bits() == [24, 48] and p6.pool and p6.oracle == "flh"
+    p10 = pem.PemPlan.for_fleet(10**6, 1000, 10, alphabet=alphabet)
+    assert p10.level_bits() == [24, 48, 64, 80]          # 3 + 3 + 2 + 2 characters
+    assert pem.PemPlan.for_fleet(10**5, 2000, 4).level_bits() == [8, 16, 24, 32]  # bytes
+    for plan in (p6, p10, pem.PemPlan.for_fleet(100, 8000, 3, alphabet="ab")):
+        assert 1024 <= plan.kp <= 65536 and plan.kp & (plan.kp - 1) == 0
+    # k' grows with the devices per group (the collision term stays a fixed share)
+    assert pem.PemPlan.for_fleet(10**5, 1000, 6, alphabet=alphabet).kp < p6.kp
+    for bad in ((8, 24), (16, 8, 32), (), (8, 16, 33)):
+        with pytest.raises(ConfigError):
+            pem.PemPlan(2000, max_len=4, levels=bad)
+    with pytest.raises(ConfigError):       # an alphabet needs whole bytes per level
+        pem.PemPlan(2000, max_len=2, levels=(12, 16), alphabet="ab")
+    with pytest.raises(ConfigError):       # keep * 2^20 extensions is beyond the decode bound
+        pem.PemPlan(2000, max_len=4, levels=(8, 28, 32), keep=16)
+
+
+def test_pooled_ranking_borrows_a_prefix_only_without_a_significant_sibling():
+    """Final candidates: 'aaX' heavy, its noise sibling 'aaY', 'bbZ' alone on its prefix, and
+    'ccA', 'ccB', two significant strings sharing a prefix. 'aaY' must not borrow 'aa''s
+    level-1 estimate (its sibling is significant); 'aaX' and 'bbZ' pool both groups in
+    proportion to their reports; 'ccA' and 'ccB' are ranked on the last group alone."""
+    plan = pem.PemPlan(2000, max_len=3, levels=(16, 24), pool=True, keep=2, top=2)
+    codes = pem.encode_batch(["aaX", "aaY", "bbZ", "ccA", "ccB"], 3)
+    first = dict(zip(pem.prefix_keys(codes, 16).tolist(), [0.30, 0.30, 0.10, 0.5, 0.5]))
+
+    def group_estimate(i, keys):
+        assert i == 0
+        return np.array([first[k] for k in keys.tolist()])
+    group_estimate.sizes = [1000, 3000]
+    last = np.array([0.28, 0.02, 0.06, 0.2, 0.3])
+    out = pem.pooled(plan, group_estimate, codes, last, threshold=0.1)
+    assert out[0] == pytest.approx((3000 * 0.28 + 1000 * 0.30) / 4000)
+    assert out[1] == pytest.approx(0.02)
+    assert out[2] == pytest.approx((3000 * 0.06 + 1000 * 0.10) / 4000)
+    assert out[3:].tolist() == pytest.approx([0.2, 0.3])
+    assert pem.noise_threshold(np.array([0.5])) == float("inf")
+    noise = np.random.default_rng(2).normal(0, 0.01, 20000)
+    assert 0.01 * 4.0 < pem.noise_threshold(noise) < 0.01 * 4.9   # sd * sqrt(2 ln 20000)
+
+
+def test_for_fleet_plan_finds_planted_strings_through_flh():
+    """Four planted 6-character strings at 8 % each among 40,000 devices (the rest spread over
+    4,000 other strings), eps = 3, the fleet plan (2 levels of 3 characters, FLH, pooled
+    ranking): a planted string sits near 0.08 / 0.0037 = 21 standard deviations of one group's
+    noise, far above the sqrt(2 ln 10^6) = 5.3 of the largest empty candidate."""
+    alphabet = "abcdefgh"
+    planted = ["abcdef", "hgfedc", "aaaaaa", "bad_ca".replace("_", "h")]
+    rng = np.random.default_rng(9)
+    others = ["".join(alphabet[i] for i in rng.integers(0, 8, 6)) for _ in range(4000)]
+    values = planted * 3200 + [others[i] for i in rng.integers(0, 4000, 40000 - 12800)]
+    plan = pem.PemPlan.for_fleet(len(values), 3000, 6, alphabet=alphabet, top=4)
+    r = pem_sim.simulate_strings(plan, values, seed=4)
+    assert r["oracle"] == "flh" and set(r["top_items"]) == set(planted)

@@ -37,8 +37,10 @@ baseline on the same seeded data (ldpfleet.eval.simulation.simulate_protocol):
 - pem (PEM, the prefix extending method over strings; Wang, Li, Jha, "Locally Differentially
   Private Heavy Hitter Identification", TDSC 2019; protocols.pem, eval.pem_sim): Zipf (--dist
   zipf:S) over `--param words=W` random `--param length=L` strings (default 1000, 10), or
-  --data FILE's string items (one per device; --users N resamples); --top K; plan knobs as
-  --param max_len= step= first= keep= validate_share= g=: keys protocol, users, epsilon, k,
+  --data FILE's string items (one per device; --users N resamples); --top K; the plan is
+  `PemPlan.for_fleet` (FLH, levels and k' from the fleet size) with knobs --param max_len=
+  keep= kp= g= oracle=flh|olh pool= alphabet=, or the paper's schedule with step= first=
+  (validate_share= too): keys protocol, users, epsilon, k, oracle, kp,
   recall (recall@k), top_items, true_top_items, candidates_per_level, client_seconds,
   decode_seconds, ...
 
@@ -236,8 +238,16 @@ def run_pem(args):
         for name, value in (("words", words), ("length", length)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**6:
                 return _fail("--param %s must be an integer in 1..1000000, got %r" % (name, value))
-        plan = pem.PemPlan(args.epsilon, max_len=params.pop("max_len", length),
-                           top=args.top or 10, **params)
+        max_len = params.pop("max_len", length)
+
+        def make_plan(n):
+            """`PemPlan.for_fleet` unless --param step/first ask for the paper's schedule."""
+            if "step" in params or "first" in params:
+                return pem.PemPlan(args.epsilon, max_len=max_len, top=args.top or 10, **params)
+            return pem.PemPlan.for_fleet(n, args.epsilon, max_len, top=args.top or 10, **params)
+        if args.users is None and args.data is None:
+            return _fail("--users N is required without --data")
+        plan = make_plan(args.users or 1)
         if args.data is not None:
             if args.domain is not None or args.dist is not None:
                 return _fail("--domain, --dist do not go with --protocol pem --data")
@@ -248,12 +258,12 @@ def run_pem(args):
             if args.users is not None:  # resample the file's devices with replacement
                 users = users[np.random.default_rng(args.seed).integers(0, users.size,
                                                                         args.users)]
+            if args.users is None:
+                plan = make_plan(users.size)
             result = pem_sim.simulate(plan, [str(x) for x in data.labels], users,
                                       seed=args.seed + 1)
             result["data"] = args.data
         else:
-            if args.users is None:
-                return _fail("--users N is required without --data")
             dist = args.dist or "zipf:1.1"
             if not dist.startswith("zipf:"):
                 return _fail("--protocol pem draws strings from zipf:S only")
@@ -268,9 +278,9 @@ def run_pem(args):
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:
-        print("pem  eps=%g  users=%d  max_len=%d  step=%d  keep=%d  validate=%g  seed=%d\n"
+        print("pem  eps=%g  users=%d  max_len=%d  levels=%s  keep=%d  validate=%g  seed=%d\n"
               "recall@%d %.2f  client %.2f s  decode %.2f s\ntop: %s" % (
-                  result["epsilon"], result["users"], result["max_len"], result["step"],
+                  result["epsilon"], result["users"], result["max_len"], result["level_bits"],
                   result["keep"], result["validate_share"], result["seed"], result["k"],
                   result["recall"], result["client_seconds"], result["decode_seconds"],
                   ", ".join(result["top_items"])))

@@ -1,7 +1,9 @@
 """PEM simulated in process (`simulate --protocol pem`, tools/bench_heavy_hitters.py): n devices
 hold strings, are split into the public groups of `protocols.pem`, compute their prefix keys
-(C: ldp_pem_prefix_keys) and report through the shipped OLH kernels; the aggregator runs
-`pem.identify`. The simulator's randomness (data, group draws, OLH words) is a seeded numpy
+(C: ldp_pem_prefix_keys) and report through the shipped kernels of the plan's oracle (FLH by
+default, spec §3.5: `ldp_flh_perturb`; OLH selectable with `oracle="olh"` for comparison); the
+aggregator folds each group's FLH reports into its kp x g table and runs `pem.identify`
+(`pem.flh_estimate` per level). The simulator's randomness (data, group draws, OLH words) is a seeded numpy
 Generator on the aggregator side, as in ldpminer_sim; real devices use their own entropy.
 
 Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification" (IEEE TDSC 2019)
@@ -37,7 +39,7 @@ def draw_users(n: int, probs: np.ndarray, rng) -> np.ndarray:
 
 
 def report_group(plan, mech, word_codes, users, bits, rng) -> np.ndarray:
-    """OLH reports of `users` (word indices) on the `bits`-bit prefixes of their strings; each
+    """Reports (FLH or OLH) of `users` (word indices) on the `bits`-bit prefixes of their strings; each
     device's key through the C prefix kernel on its own code."""
     parts = []
     for start in range(0, users.size, CHUNK):
@@ -69,7 +71,8 @@ def simulate(plan: "pem.PemPlan", words: list, users: np.ndarray, seed: int = 0)
         "protocol": "pem", "users": int(users.size), "epsilon": plan.eps_milli / 1000.0,
         "max_len": plan.max_len, "step": plan.step, "first": plan.first_bits, "keep": plan.keep,
         "validate_share": plan.validate_share, "g": mech.g, "k": plan.top, "seed": seed,
-        "levels": len(plan.level_bits()),
+        "oracle": plan.oracle, "kp": plan.kp if plan.oracle == "flh" else None,
+        "levels": len(plan.level_bits()), "level_bits": plan.level_bits(), "pool": plan.pool,
         "recall": len(truth & found) / float(plan.top),
         "top_items": answer.strings,
         "top_frequencies": [float(f) for f in answer.frequencies],
