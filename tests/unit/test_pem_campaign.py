@@ -48,7 +48,16 @@ def test_create_writes_pem_then_psgrr(made):
     p1, p2 = camp.config["phases"]
     assert p1["mechanism"] == "pem" and p2 == {"phase": 2, "mechanism": "psgrr", "eps_milli": 4000,
                                                "sample_rate_ppm": 900000, "params": {"l": 1}}
-    assert p1["params"]["levels"] == [8, 16, 24, 32] and p1["params"]["kp"] == 1024
+    # the public parameters are PemPlan.for_fleet's for the default fleet's phase-1 share
+    from ldpfleet.core.protocols.pem import PemPlan
+    from ldpfleet.service.campaigns.pem_campaign import DEFAULT_FLEET
+    plan = PemPlan.for_fleet(int(DEFAULT_FLEET * 0.9), 4000, 4, top=12)
+    assert p1["params"]["levels"] == plan.level_bits() == [8, 16, 24, 32]
+    assert p1["params"]["kp"] == plan.kp >= 1024
+    assert camp.protocol["keep"] == plan.keep and camp.protocol["pool"] is True
+    alpha = create("c2", top=3, alphabet="abc")
+    assert alpha.config["phases"][0]["params"]["levels"] == [32]  # 4 characters of 4 symbols: one level
+    assert alpha.protocol["alphabet"] == "abc"
     assert p1["sample_rate_ppm"] == 900000
     assert camp.protocol["k_max"] == 12 and camp.protocol["max_len"] == 4
     with pytest.raises(ConfigError) as info:

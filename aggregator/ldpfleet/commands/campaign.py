@@ -184,7 +184,7 @@ def _create_protocol(args):
         raise ConfigError("param", "--param is for --mechanism campaigns; --protocol takes its "
                           "own options")
     options = ProtocolOptions.from_args(args)
-    if args.protocol != "auto":  # --fleet-size is then only the spread's
+    if args.protocol not in ("auto", "pem"):  # --fleet-size is then only the spread's
         options.fleet_size = None
     with open_store(args) as store:
         camp = create_protocol_campaign(

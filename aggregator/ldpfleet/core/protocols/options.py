@@ -46,6 +46,7 @@ class ProtocolOptions:
     sketch_k: int = None
     sketch_m: int = None
     fleet_size: int = None
+    alphabet: str = None
 
     LDPLCM_ONLY = ("sample_rate", "theta", "sketch_k")
     LDPMINER_ONLY = ("set_size", "top", "k_max", "budget_split")
@@ -97,6 +98,10 @@ def add_protocol_arguments(parser, int_type=int, who: str = "devices"):
     parser.add_argument("--sketch-k", type=int_type, default=None,
                         help="LDPLCM (and cms/hcms in simulate): sketch rows k (default %d)"
                              % DEFAULT_SKETCH_K)
+    parser.add_argument("--alphabet", default=None, metavar="CHARS",
+                        help="PEM (strings domains): the characters the strings are made of, "
+                             "public; the aggregator then extends prefixes with only these "
+                             "(devices are unchanged; default: any byte)")
     parser.add_argument("--sketch-m", type=int_type, default=None,
                         help="LDPLCM: sketch width m (default %d); LDPMiner: SH rows m (default "
                              "%d)" % (DEFAULT_SKETCH_M, DEFAULT_M))

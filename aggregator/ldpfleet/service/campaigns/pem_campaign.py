@@ -29,6 +29,9 @@ from ...core.protocols import pem as pem_protocol
 from . import significance
 
 DEFAULT_PHASE1_SHARE = 0.9
+DEFAULT_FLEET = 100000
+"""Devices `campaign create --domain strings:...` plans for without --fleet-size (PemPlan.for_fleet
+sizes k' from it; a larger fleet only makes the seed-collision term smaller than planned)."""
 DEFAULT_TOP = 10
 PPM = 1000000
 
@@ -46,23 +49,32 @@ def default_k_max(top: int) -> int:
     return min(4 * int(top), strings_domain.CANDIDATES_MAX)
 
 
-def plan_for(eps_milli: int, proto: dict) -> "pem_protocol.PemPlan":
-    """The public PemPlan of a campaign (its levels are the config's); `top` is `keep`: every
-    final candidate comes back ranked, `plausible` ones are then kept."""
+def plan_for(eps_milli: int, proto: dict, params: dict = None) -> "pem_protocol.PemPlan":
+    """The PemPlan of a campaign: the config's public `levels`, `kp`, `g` (spec §3.5) and the
+    aggregator's own `keep`, `alphabet` and pooled ranking from the protocol document; `top`
+    is `keep`: every final candidate comes back ranked, `plausible` ones are then kept."""
     keep = max(int(proto.get("keep") or pem_protocol.DEFAULT_KEEP), int(proto["k_max"]))
     kw = {"top": keep, "keep": keep, "max_len": int(proto["max_len"])}
-    if proto.get("step") is not None:
-        kw["step"] = int(proto["step"])
-    if proto.get("first") is not None:
-        kw["first"] = int(proto["first"])
+    if params is not None:
+        kw.update(levels=tuple(params["levels"]), kp=int(params["kp"]), g=int(params["g"]))
+    else:  # a protocol document from before the config's levels were used
+        if proto.get("step") is not None:
+            kw["step"] = int(proto["step"])
+        if proto.get("first") is not None:
+            kw["first"] = int(proto["first"])
+    if proto.get("alphabet"):
+        kw["alphabet"] = proto["alphabet"]
+    if proto.get("pool"):
+        kw["pool"] = True
     return pem_protocol.PemPlan(eps_milli, **kw)
 
 
 def campaign_phases(eps_milli: int, domain: dict, options) -> tuple:
     """(phases, protocol document) of a PEM campaign: levels from PemPlan.level_bits(), g
-    FLH's default, kp KP_DEFAULT, the public split from --sample-rate (default 0.9)."""
+    g, kp and levels from PemPlan.for_fleet (--fleet-size, --alphabet), the public split from
+    --sample-rate (default 0.9)."""
     opts = options
-    opts.refuse(("set_size", "budget_split", "theta", "sketch_k", "sketch_m", "fleet_size"), "pem")
+    opts.refuse(("set_size", "budget_split", "theta", "sketch_k", "sketch_m"), "pem")
     max_len = strings_domain.check_strings_domain(domain)
     top = DEFAULT_TOP if opts.top is None else int(opts.top)
     if top < 1:
@@ -75,16 +87,21 @@ def campaign_phases(eps_milli: int, domain: dict, options) -> tuple:
     ppm = int(round(share * PPM))
     if not 0 < ppm < PPM:
         raise ConfigError("sample_rate", "the phase-1 share must be in (0, 1), got %r" % share)
-    plan = pem_protocol.PemPlan(eps_milli, max_len=max_len, top=k_max,
-                                keep=max(pem_protocol.DEFAULT_KEEP, k_max))
-    params = {"g": default_g(eps_milli), "kp": KP_DEFAULT, "levels": plan.level_bits()}
+    fleet = DEFAULT_FLEET if opts.fleet_size is None else int(opts.fleet_size)
+    if fleet < 1:
+        raise ConfigError("fleet_size", "must be a positive integer, got %r" % (fleet,))
+    # the public schedule, k' and g for about `fleet` devices (PemPlan.for_fleet: PEM §4-§5 and
+    # FLH's collision term; measured in tools/bench_heavy_hitters.py)
+    plan = pem_protocol.PemPlan.for_fleet(int(round(fleet * share)), eps_milli, max_len,
+                                          alphabet=opts.alphabet, top=k_max)
+    params = {"g": plan.g or default_g(eps_milli), "kp": plan.kp, "levels": plan.level_bits()}
     phases = [{"phase": 1, "mechanism": "pem", "eps_milli": int(eps_milli),
                "sample_rate_ppm": ppm, "params": params},
               {"phase": 2, "mechanism": "psgrr", "eps_milli": int(eps_milli),
                "sample_rate_ppm": ppm, "params": {"l": 1}}]
     proto = {"protocol": "pem", "k": top, "k_max": k_max, "max_len": max_len,
-             "keep": plan.keep, "step": plan.step, "first": plan.first_bits,
-             "sample_rate_ppm": ppm}
+             "keep": plan.keep, "alphabet": opts.alphabet, "pool": bool(plan.pool),
+             "fleet_size": fleet, "sample_rate_ppm": ppm}
     return phases, proto
 
 
@@ -106,25 +123,9 @@ def plausible(code: bytes) -> bool:
 def identify(camp, sketch1) -> "pem_protocol.PemAnswer":
     """PEM §4 over the campaign's per-group FLH sketches: the k_max best full codes."""
     proto = camp.protocol
-    plan = plan_for(camp.config["phases"][0]["eps_milli"], proto)
-    levels = camp.config["phases"][0]["params"]["levels"]
-    if plan.level_bits() != levels:  # a plan that does not match the config's levels
-        plan = _plan_with_levels(plan, levels)
+    phase1 = camp.config["phases"][0]
+    plan = plan_for(phase1["eps_milli"], proto, phase1["params"])
     return pem_protocol.identify(plan, sketch1.group_estimate())
-
-
-def _plan_with_levels(plan, levels):
-    """A plan whose level_bits() are `levels` when they are evenly stepped; else refused."""
-    step = levels[1] - levels[0] if len(levels) > 1 else levels[0]
-    try:
-        out = pem_protocol.PemPlan(plan.eps_milli, max_len=plan.max_len, top=plan.top,
-                                   keep=plan.keep, step=min(step, 20), first=levels[0])
-    except ConfigError:
-        out = None
-    if out is None or out.level_bits() != levels:
-        raise ConfigError("params.levels", "the aggregator extends prefixes by a fixed step; "
-                          "levels %s are not first + i * step" % levels)
-    return out
 
 
 def advance(camp, sketch1) -> tuple:
