@@ -138,3 +138,13 @@ def test_plausible_candidates():
     assert plausible(b"ab\xc3")  # a full code may end in a cut character (spec §3.5)
     assert not plausible(b"a\xc3\0\0")  # ... a shorter one may not
     assert not plausible(b"\0\0\0\0") and not plausible(b"\xff\xfeab")
+
+
+def test_items_are_shown_with_non_printing_characters_escaped():
+    """A string nobody listed may hold a newline or a tab (a candidate surviving the noise):
+    the text output escapes it, so one row stays one line; printable non-ASCII is kept."""
+    from ldpfleet.service.campaigns.display import shown
+    assert shown("crash\n\tat 0x1") == "crash\\n\\tat 0x1"
+    assert shown("température", 5) == "tempé"
+    assert shown(42) == "42"
+    assert "\n" not in shown("a\x00b\x1bc\u2028d")

@@ -18,6 +18,7 @@ import numpy as np
 from ...core import config as cfgmod
 from ...core.errors import ConfigError
 from . import significance
+from .display import shown
 from .estimates import load_sketch, rows_csv
 from .significance import DEFAULT_FDR
 from ..state.store import Store
@@ -79,7 +80,7 @@ class ProtocolAnswer:
             lines.append("%5s  %-24s %10s  %s" % ("rank", "item", "fraction", "high"))
             for row in self.rows:
                 lines.append("%5d  %-24s %10.5f  %-4s%s" % (
-                    row["rank"], str(row["item"])[:24], row["frequency"],
+                    row["rank"], shown(row["item"], 24), row["frequency"],
                     "yes" if row["high"] else "", "  noise" if row.get("noise") else ""))
         elif self.branch == "flat":
             lines.append("top-%d of the whole domain (svim flat branch: phase 1 scaled by %.4g "
@@ -95,7 +96,7 @@ class ProtocolAnswer:
                                                         "phase-1"))
             for row in self.rows:
                 lines.append("%5d  %-24s %10.5f [%8.5f, %8.5f] %12.5f%s" % (
-                    row["rank"], str(row["item"])[:24], row["frequency"], row["ci_low"],
+                    row["rank"], shown(row["item"], 24), row["frequency"], row["ci_low"],
                     row["ci_high"], row["phase1_frequency"], "  noise" if row.get("noise") else ""))
         else:
             lines.append("top-%d of %d candidates, ranked by their phase-2 estimates"
@@ -106,7 +107,7 @@ class ProtocolAnswer:
 
     @staticmethod
     def _line(row) -> str:
-        return "%5d  %-24s %10.5f %12.5f%s" % (row["rank"], str(row["item"])[:24],
+        return "%5d  %-24s %10.5f %12.5f%s" % (row["rank"], shown(row["item"], 24),
                                               row["frequency"], row["phase1_frequency"],
                                               "  noise" if row.get("noise") else "")
 

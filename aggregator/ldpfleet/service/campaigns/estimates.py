@@ -40,6 +40,7 @@ from ...core import config as cfgmod
 from ...core.errors import ConfigError
 from ...core.mechanisms.base import Sketch
 from . import significance
+from .display import shown
 from .significance import DEFAULT_FDR
 from ..state.store import Store
 
@@ -131,7 +132,7 @@ class EstimateTable:
         lines.append(head + ("  %10s" % "post" if self.post else ""))
         for row in self.rows:
             line = "%5d  %-24s %12.1f %10.5f  [%9.5f, %9.5f]" % (
-                row["rank"], str(row["item"])[:24], row["estimate"], row["frequency"],
+                row["rank"], shown(row["item"], 24), row["estimate"], row["frequency"],
                 row["ci_low"], row["ci_high"])
             line += "  %10.5f" % row["post"] if self.post else ""
             lines.append(line + ("  noise" if row.get("noise") else ""))

@@ -27,6 +27,7 @@ from ...core.mechanisms.olh import default_g
 from ...core.mechanisms.pem import KP_DEFAULT
 from ...core.protocols import pem as pem_protocol
 from . import significance
+from .display import shown
 
 DEFAULT_PHASE1_SHARE = 0.9
 DEFAULT_FLEET = 100000
@@ -178,7 +179,7 @@ class PemPhase1Answer:
                  % (self.campaign, self.reports, len(self.sizes))]
         lines.append("%5s  %-24s %12s" % ("rank", "item", "phase-1"))
         for row in self.rows:
-            lines.append("%5d  %-24s %12.5f" % (row["rank"], row["item"][:24],
+            lines.append("%5d  %-24s %12.5f" % (row["rank"], shown(row["item"], 24),
                                                row["phase1_frequency"]))
         return "\n".join(lines)
 

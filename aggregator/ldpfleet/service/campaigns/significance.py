@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import ConfigError
+from .display import shown
 
 DEFAULT_FDR = 0.05
 """The false-discovery rate of a list unless the query names another (`--fdr`)."""
@@ -169,13 +170,13 @@ def noise_rows_warning(rows: list, sig: Significance) -> str:
     flagged = [r for r in rows if r.get("noise")]
     if not flagged or sig.discoveries == 0:
         return None
-    shown = ", ".join("%d (item %s)" % (r["rank"], r["item"]) for r in flagged[:8])
+    listed = ", ".join("%d (item %s)" % (r["rank"], shown(r["item"])) for r in flagged[:8])
     more = " and %d more" % (len(flagged) - 8) if len(flagged) > 8 else ""
     one = len(flagged) == 1
     return ("%s %s%s %s not stand out of the noise (%s; %d stand out): an estimate that large "
             "is what noise alone gives some of the items nobody holds. Treat %s as unknown, "
             "not as %s; `noise` marks %s." % (
-                "rank" if one else "ranks", shown, more, "does" if one else "do",
+                "rank" if one else "ranks", listed, more, "does" if one else "do",
                 sig.describe(), sig.discoveries, "it" if one else "them",
                 "a finding" if one else "findings", "it" if one else "them"))
 
