@@ -367,6 +367,20 @@ def _enrolled_ledger(doc, charge, rounds=None, enrol=True):
     return ledger
 
 
+def _run_once_on(binary, broker, state, doc, seconds=6):
+    """The config published retained, then one `--once` client run of `seconds`: (its output,
+    the reports it sent)."""
+    name = doc["campaign"]
+    collector = ReportCollector(broker.port)
+    try:
+        collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, SIGNING_KEY))
+        proc = subprocess.run(client_cmd(binary, state, broker.port, name, 3, once=True, timeout=seconds),
+                              capture_output=True, text=True, env=client_env(), timeout=30)
+        return proc, collector.barrier()
+    finally:
+        collector.close()
+
+
 def test_a_clock_gone_back_skips_rounds_the_memo_is_past(tmp_path):
     """The ledger's round memo is of round 2 while the clock reads round 1 (the clock went
     back): round 1 may already have its report, so nothing is made for it (another nonce in
@@ -382,14 +396,7 @@ def test_a_clock_gone_back_skips_rounds_the_memo_is_past(tmp_path):
         state = device_runner.prepare_device(tmp_path / "back", "rc-back", SIGNING_KEY, eps_cap_milli=8000,
                                              lifetime_budget_milli=100000)
         device_runner.write_ledger(state, _enrolled_ledger(doc, charge, [2, 777, memo.hex()]), 1)
-        collector = ReportCollector(broker.port)
-        try:
-            collector.publish("ldp/fw-back/config", campaign_config.sign(doc, SIGNING_KEY))
-            proc = subprocess.run(client_cmd(binary, state, broker.port, "fw-back", 3, once=True, timeout=6),
-                                  capture_output=True, text=True, env=client_env(), timeout=30)
-            sent = collector.barrier()
-        finally:
-            collector.close()
+        proc, sent = _run_once_on(binary, broker, state, doc)
     out = proc.stdout + proc.stderr
     assert "skip round=1" in out and "undelivered round=1" not in out, out
     assert [schedule.split_round(p)[1] for _, p in sent] and {p for _, p in sent} == {memo}, out
@@ -409,14 +416,7 @@ def test_a_replay_after_the_close_left_the_closed_list_never_enrols_again(tmp_pa
                                              lifetime_budget_milli=100000)
         ledger = dict(_enrolled_ledger(doc, charge, enrol=False), closed_floor=doc["not_before"])
         device_runner.write_ledger(state, ledger, 1)
-        collector = ReportCollector(broker.port)
-        try:
-            collector.publish("ldp/fw-replay/config", campaign_config.sign(doc, SIGNING_KEY))
-            proc = subprocess.run(client_cmd(binary, state, broker.port, "fw-replay", 3, once=True, timeout=6),
-                                  capture_output=True, text=True, env=client_env(), timeout=30)
-            sent = collector.barrier()
-        finally:
-            collector.close()
+        proc, sent = _run_once_on(binary, broker, state, doc)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "refused config closed:" in out and "enrolled campaign_id" not in out, out
     assert sent == []
