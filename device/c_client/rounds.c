@@ -244,6 +244,10 @@ void ldpc_rounds_tick(struct ldpc_device *dev)
     r = ldpc_round_at(&s, now);
     if (r == 0 && now < s.start)
         return; /* before round 1: nothing yet */
+    if (r == 0 && dev->round == 0) {
+        over(dev); /* every round closed before this device handled one: nothing to send */
+        return;
+    }
     if (r == 0 && dev->round == s.rounds && !dev->round_delivered && now < s.not_after
         && (dev->awaiting[1].data != NULL || dev->n_out))
         return; /* round R's report has no next opening: its re-sends run until not_after (§6) */

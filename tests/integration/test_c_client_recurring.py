@@ -421,3 +421,21 @@ def test_a_replay_after_the_close_left_the_closed_list_never_enrols_again(tmp_pa
     assert proc.returncode == 2 and "refused config closed:" in out and "enrolled campaign_id" not in out, out
     assert sent == []
     assert read_ledger(state) == ledger
+
+
+def test_a_config_whose_rounds_are_all_over_is_done_at_once(tmp_path):
+    """A config held after round R's window closed but before not_after (a schedule with
+    `rounds` ending early): no round is open or will be, so the device neither enrols nor
+    sends, logs `rounds-done` and `--once` exits 0 (spec §3.4), as the MicroPython client."""
+    binary = build_client()
+    with PrivateMosquitto() as broker:
+        now = int(time.time())
+        doc = config_doc("fw-over", mechanism="lgrr", eps_milli=EPS, params={"eps1_milli": EPS1},
+                         domain={"type": "int", "size": D}, not_before=now - 60, not_after=now + 60,
+                         recurring={"start": now - 2 * EVERY_S, "every_s": EVERY_S, "rounds": 1})
+        state = device_runner.prepare_device(tmp_path / "over", "rc-over", SIGNING_KEY, eps_cap_milli=8000,
+                                             lifetime_budget_milli=100000)
+        proc, sent = _run_once_on(binary, broker, state, doc)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "rounds-done" in out and "enrolled" not in out, out
+    assert sent == [] and read_ledger(state) is None
