@@ -42,6 +42,12 @@ int ldpc_rounds_accept(struct ldpc_device *dev, const cJSON *doc, struct ldpc_re
         free(state);
         return 0;
     }
+    if (ldpc_ledger_bound_digest(dev->ledger, (uint32_t)cid) != NULL) {
+        /* a recurring id is bound only by its enrolment, dropped only by its close: a replay
+         * after the closed entry left the bounded list (spec §7.3) must not enrol (spend) again */
+        ldpc_reason_set(why, "closed", "campaign id %lld was enrolled in and closed", (long long)cid);
+        return -1;
+    }
     if ((int64_t)charge > ldpc_ledger_remaining(dev->ledger)) {
         ldpc_reason_set(why, "lifetime_budget", "enrolment charge eps_milli %llu (min(classes, %lu rounds) x "
                         "eps_inf), %lld remain", (unsigned long long)charge, (unsigned long)s.rounds,
@@ -215,6 +221,13 @@ static void handle_round(struct ldpc_device *dev, uint32_t r, const struct ldpc_
         ldpc_device_enqueue(dev, 1, memo, len);
         return;
     }
+    if (memo != NULL && held > r) { /* the clock went back: round r may have its report */
+        ldpc_log(dev->id.device_id, "skip", "round=%lu (the ledger holds round %lu)", (unsigned long)r,
+                 (unsigned long)held);
+        free(memo);
+        dev->round_delivered = 1; /* nothing to send for it: no `undelivered` */
+        return;
+    }
     free(memo);
     fresh_report(dev, r, s);
 }
@@ -231,6 +244,10 @@ void ldpc_rounds_tick(struct ldpc_device *dev)
     r = ldpc_round_at(&s, now);
     if (r == 0 && now < s.start)
         return; /* before round 1: nothing yet */
+    if (r == 0 && dev->round == 0) {
+        over(dev); /* every round closed before this device handled one: nothing to send */
+        return;
+    }
     if (r == 0 && dev->round == s.rounds && !dev->round_delivered && now < s.not_after
         && (dev->awaiting[1].data != NULL || dev->n_out))
         return; /* round R's report has no next opening: its re-sends run until not_after (§6) */

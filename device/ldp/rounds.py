@@ -41,9 +41,15 @@ class Rounds:
 
     def round_need(self, doc, mech):
         """What accepting a recurring config would charge now: the enrolment charge unless
-        the device is enrolled in the id (a function of the config and the ledger)."""
-        if self.ledger.enrolment(doc["campaign_id"]) is not None:
+        the device is enrolled in the id (a function of the config and the ledger); refused
+        (`closed`) if the id is bound without an enrolment (spec §7.3)."""
+        cid = doc["campaign_id"]
+        if self.ledger.enrolment(cid) is not None:
             return 0
+        if self.ledger.bound_digest(cid) is not None:
+            # a recurring id is bound only by its enrolment, dropped only by its close: a
+            # replay after the closed entry left the bounded list must not enrol (spend) again
+            raise ConfigError("closed", "campaign id %d was enrolled in and closed" % cid)
         return mech.charge_milli(sched.round_count(doc))
 
     def round_tick(self, trigger=False):
@@ -108,6 +114,9 @@ class Rounds:
         if memo is not None and memo[0] == r:  # memo first (spec §7.1)
             self.log("memo", "round=%d" % r)
             self._queue(1, memo[2])
+            return
+        if memo is not None and memo[0] > r:  # the clock went back: round r may have its report
+            self.log("skip", "round=%d (the ledger holds round %d)" % (r, memo[0]))
             return
         mech = self.round_mech
         state = self.ledger.enrolment(cid)

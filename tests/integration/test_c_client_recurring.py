@@ -350,3 +350,92 @@ def test_a_crash_in_the_enrolment_commit_never_charges_twice(tmp_path, step):
     assert len({p for _, p in sent}) == 1 and schedule.split_round(sent[0][1])[1] == 1
     ledger = read_ledger(state)
     assert ledger["spent_milli"] == charge == ledger["enrol"][str(doc["campaign_id"])]["charge_milli"]
+
+
+def _enrolled_ledger(doc, charge, rounds=None, enrol=True):
+    """A ledger the Python side writes (the same canonical form): `doc`'s id bound and charged,
+    enrolled with a real lgrr state unless `enrol` is False, and the round memo `rounds`."""
+    import hashlib
+    key = str(doc["campaign_id"])
+    digest = hashlib.sha256(campaign_config.canonical(doc).encode()).digest()[:16].hex()
+    ledger = {"spent_milli": charge, "reports": {}, "closed": [], "bound": {key: digest}}
+    if enrol:
+        state = make_mechanism("lgrr", EPS, D + 1, eps1_milli=EPS1).enrol()
+        ledger["enrol"] = {key: {"state": state.hex(), "charge_milli": charge}}
+    if rounds is not None:
+        ledger["rounds"] = {key: rounds}
+    return ledger
+
+
+def _run_once_on(binary, broker, state, doc, seconds=6):
+    """The config published retained, then one `--once` client run of `seconds`: (its output,
+    the reports it sent)."""
+    name = doc["campaign"]
+    collector = ReportCollector(broker.port)
+    try:
+        collector.publish("ldp/%s/config" % name, campaign_config.sign(doc, SIGNING_KEY))
+        proc = subprocess.run(client_cmd(binary, state, broker.port, name, 3, once=True, timeout=seconds),
+                              capture_output=True, text=True, env=client_env(), timeout=30)
+        return proc, collector.barrier()
+    finally:
+        collector.close()
+
+
+def test_a_clock_gone_back_skips_rounds_the_memo_is_past(tmp_path):
+    """The ledger's round memo is of round 2 while the clock reads round 1 (the clock went
+    back): round 1 may already have its report, so nothing is made for it (another nonce in
+    the round would be the aggregator's second_report); at round 2's opening the memo is
+    re-sent untouched (spec §3.4, §7.1)."""
+    binary = build_client()
+    charge = make_mechanism("lgrr", EPS, D + 1, eps1_milli=EPS1).enrolment_charge_milli(ROUNDS)
+    with PrivateMosquitto() as broker:
+        start = int(time.time()) - EVERY_S + 3  # round 1 closes 3 s from now
+        doc = campaign_body("fw-back", start)
+        cid = doc["campaign_id"]
+        memo = schedule.with_round(struct.pack("<BBBBII", 2, 19, 1, 0, cid, 777) + struct.pack("<I", 3), 2)
+        state = device_runner.prepare_device(tmp_path / "back", "rc-back", SIGNING_KEY, eps_cap_milli=8000,
+                                             lifetime_budget_milli=100000)
+        device_runner.write_ledger(state, _enrolled_ledger(doc, charge, [2, 777, memo.hex()]), 1)
+        proc, sent = _run_once_on(binary, broker, state, doc)
+    out = proc.stdout + proc.stderr
+    assert "skip round=1" in out and "undelivered round=1" not in out, out
+    assert [schedule.split_round(p)[1] for _, p in sent] and {p for _, p in sent} == {memo}, out
+    ledger = read_ledger(state)
+    assert ledger["spent_milli"] == charge and ledger["rounds"][str(cid)][:2] == [2, 777]
+
+
+def test_a_replay_after_the_close_left_the_closed_list_never_enrols_again(tmp_path):
+    """Enrolled, closed (the close dropped `enrol` and `rounds`, the binding stays), the closed
+    entry evicted by later closes (closed_floor = its not_before, spec §7.3): a replay of the
+    same signed config passes the binding and the floor, and must still not enrol (spend)."""
+    binary = build_client()
+    charge = make_mechanism("lgrr", EPS, D + 1, eps1_milli=EPS1).enrolment_charge_milli(ROUNDS)
+    with PrivateMosquitto() as broker:
+        doc = campaign_body("fw-replay", int(time.time()) - 2)
+        state = device_runner.prepare_device(tmp_path / "replay", "rc-replay", SIGNING_KEY, eps_cap_milli=8000,
+                                             lifetime_budget_milli=100000)
+        ledger = dict(_enrolled_ledger(doc, charge, enrol=False), closed_floor=doc["not_before"])
+        device_runner.write_ledger(state, ledger, 1)
+        proc, sent = _run_once_on(binary, broker, state, doc)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "refused config closed:" in out and "enrolled campaign_id" not in out, out
+    assert sent == []
+    assert read_ledger(state) == ledger
+
+
+def test_a_config_whose_rounds_are_all_over_is_done_at_once(tmp_path):
+    """A config held after round R's window closed but before not_after (a schedule with
+    `rounds` ending early): no round is open or will be, so the device neither enrols nor
+    sends, logs `rounds-done` and `--once` exits 0 (spec §3.4), as the MicroPython client."""
+    binary = build_client()
+    with PrivateMosquitto() as broker:
+        now = int(time.time())
+        doc = config_doc("fw-over", mechanism="lgrr", eps_milli=EPS, params={"eps1_milli": EPS1},
+                         domain={"type": "int", "size": D}, not_before=now - 60, not_after=now + 60,
+                         recurring={"start": now - 2 * EVERY_S, "every_s": EVERY_S, "rounds": 1})
+        state = device_runner.prepare_device(tmp_path / "over", "rc-over", SIGNING_KEY, eps_cap_milli=8000,
+                                             lifetime_budget_milli=100000)
+        proc, sent = _run_once_on(binary, broker, state, doc)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "rounds-done" in out and "enrolled" not in out, out
+    assert sent == [] and read_ledger(state) is None

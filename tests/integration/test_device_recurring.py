@@ -93,11 +93,15 @@ def charge_of(doc):
     return mech, mech.enrolment_charge_milli(schedule.round_count(doc))
 
 
-def simulate(tmp_path, tag, doc, steps, values, entry="agent", budget=100000, seed=4242):
+def simulate(tmp_path, tag, doc, steps, values, entry="agent", budget=100000, seed=4242,
+             ledger=None):
     """Run recurring_sim.py: `steps` [[t, [payload...]] or [t, [payload...], restart]]; the
-    payloads go to the campaign's config topic. Returns (output, ledger doc, state dir)."""
+    payloads go to the campaign's config topic; `ledger`: a generation-1 ledger document to
+    start from. Returns (output, ledger doc, state dir)."""
     state = device_runner.prepare_device(tmp_path / tag, "sim-dev", SIGNING_KEY,
                                          eps_cap_milli=8000, lifetime_budget_milli=budget)
+    if ledger is not None:
+        device_runner.write_ledger(state, ledger, 1)
     (tmp_path / "stream.py").write_text(STREAM_SOURCE)
     topic = "ldp/%s/config" % doc["campaign"]
     job = {"state": str(state), "entry": entry, "campaign": doc["campaign"],
@@ -241,6 +245,45 @@ def test_budget_too_small_refuses_before_drawing(tmp_path):
     assert out["published"] == [] and out["calls"] == 0
     assert ledger is None  # generation 0 only: nothing spent, drawn or memoised
     assert max(g for g, _ in device_runner.ledger_generations(state)) == 0
+
+
+def test_a_clock_going_back_never_reports_a_round_twice(tmp_path):
+    """The clock steps back two rounds and forward again (NTP, a reset RTC): a round the ledger's
+    memo is past is skipped, the memo's round is re-sent, never made again with another nonce
+    (spec §3.4: one nonce per device and round; another would be the aggregator's
+    second_report)."""
+    doc = recurring_doc("rec-clock", "lgrr")
+    start = doc["schedule"]["start"]
+    payload = campaign_config.sign(doc, SIGNING_KEY)
+    steps = [[start + 1, [payload]], [start + 21, []], [start + 11, []], [start + 1, []],
+             [start + 22, []], [start + 31, []]]
+    out, ledger, _ = simulate(tmp_path, "clock", doc, steps, [1, 2, 3])
+    by_round = {}
+    for _t, _topic, hexed in out["published"]:
+        by_round.setdefault(schedule.split_round(bytes.fromhex(hexed))[1], set()).add(hexed)
+    assert sorted(by_round) == [1, 3, 4], out["log"]
+    assert all(len(v) == 1 for v in by_round.values()), out["log"]
+    assert ledger["rounds"][str(doc["campaign_id"])][0] == 4
+
+
+def test_a_replay_after_the_close_left_the_closed_list_never_enrols_again(tmp_path):
+    """A device enrolled in a recurring campaign, then closed: the close dropped `enrol` and
+    `rounds` but the binding stays; 64 later closes evicted the closed entry (closed_floor =
+    its not_before, spec §7.3). A replay of the same signed config passes the binding (same
+    digest) and the floor (bound ids pass): it must still not enrol, i.e. spend, again."""
+    doc = recurring_doc("rec-replay", "loloha")
+    _, charge = charge_of(doc)
+    start, cid = doc["schedule"]["start"], str(doc["campaign_id"])
+    import hashlib
+    digest = hashlib.sha256(campaign_config.canonical(doc).encode()).digest()[:16].hex()
+    ledger = {"spent_milli": charge, "reports": {}, "closed": [],
+              "closed_floor": doc["not_before"], "bound": {cid: digest}}
+    out, after, _ = simulate(tmp_path, "replay", doc,
+                             [[start + 1, [campaign_config.sign(doc, SIGNING_KEY)]],
+                              [start + 11, []]], [1], ledger=ledger)
+    assert out["published"] == [] and out["calls"] == 0, out["log"]
+    assert any(e == "refused" and d.startswith("config closed:") for _, e, d in out["log"])
+    assert after["spent_milli"] == charge and cid not in after.get("enrol", {})
 
 
 def test_close_drops_enrolment_and_round_memo(tmp_path):

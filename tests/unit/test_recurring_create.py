@@ -127,9 +127,12 @@ def test_auto_chooses_a_memoised_mechanism_by_the_planner():
     with pytest.raises(ConfigError) as err:
         choose_memoised(2.0, {"type": "int", "size": 50}, rounds=365, lifetime_budget=1.0)
     assert err.value.field == "protocol"
-    numeric = choose_memoised(2.0, {"type": "range", "lo": 0, "hi": 100, "resolution": 1,
-                                    "decimals": 0})
-    assert numeric["mechanism"] == "lbitmean"
+    # a numeric domain: every party refuses a memoised mechanism on it (lbitmean's counter is an
+    # int domain's), so auto refuses it too rather than choose a config check_config refuses
+    numeric = {"type": "range", "lo": 0, "hi": 100, "resolution": 1, "decimals": 0}
+    with pytest.raises(ConfigError) as err:
+        choose_memoised(2.0, numeric)
+    assert err.value.field == "domain"
 
 
 # --- the CLI refuses bad input before it touches the state or a broker ----------------------

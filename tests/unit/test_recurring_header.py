@@ -45,6 +45,24 @@ def test_round_vectors():
             assert opened in (0, case["rounds"]), case
 
 
+def test_round_vectors_follow_the_spec_definition():
+    """The `rounds` vectors are written by core.schedule itself; here they are held to spec
+    §3.4's words, checked round by round without its formulas: R = `rounds`, else the least
+    R with start + R·every_s >= not_after; round r is open at t iff 1 <= r <= R and
+    start + (r-1)·every_s <= t < min(start + r·every_s, not_after)."""
+    for case in VECTORS["rounds"]:
+        s, na, t = case["schedule"], case["not_after"], case["t"]
+        rounds = s.get("rounds")
+        if rounds is None:
+            rounds = 1
+            while s["start"] + rounds * s["every_s"] < na:
+                rounds += 1
+        open_now = [r for r in range(1, rounds + 1)
+                    if s["start"] + (r - 1) * s["every_s"] <= t < min(s["start"] + r * s["every_s"], na)]
+        assert case["rounds"] == rounds, case
+        assert [case["round"]] == (open_now or [None]), case
+
+
 def _vector_mechanism(case):
     return make_mechanism(case["mechanism"], case["eps_milli"], case["domain_size"],
                           salt=case["salt"], campaign_id=case["campaign_id"], phase=case["phase"],

@@ -162,3 +162,44 @@ def test_recurring_campaign_on_sqlite(tmp_path, caplog):
     assert "for campaign fw round 3 (rounds 1..2 of 3 accepted now)" in text
     assert "campaign fw round 1 device dev10: nonce 2010 differs" in text
     assert "for campaign fw (recurring: flags must be 1 with a round header)" in text
+
+
+def test_a_worker_keeps_few_round_sketches_in_memory(tmp_path):
+    """A worker folding round after round holds at most fold.ROUND_SKETCHES round sketches of a
+    campaign (R may be 100,000); a late report of a round long forgotten folds into that round's
+    stored sketch, reloaded: the sketch equals the direct one of all its accepted reports."""
+    from ldpfleet.service.ingest import fold
+    rounds_n, n = 10, 6
+    start = int(time.time()) - 5
+    key = os.path.join(str(tmp_path), "fleet.key")
+    write_signing_key(key)
+    url = "sqlite:///" + str(tmp_path / "state.db")
+    with Store(url) as store:
+        daily = create_campaign(store, None, key, "fw", "loloha", 2.0, "16",
+                                params={"eps1_milli": 1000},
+                                issue=Issuance(recurrence=Recurrence(EVERY, rounds=rounds_n, start=start)))
+    mech = daily.mechanism(1)
+    rng = np.random.default_rng(SEED)
+    states = mech.enrol_batch(2 * n, rng)
+    one_shot = {r: mech.report_batch(rng.integers(0, 16, 2 * n), states, rng, seq_start=100 * r)
+                for r in range(1, rounds_n + 1)}
+    now = [start]
+    ingest = Ingest(url, now)
+    try:
+        for r in range(1, rounds_n + 1):
+            now[0] = start + (r - 1) * EVERY + 1
+            got, _ = ingest(messages("fw", flagged(one_shot[r][:n], r)))
+            assert got == {"received": n, "accepted": n}
+            held = [k for k in ingest.ingestor.folder._sketches if k[0] == "fw"]
+            assert len(held) <= fold.ROUND_SKETCHES, held
+        got, _ = ingest(messages("fw", flagged(one_shot[1][n:], 1), start=n))  # late, round 1
+        assert got == {"received": n, "accepted": n}
+    finally:
+        ingest.close()
+    with Store(url) as store:
+        camp = store.require_campaign("fw")
+        for r in range(1, rounds_n + 1):
+            count, blob = store.sketch_blob("fw", r)
+            rows = one_shot[r] if r == 1 else one_shot[r][:n]
+            assert count == len(rows)
+            assert blob == direct_sketch(rounds.slot_mechanism(camp, r), rows).serialize()

@@ -106,6 +106,27 @@ def test_default_round_is_the_latest_with_reports_and_says_so(state):
         assert empty.n == 0 and "no estimate yet" in empty.to_text()
 
 
+def test_a_round_not_yet_open_is_not_the_default(tmp_path):
+    """The ingest accepts round r + 1 while round r is open (clock skew, spec §3.4): one
+    skewed device's early report must not make that round, not open yet, the one `estimate`
+    and the series pick by default over the open round's thousands of reports."""
+    url, key = new_state(tmp_path)
+    rng = np.random.default_rng(7)
+    with Store(url) as store:
+        camp = recurring_campaign(store, key, "skew", "loloha", 8)
+        fleet = evolving_fleet(camp.mechanism(1), 2000, 2, P8, 0.3, rng)
+        put_round(store, "skew", 1, fleet.round_sketch(1, rng))
+        early = camp.mechanism(1).new_sketch()
+        early.update(camp.mechanism(1).report_batch(fleet.values[1][:1], fleet.states[:1], rng))
+        put_round(store, "skew", 2, early)
+        now = START + 30  # round 1 open
+        table = estimate(store, "skew", EstimateQuery(top=3), now=now)
+        assert table.round["round"] == 1 and table.n == 2000
+        assert compute_series(store, "skew", now=now).items_from_round == 1
+        # once round 2 has opened, it is the latest round with reports
+        assert estimate(store, "skew", EstimateQuery(top=3), now=START + EVERY_S).round["round"] == 2
+
+
 def test_wrong_rounds_and_one_shot_campaigns_name_the_field(state):
     with Store(state["url"]) as store:
         for bad in (0, 11, -1):

@@ -9,8 +9,8 @@ change of the rounded value (§3.3); as the paper's output perturbation does, ev
 the memoised bit flipped iff w < T_f, with T_f the smallest threshold that makes one report
 ε1-LDP (spec §3.2).
 
-The counter is an integer grid point in [0, m], m = domain_size - 1 (a numeric "range" domain
-maps readings to it); values outside are clamped. Enrolment draws α (u32) and the s + 1
+The counter is an integer grid point in [0, m], m = domain_size - 1 of an `int` domain (a
+numeric "range" domain is refused); values outside are clamped. Enrolment draws α (u32) and the s + 1
 permanent bits: bit j is 1 iff w < T_j = T0 + floor(j (W - 2 T0) / s), T0 = T_oue_q(ε∞), so
 T_s = W - T0 and any two grid points' bits are within e^ε∞. Rounding: j = floor(x s / m),
 ρ = x s mod m, up to j + 1 iff α < floor(ρ W / m). Body y:u8 (0 or 1).

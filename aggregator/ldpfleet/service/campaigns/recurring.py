@@ -15,7 +15,8 @@ cheaper decoder within the planner's slack — L-OSUE vs LOLOHA vs L-GRR as in A
 Pinzón, Palamidessi, Gambs, "Frequency estimation of evolving data under local differential
 privacy" (EDBT 2023) §5, and Arcolezi et al., "Improving the utility of locally differentially
 private protocols for longitudinal and multidimensional frequency estimates" (DCN 2022) §5.
-A numeric domain has one memoised mechanism, `lbitmean`.
+No memoised mechanism runs on a numeric (`range`) domain: `lbitmean` takes an integer counter
+over an `int` domain, and `auto` does not guess that a frequency question is a mean one.
 """
 import re
 import time
@@ -117,9 +118,10 @@ def choose_memoised(epsilon, domain: dict, eps1=None, fleet_size=None, rounds=No
     {"mechanism", "params", "protocol", "plan"}."""
     from ...core import longitudinal_plan
     from ...core.mechanisms.longitudinal import default_eps1_milli
-    if domain.get("type") in cfgmod.NUMERIC_DOMAINS:
-        return {"mechanism": "lbitmean", "params": eps1_params({}, eps1), "protocol": "lbitmean",
-                "plan": {"reason": "a numeric domain has one memoised mechanism"}}
+    if domain.get("type") in cfgmod.NUMERIC_DOMAINS:  # the config rules refuse any memoised
+        raise ConfigError("domain", "no memoised mechanism runs on a %s domain: a recurring "
+                          "mean is --mechanism lbitmean over an integer counter, --domain N "
+                          "(counter 0..N-1, spec §3.2)" % domain["type"])
     eps_milli = protocol.eps_to_milli(float(epsilon))
     params = eps1_params({}, eps1)
     eps1_milli = params.get("eps1_milli", default_eps1_milli(eps_milli))

@@ -168,12 +168,21 @@ def describe_round(info: dict) -> str:
     return text
 
 
+def latest_opened(rounds, doc: dict, now: float):
+    """The latest of `rounds` that has opened at `now`, else the latest of them (None if
+    empty): the ingest accepts a round one ahead of the clock (spec §3.4, skew), so a round
+    that has not opened may hold a skewed device's early report and nothing else."""
+    opened = opened_rounds(doc, now)
+    rounds = sorted(rounds)
+    return max([r for r in rounds if r <= opened] or rounds or [None])
+
+
 def default_round(doc: dict, reports: dict, now: float) -> tuple:
-    """(round, why) when a query names none: the latest round with reports, else the round
-    open now (or the last that opened, or round 1 before the start)."""
+    """(round, why) when a query names none: the latest opened round with reports, else the
+    round open now (or the last that opened, or round 1 before the start)."""
     with_reports = [r for r, n in reports.items() if n > 0 and 1 <= r <= schedule.round_count(doc)]
     if with_reports:
-        return max(with_reports), "the latest round with reports"
+        return latest_opened(with_reports, doc, now), "the latest round with reports"
     open_now = schedule.round_at(doc, int(now))
     if open_now is not None:
         return open_now, "no report yet; the round open now"
@@ -420,7 +429,7 @@ def compute_series(store, name: str, top: int = None, items=None, confidence: fl
     if named is None:
         out.items, out.items_from_round = [], None
         if with_reports:
-            latest = with_reports[-1]
+            latest = latest_opened(with_reports, doc, now)
             table = tables[latest] = compute_estimates(store, name, replace(query, round=latest),
                                                        camp=camp)
             order = np.argsort([-row["frequency"] for row in table.rows], kind="stable")

@@ -72,6 +72,11 @@ CODE = {name: i for i, name in enumerate(REASONS)}
 SMALL_PAYLOAD = 4096
 """Payloads up to this size are always buffered and classified (unknown campaigns included)."""
 TRANSIENT = (CODE[PHASE_NOT_OPEN], CODE[INTERNAL_ERROR])
+ROUND_SKETCHES = 4
+"""Round sketches of one recurring campaign a worker keeps in memory: the most recently folded
+(the round open now, late reports of the one before). Every other round's sketch is stored as
+of the last commit and reloaded when a late report arrives, so a worker's memory does not grow
+with R (up to 100,000 rounds, spec §5.4)."""
 """Rejections that get no acknowledgement: the device re-sends later."""
 
 
@@ -121,13 +126,27 @@ class BatchFolder:
     def _sketch(self, campaign, slot):
         """This worker's sketch of a slot: a phase, or a recurring campaign's round."""
         key = (campaign.name, slot)
-        if key not in self._sketches:
+        if key in self._sketches:  # the dict's order is the order of last use
+            self._sketches[key] = self._sketches.pop(key)
+        else:
             stored = self.store.worker_sketch_blob(campaign.name, slot)
             if stored is None:
                 self._sketches[key] = campaign.slot_mechanism(slot).new_sketch()
             else:
                 self._sketches[key] = Sketch.deserialize(stored[1])
         return self._sketches[key]
+
+    def _evict_round_sketches(self):
+        """After a commit (every sketch in memory then equals its stored blob): forget all but
+        the ROUND_SKETCHES most recently used round sketches of each recurring campaign."""
+        per_campaign = defaultdict(list)
+        for key in self._sketches:
+            camp = self.campaigns.get(key[0])
+            if camp is not None and camp.recurring:
+                per_campaign[key[0]].append(key)
+        for keys in per_campaign.values():
+            for key in keys[:-ROUND_SKETCHES]:
+                del self._sketches[key]
 
     # --- one batch ---------------------------------------------------------------------
     def process(self, batch: ReportBatch) -> dict:
@@ -158,6 +177,7 @@ class BatchFolder:
         except BaseException:
             self._sketches.clear()
             raise
+        self._evict_round_sketches()
         self.acks = self._acknowledgements(batch, self._names)
         return counts
 
