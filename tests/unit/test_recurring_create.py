@@ -179,3 +179,17 @@ def test_cli_refuses_one_shot_mechanisms_and_protocols_with_every(create):
     assert code == 2 and "protocol:" in err, err
     code, err = create(mechanism=("--mechanism", "loloha"))  # memoised without --every
     assert code == 2 and "phases.mechanism:" in err, err
+
+
+def test_auto_rates_the_charge_over_the_configs_own_rounds():
+    """Without --rounds/--until the config's R comes from its validity window (30 days by
+    default): `auto` rates each protocol's lifetime charge over that R, not over unbounded
+    rounds — L-OSUE over 51 outputs costs 102 nats unbounded but 3 rounds of 10 days cost 6."""
+    import argparse
+    from ldpfleet.commands.campaign_recurring import auto_mechanism
+    args = argparse.Namespace(protocol="auto", param=None, epsilon="2", domain="50", eps1=None,
+                              fleet_size=None, valid_days=None)
+    mech, params = auto_mechanism(args, [], Recurrence.from_options("10d"))
+    assert mech == "losue", (mech, params)
+    unbounded = choose_memoised(2.0, {"type": "int", "size": 50})
+    assert unbounded["mechanism"] != "losue"

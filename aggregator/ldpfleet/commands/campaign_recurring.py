@@ -57,13 +57,11 @@ def auto_mechanism(args, given, recurrence=None):
     if args.param:
         raise ConfigError("param", "--protocol auto chooses the parameters; use --mechanism "
                           "to set them")
-    rounds = None if recurrence is None else recurrence.rounds
-    if rounds is None and recurrence is not None and recurrence.until is not None:
-        from ..core import schedule  # R = ceil((until - start) / every_s): its one place
-        start = int(time.time()) if recurrence.start is None else recurrence.start
-        rounds = max(1, schedule.round_count({"schedule": {"start": start,
-                                                           "every_s": recurrence.every_s},
-                                              "not_after": recurrence.until}))
+    rounds = None
+    if recurrence is not None:  # R of the config this creates (--rounds, --until or the
+        from ..core import schedule  # validity window): core.schedule.round_count, its one place
+        _, not_after, sched = recurrence.window(getattr(args, "valid_days", None))
+        rounds = max(1, schedule.round_count({"schedule": sched, "not_after": not_after}))
     choice = choose_memoised(args.epsilon, parse_domain(args.domain), eps1=args.eps1,
                              fleet_size=args.fleet_size, rounds=rounds)
     return choice["mechanism"], choice["params"]
