@@ -18,6 +18,7 @@ RUNNER = ROOT / "device" / "tests" / "vectors.py"
 DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
                      "psolh", "shc", "duchi", "pm", "hm", "sw"]
 DEVICE_MECHANISMS += ["losue", "lsue", "lgrr", "loloha", "lbitmean"]  # memoised, spec §3.2
+DEVICE_MECHANISMS += ["pem"]  # strings domains, spec §3.5
 
 
 def load(name):
@@ -42,6 +43,23 @@ def device_results(request, mpy_dir, tmp_path_factory):
     results = json.loads(out.read_text())
     assert results["module_file"].endswith(".mpy" if request.param == "mpy" else ".py")
     return results
+
+
+def test_pem_report_cycle_fits_a_24k_heap(mpy_dir, tmp_path):
+    """Spec §3.5 on a small board: from .mpy, importing pem (pemcode: the value's path, not the
+    config rules nor the phase-2 key), building it (max_len 16, 4 levels) and making 500 reports
+    of a string value runs with `-X heapsize=24k` (pem's viper code holds ~13.5 kB resident,
+    hcms's ~10 kB: 16k is not enough), each report allocating a few hundred bytes."""
+    value = {"device": "board-1", "value": "héllo wörld, longer than max_len"}
+    (tmp_path / "cycle.py").write_text(report_cycle_script(
+        "pem", 2000, 2 ** 32, {"g": 8, "kp": 1024, "levels": [8, 32, 64, 128]}, value, 500))
+    (tmp_path / "lib").symlink_to(mpy_dir, target_is_directory=True)
+    ok = subprocess.run([device_runner.micropython_binary(), "-X", "heapsize=24k", "cycle.py"],
+                        env=device_runner.micropython_env("lib"), cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    base, resident, cycle, _ = (int(x) for x in ok.stdout.split())
+    assert cycle <= 320, ok.stdout  # the report's bytes copy, the 12 random bytes, a memoryview
 
 
 @pytest.mark.parametrize("march", ["armv6m", "armv7emsp", "xtensawin"])
@@ -159,6 +177,20 @@ def test_longitudinal_enrolment_vectors(device_results):
         assert mine == {"state_hex": case["state_hex"], "thresholds": case["thresholds"],
                         "state_bytes": case["state_bytes"], "charge_milli": case["charge_milli"]}, \
             (case["mechanism"], case["eps_milli"], case["domain_size"], case["params"], mine)
+
+
+def test_strings_vectors(device_results):
+    """Spec §3.5, strings.json: every config case refused with the aggregator's field (or
+    accepted), every value's code (cut multi-byte UTF-8, non-strings all-NUL), key and phase-2
+    set, every device's group, every prefix key, every phase-2 body's refusal."""
+    vec = load("strings.json")
+    got = device_results["strings"]
+    assert got["configs"] == [c["error"] for c in vec["configs"]]
+    assert got["codes"] == [{k: c[k] for k in ("code_hex", "key", "phase2_set")}
+                            for c in vec["codes"]]
+    assert got["groups"] == [c["group"] for c in vec["groups"]]
+    assert got["prefix_keys"] == [c["key"] for c in vec["prefix_keys"]]
+    assert got["phase2"] == [c["error"] for c in vec["phase2"]]
 
 
 def test_numeric_grid_vectors(device_results):
