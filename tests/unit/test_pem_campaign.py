@@ -4,6 +4,7 @@
 the per-group sketch, `advance` publishes the candidates' keys (the strings stay in the protocol
 document), phase 2 validates them and `estimate` shows the validated strings with intervals;
 in phase 1 `estimate` shows unvalidated candidates."""
+import json
 import numpy as np
 import pytest
 
@@ -148,3 +149,27 @@ def test_items_are_shown_with_non_printing_characters_escaped():
     assert shown("température", 5) == "tempé"
     assert shown(42) == "42"
     assert "\n" not in shown("a\x00b\x1bc\u2028d")
+
+
+def test_plan_shows_the_parameters_campaign_create_writes(made, capsys):
+    """`ldpfleet plan --domain strings:max_len=L` reports the public parameters `campaign create`
+    writes for the same fleet (one rule: PemPlan.for_fleet), and the level noise from FLH's
+    variance for the devices per group."""
+    import math
+    from ldpfleet import cli
+    from ldpfleet.commands.plan_strings import plan_strings
+    store, create = made
+    camp = create("p", epsilon=3.0, fleet_size=20000, alphabet="abcdefghijklmnopqrstuvwxyz")
+    params = camp.config["phases"][0]["params"]
+    r = plan_strings(3.0, 4, 20000, alphabet="abcdefghijklmnopqrstuvwxyz")
+    assert (r["levels_bits"], r["kp"], r["g"]) == (params["levels"], params["kp"], params["g"])
+    assert r["phase1_devices"] == 18000 and r["phase2_devices"] == 2000
+    e = math.exp(3.0)
+    olh_var = 4 * e / (e - 1) ** 2 if params["g"] == round(e) + 1 else None
+    groups = len(params["levels"])
+    if olh_var is not None:  # OLH's optimum g: within integer thresholds' rounding
+        assert r["level_sd"] ** 2 * 18000 / groups == pytest.approx(olh_var, rel=0.05)
+    assert cli.main(["plan", "--domain", "strings:max_len=4", "--epsilon", "3", "--users",
+                     "20000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["levels_bits"] == plan_strings(3.0, 4, 20000)["levels_bits"]
+    assert cli.main(["plan", "--domain", "strings:max_len=4", "--epsilon", "3"]) == 2

@@ -1,4 +1,5 @@
 """`ldpfleet plan`: recommend a mechanism and predict its error before a pilot."""
+import argparse
 import json
 import sys
 
@@ -120,9 +121,37 @@ def run_recurring(args):
     return 0
 
 
+def domain_arg(text: str):
+    """argparse type: a number of items, or `strings:max_len=L` (a PEM campaign, spec §3.5)."""
+    if str(text).startswith("strings:"):
+        from ..core.errors import ConfigError
+        from ..service.campaigns.manage import parse_domain
+        try:
+            return parse_domain(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a number of items or strings:max_len=L, got %r"
+                                         % text) from None
+
+
 def run(args):
     if args.every is not None or args.rounds is not None:
         return run_recurring(args)
+    if isinstance(args.domain, dict):  # strings nobody listed: PEM
+        from .plan_strings import run_strings
+        for flag, value in (("--epsilon", args.epsilon), ("--users", args.users)):
+            if value is None:
+                print("ldpfleet plan: %s is required for a strings domain" % flag,
+                      file=sys.stderr)
+                return 2
+        return run_strings(args, args.domain["max_len"])
+    if args.alphabet is not None:
+        print("ldpfleet plan: --alphabet is for a strings domain (--domain strings:max_len=L)",
+              file=sys.stderr)
+        return 2
     for flag, value in (("--eps1", args.eps1), ("--dist", args.dist)):
         if value is not None:
             print("ldpfleet plan: %s is for recurring campaigns (--every/--rounds)" % flag,
@@ -173,8 +202,11 @@ def register(sub):
     p.add_argument("--epsilon", type=float, metavar="E",
                    help="privacy budget per report, in nats (required for a one-shot plan); "
                         "recurring: eps_inf, the permanent response's (default 2)")
-    p.add_argument("--domain", type=int, metavar="D",
-                   help="number of items (required for a one-shot plan; recurring: default 100)")
+    p.add_argument("--domain", type=domain_arg, metavar="D",
+                   help="number of items (required for a one-shot plan; recurring: default 100), "
+                        "or strings:max_len=L for strings nobody listed (PEM)")
+    p.add_argument("--alphabet", default=None, metavar="CHARS",
+                   help="strings domain: the characters the strings are made of (public)")
     p.add_argument("--users", type=int, metavar="N",
                    help="fleet size: predict each mechanism's error (give this or --target-mse; "
                         "recurring: devices per round, default 10000)")
