@@ -135,6 +135,7 @@ int ldpc_device_init(struct ldpc_device *dev, const struct ldpc_identity *id, co
     value = value_text ? cJSON_Parse(value_text) : cJSON_CreateNull();
     if (value == NULL)
         value = cJSON_CreateString(value_text);
+    ldpc_value_set_device(&dev->value, id->device_id); /* a PEM group's input (public) */
     ldpc_value_init(&dev->value, value); /* every key computed now, before any message */
     cJSON_Delete(value);
     dev->high = high != 0;
@@ -163,6 +164,7 @@ int ldpc_device_init_live(struct ldpc_device *dev, const struct ldpc_identity *i
     snprintf(dev->topic_phase2, sizeof dev->topic_phase2, "ldp/%s/phase2", campaign);
     snprintf(dev->topic_report, sizeof dev->topic_report, "ldp/%s/r/%s", campaign, id->device_id);
     snprintf(dev->topic_ack, sizeof dev->topic_ack, "ldp/%s/a/%s", campaign, id->device_id);
+    ldpc_value_set_device(&dev->value, id->device_id);
     ldpc_value_init(&dev->value, NULL);
     dev->ledger = ledger;
     dev->metric = metric;
@@ -478,6 +480,34 @@ static int numeric_input(const struct ldpc_value *value, const cJSON *doc, const
     return 0;
 }
 
+/* A strings campaign's input (spec §3.5): pem takes key_λ of the device's group's prefix of
+ * the code; phase 2 (psgrr l = 1) a set of one slot, the code's key, live unless the code is
+ * all NUL (the dummy), in the set layout the trim expects (LDPC_SET_CAPACITY keys, then live).
+ * The same work for every value. -1 only when memory runs out. */
+static int strings_input(const struct ldpc_value *value, const cJSON *doc, const struct ldpc_mech *mech,
+                         struct ldpc_input *in, uint32_t **keys, struct ldpc_reason *why)
+{
+    uint8_t code[LDPC_PEM_CODE_SLOTS], *live;
+    int64_t L = 0;
+    if (mech->id == LDP_MECHANISM_ID_PEM) {
+        in->key = ldpc_pem_prefix_key(&mech->pem, mech->salt, value->device, value->pem_src);
+        return 0;
+    }
+    *keys = calloc(LDPC_SET_CAPACITY, sizeof **keys + 1);
+    if (*keys == NULL) {
+        ldpc_reason_set(why, "value", "out of memory");
+        return -1;
+    }
+    live = (uint8_t *)(*keys + LDPC_SET_CAPACITY);
+    ldpc_json_int(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "domain"), "max_len"), &L);
+    ldpc_pem_code(value->pem_src, (uint32_t)L, code);
+    (*keys)[0] = ldpc_pem_code_key(code, (uint32_t)L, &live[0]);
+    in->keys = *keys;
+    in->live = live;
+    in->nslots = LDPC_SET_CAPACITY;
+    return 0;
+}
+
 /* The device's value in the form the mechanism takes; *keys (heap) holds a set's slots. Never
  * refuses because of the value (spec §1): a value outside the domain is ⊥ (a list given to a
  * one-item campaign too: its `one` is NONE), set elements that are not domain items are
@@ -490,6 +520,8 @@ int ldpc_dev_build_input(const struct ldpc_value *value, int high, const cJSON *
     *keys = NULL;
     if (ldpc_numeric_id(mech->id))
         return numeric_input(value, doc, mech, in, keys, why);
+    if (ldpc_is_strings(cJSON_GetObjectItemCaseSensitive(doc, "domain")))
+        return strings_input(value, doc, mech, in, keys, why);
     if (domain_view_init(&view, doc, why) != 0)
         return -1;
     if (ldpc_mech_set_valued(mech)) {

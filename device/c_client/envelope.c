@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 
 #include "envelope.h"
+#include "mech_pem.h"
 #include "mech_longitudinal.h"
 #include "ldp_hash.h"
 #include "ldp_report.h"
@@ -328,7 +329,9 @@ static int check_domain(const cJSON *doc, struct ldpc_reason *why)
     }
     if (str_equals(type, "range") || str_equals(type, "ranges"))
         return ldpc_numeric_check_domain(domain, why) < 0 ? -1 : 0;
-    ldpc_reason_set(why, "domain.type", "must be 'int', 'str', 'range' or 'ranges'");
+    if (str_equals(type, "strings")) /* spec §3.5 */
+        return ldpc_pem_check_domain(domain, why) < 0 ? -1 : 0;
+    ldpc_reason_set(why, "domain.type", "must be 'int', 'str', 'range', 'ranges' or 'strings'");
     return -1;
 }
 
@@ -398,9 +401,9 @@ static int check_grr_bound(const cJSON *doc, struct ldpc_reason *why)
     const cJSON *ph;
     cJSON_ArrayForEach(ph, cJSON_GetObjectItemCaseSensitive(doc, "phases")) {
         const char *mech = cJSON_GetObjectItemCaseSensitive(ph, "mechanism")->valuestring;
-        int64_t eps = 0, g = 0;
-        uint64_t n;
-        const char *field;
+        int64_t eps = 0, g = 0, number = 0;
+        uint64_t n = 0;
+        const char *field = NULL;
         ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "eps_milli"), &eps);
         if (strcmp(mech, "grr") == 0) {
             n = ldpc_domain_size(doc) + 1;
@@ -410,12 +413,19 @@ static int check_grr_bound(const cJSON *doc, struct ldpc_reason *why)
                    && g >= 2 && g <= 0xffffffffll) {
             n = (uint64_t)g;
             field = "params.g";
-        } else {
-            continue;
         }
-        if (ldp_grr_ok((uint32_t)eps, n) != 1) {
+        if (field != NULL && ldp_grr_ok((uint32_t)eps, n) != 1) {
             ldpc_reason_set(why, field, "GRR over %llu outputs is not exactly eps-LDP at eps_milli %lld (spec §2)",
                             (unsigned long long)n, (long long)eps);
+            return -1;
+        }
+        /* the aggregator's check_listless_domain: psgrr/psolh in phase 1 (no candidate list) run
+         * over the integer items 0..d-1 */
+        if ((strcmp(mech, "psgrr") == 0 || strcmp(mech, "psolh") == 0)
+            && ldpc_json_int(cJSON_GetObjectItemCaseSensitive(ph, "phase"), &number) && number == 1
+            && !str_equals(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "domain"), "type"),
+                           "int")) {
+            ldpc_reason_set(why, "domain.type", "%s in phase 1 (no candidate list) needs an integer domain", mech);
             return -1;
         }
     }
@@ -636,7 +646,7 @@ int ldpc_config_check(const cJSON *doc, int64_t now, struct ldpc_reason *why)
         return -1;
     }
     if (check_domain(doc, why) != 0 || check_phases(doc, why) != 0 || ldpc_numeric_check_phases(doc, why) != 0
-        || check_grr_bound(doc, why) != 0
+        || ldpc_pem_check_phases(doc, why) != 0 || check_grr_bound(doc, why) != 0
         || check_shc(doc, why) != 0 || check_fallback(doc, why) != 0
         || check_metric(cJSON_GetObjectItemCaseSensitive(doc, "metric"), why) != 0
         || check_delivery(cJSON_GetObjectItemCaseSensitive(doc, "delivery"), why) != 0)
@@ -751,6 +761,8 @@ int ldpc_phase2_check(const cJSON *p2, const cJSON *config, struct ldpc_reason *
         ldpc_reason_set(why, "candidates", "the phase-2 message carries neither candidates nor fallback");
         return -1;
     }
+    if (ldpc_is_strings(cJSON_GetObjectItemCaseSensitive(config, "domain")))
+        return ldpc_pem_check_phase2(p2, why); /* spec §3.5: 1..1024 distinct keys */
     return 0;
 }
 
@@ -768,5 +780,7 @@ uint64_t ldpc_domain_size(const cJSON *config)
         size = ldpc_numeric_check_domain(domain, &ignored); /* grid points N (spec §1.1) */
         return size < 0 ? 0 : (uint64_t)size;
     }
+    if (ldpc_is_strings(domain)) /* any 32-bit key (spec §3.5): PEM works over candidates */
+        return 0xffffffffull;
     return (uint64_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(domain, "items"));
 }

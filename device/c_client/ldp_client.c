@@ -245,7 +245,8 @@ int main(int argc, char **argv)
     if (argc >= 2 && (strcmp(argv[1], "vector") == 0 || strcmp(argv[1], "verify-config") == 0
                       || strcmp(argv[1], "check-model") == 0 || strcmp(argv[1], "thresholds") == 0
                       || strcmp(argv[1], "shc-thresholds") == 0 || strcmp(argv[1], "ack-check") == 0
-                      || strcmp(argv[1], "replay") == 0 || strcmp(argv[1], "rounds") == 0))
+                      || strcmp(argv[1], "replay") == 0 || strcmp(argv[1], "rounds") == 0
+                      || strcmp(argv[1], "pem-code") == 0))
         return ldpc_usage("this is a production build: the test modes need `make TEST_MODES=1`");
 #endif
     if (argc >= 2 && strcmp(argv[1], "provision") == 0)

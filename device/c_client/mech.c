@@ -234,6 +234,13 @@ int ldpc_mech_init(struct ldpc_mech *mech, const char *name, int64_t eps_milli, 
         if (mech->id == LDP_MECHANISM_ID_FLH && param(params, "kp", 1, 0xffffffffll, &mech->kp, why) != 0)
             return -1;
         return threshold_rc(ldp_t_grr(eps, mech->g, &mech->t_keep), why);
+    case LDP_MECHANISM_ID_PEM: /* spec §3.5: FLH over key_λ */
+        mech->body_size = 6;
+        mech->words = 3;
+        if (param(params, "g", 2, MAX_BITS, &mech->g, why) != 0 || param(params, "kp", 1, 65536, &mech->kp, why) != 0
+            || ldpc_pem_params(&mech->pem, params, why) != 0)
+            return -1;
+        return threshold_rc(ldp_t_grr(eps, mech->g, &mech->t_keep), why);
     case LDP_MECHANISM_ID_OUE:
         if (domain_size < 2 || domain_size > MAX_BITS) {
             ldpc_reason_set(why, "domain.size", "OUE on a device needs 2 <= d <= %d", MAX_BITS);
@@ -412,6 +419,7 @@ int ldpc_mech_report(const struct ldpc_mech *mech, const struct ldpc_input *in, 
         rc = ldp_olh_perturb(&in->key, 1, mech->g, mech->t_keep, words, body, 0);
         break;
     case LDP_MECHANISM_ID_FLH:
+    case LDP_MECHANISM_ID_PEM: /* key_λ (spec §3.5) */
         rc = ldp_flh_perturb(&in->key, 1, mech->g, mech->kp, mech->salt, mech->t_keep, words, body, 0);
         break;
     case LDP_MECHANISM_ID_OUE:

@@ -10,6 +10,7 @@
 
 #include "mech_longitudinal.h"
 #include "mech_numeric.h"
+#include "mech_pem.h"
 #include "util.h"
 
 /* A phase-2 candidate list (LDPMiner §4.1, spec §5): 1..65536 distinct u32 keys. */
@@ -44,6 +45,7 @@ struct ldpc_mech {
     uint32_t items;                   /* PSFO: D, the candidates or (no list) the int domain 0..d-1 */
     struct ldpc_long_params lon;      /* the memoised mechanisms (spec §3.2, mech_longitudinal.h) */
     struct ldpc_numeric num;          /* duchi, pm, hm, sw (mech_numeric.h) */
+    struct ldpc_pem pem;              /* pem: max_len and levels (mech_pem.h, spec §3.5) */
     size_t body_size, words;
 };
 

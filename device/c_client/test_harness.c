@@ -35,6 +35,62 @@ static int json_u32(const cJSON *obj, const char *key, uint32_t *out)
     return 1;
 }
 
+/* A value as the device prepares it (value.c), its id set; "value_hex" (optional): the string's
+ * UTF-8 bytes where JSON text through cJSON cannot carry them (an embedded NUL). */
+static int pem_value(const cJSON *value, struct ldpc_value *v)
+{
+    const cJSON *device = cJSON_GetObjectItemCaseSensitive(value, "device");
+    const cJSON *hex = cJSON_GetObjectItemCaseSensitive(value, "value_hex");
+    size_t len;
+    if (!cJSON_IsString(device))
+        return -1;
+    memset(v, 0, sizeof *v);
+    ldpc_value_set_device(v, device->valuestring);
+    ldpc_value_init(v, cJSON_GetObjectItemCaseSensitive(value, "value"));
+    if (cJSON_IsString(hex)) {
+        len = strlen(hex->valuestring) / 2;
+        memset(v->pem_src, 0, sizeof v->pem_src);
+        if (ldpc_hex_decode(hex->valuestring, v->pem_src, len < LDPC_PEM_MAX_LEN ? len : LDPC_PEM_MAX_LEN) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int pem_vector_input(const struct ldpc_mech *mech, const cJSON *value, struct ldpc_input *in)
+{
+    struct ldpc_value v;
+    if (pem_value(value, &v) != 0)
+        return -1;
+    in->key = ldpc_pem_prefix_key(&mech->pem, mech->salt, v.device, v.pem_src);
+    return 0;
+}
+
+/* `pem-code --case JSON`: {"device", "value"[, "value_hex"], "max_len", "salt", "groups"} ->
+ * "<code hex> <key> <live> <group>" (spec §3.5: strings.json's codes and groups). */
+static int pem_code(int argc, char **argv)
+{
+    static const char *const options[] = {"--case", NULL};
+    static const char *const flags[] = {NULL};
+    const char *text = ldpc_opt(argc, argv, "--case");
+    cJSON *c = text ? cJSON_Parse(text) : NULL;
+    struct ldpc_value v;
+    uint8_t code[LDPC_PEM_CODE_SLOTS], live;
+    uint32_t max_len, salt, groups, key, j;
+    if (!ldpc_check_args(argc, argv, options, flags) || c == NULL || pem_value(c, &v) != 0
+        || !json_u32(c, "max_len", &max_len) || max_len < 1 || max_len > LDPC_PEM_MAX_LEN
+        || !json_u32(c, "salt", &salt) || !json_u32(c, "groups", &groups) || groups < 1) {
+        cJSON_Delete(c);
+        return ldpc_usage("pem-code needs --case {device, value, max_len, salt, groups}");
+    }
+    ldpc_pem_code(v.pem_src, max_len, code);
+    key = ldpc_pem_code_key(code, max_len, &live);
+    for (j = 0; j < max_len; j++)
+        printf("%02x", code[j]);
+    printf(" %lu %u %lu\n", (unsigned long)key, (unsigned)live, (unsigned long)ldpc_pem_group(v.device, salt, groups));
+    cJSON_Delete(c);
+    return LDPC_EXIT_DONE;
+}
+
 /* The vector input (spec vectors' "value"): index (grr, oue), key, {"key", "high"} (lcm) or a
  * list of keys (sh, srappor, psgrr, psolh): one slot per element, live at its first occurrence
  * (the set's distinct keys in their order, as on the device). */
@@ -48,6 +104,8 @@ static int vector_input(const struct ldpc_mech *mech, const cJSON *value, struct
         return ldpc_long_vector_input(mech, value, in);
     if (ldpc_numeric_id(mech->id)) /* a grid point; hm: the list of the metrics' grid points */
         return ldpc_numeric_vector_input(mech, value, in, keys);
+    if (mech->id == LDP_MECHANISM_ID_PEM) /* {"device", "value"[, "value_hex"]} (spec §3.5) */
+        return pem_vector_input(mech, value, in);
     if (mech->id == LDP_MECHANISM_ID_SHC && mech->phase == 2) { /* {"t", "y1", "x"}, bits 1 = +1 */
         uint32_t y1, x;
         if (!json_u32(value, "t", &in->shc_t) || !json_u32(value, "y1", &y1) || !json_u32(value, "x", &x)
@@ -217,6 +275,7 @@ static int device_vector(const cJSON *c, const char *hex)
         return shc_device_vector(c, config, p2, hex, nonce);
     if (cJSON_GetObjectItemCaseSensitive(c, "value") == NULL)
         return ldpc_usage("a phase-2 vector case needs config, phase2, value and nonce");
+    memset(&value, 0, sizeof value);
     ldpc_value_init(&value, cJSON_GetObjectItemCaseSensitive(c, "value")); /* as the device at start */
     if (ldpc_config_check(config, ldpc_unix_now(), &why) != 0 || ldpc_phase2_check(p2, config, &why) != 0
         || ldpc_phase2_input(config, p2, &value,
@@ -559,7 +618,8 @@ int ldpc_test_command(int argc, char **argv)
         int (*run)(int argc, char **argv);
     } commands[] = {{"vector", vector},           {"verify-config", verify_config}, {"check-model", check_model},
                     {"thresholds", thresholds},   {"shc-thresholds", shc_thresholds}, {"ack-check", ack_check},
-                    {"replay", replay},           {"rounds", ldpc_schedule_vector}, {NULL, NULL}};
+                    {"replay", replay},           {"rounds", ldpc_schedule_vector},
+                    {"pem-code", pem_code},       {NULL, NULL}};
     int i;
     for (i = 0; argc >= 2 && commands[i].name != NULL; i++)
         if (strcmp(argv[1], commands[i].name) == 0)

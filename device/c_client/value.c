@@ -19,11 +19,21 @@ static struct ldpc_item item_of(const cJSON *v)
     return it;
 }
 
+void ldpc_value_set_device(struct ldpc_value *v, const char *device)
+{
+    memset(v->device, 0, sizeof v->device);
+    strncpy(v->device, device, sizeof v->device - 1);
+}
+
 void ldpc_value_init(struct ldpc_value *v, const cJSON *value)
 {
     const cJSON *item = cJSON_IsArray(value) ? value->child : value;
     size_t j, k;
+    char device[sizeof v->device];
+    memcpy(device, v->device, sizeof device); /* the id stays (ldpc_value_set_device) */
     memset(v, 0, sizeof *v);
+    memcpy(v->device, device, sizeof device);
+    ldpc_pem_source(value, v->pem_src);
     if (!cJSON_IsArray(value))
         v->one = item_of(value);
     for (j = 0; j < LDPC_SET_CAPACITY; j++) {

@@ -8,6 +8,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "mech_pem.h"
+
+#define LDPC_VALUE_ID_MAX 129 /* a device id: <login>/<id>, each up to 64 */
+
 #define LDPC_SET_CAPACITY 64 /* spec §7.1: a set value is processed over this many slots */
 #define LDPC_READINGS 64     /* numeric campaigns: one reading per metric, at most 64 (spec §1.1) */
 
@@ -30,8 +34,15 @@ struct ldpc_value {
      * grid's midpoint) */
     double reading[LDPC_READINGS];
     uint8_t is_number[LDPC_READINGS];
+    /* strings campaigns (spec §3.5): a string's first LDPC_PEM_MAX_LEN UTF-8 bytes (0 past its
+     * end, all 0 for another value), read in that many slots; `device` the device id (its PEM
+     * group is public), kept across ldpc_value_init */
+    uint8_t pem_src[LDPC_PEM_MAX_LEN];
+    char device[LDPC_VALUE_ID_MAX + 1];
 };
 
+/* `v` must be zeroed or initialised before the first call (its device id is kept). */
 void ldpc_value_init(struct ldpc_value *v, const cJSON *value);
+void ldpc_value_set_device(struct ldpc_value *v, const char *device);
 
 #endif

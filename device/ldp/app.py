@@ -106,6 +106,9 @@ def main(argv):
             value_doc["value"] = json.loads(opts["value"])
         except ValueError:
             value_doc["value"] = opts["value"]
+    if isinstance(value_doc.get("value"), str):  # a strings campaign's value (spec §3.5)
+        from .strings import join_surrogates
+        value_doc["value"] = join_surrogates(value_doc["value"])
     broker = identity.get("broker", {})
     try:
         ssl = tls_settings(state, broker, opts)

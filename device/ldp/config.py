@@ -14,6 +14,7 @@ from .hash import item_key
 from .mechanisms import NAMES, SET_VALUED
 from .numeric_domain import (NUMERIC_DOMAINS, NUMERIC_MECHANISMS, check_numeric_domain,
                       check_numeric_phases)
+from .strings import check_pem_phase2, check_strings_domain, check_strings_phases, is_strings
 from .schedule import check_phase_kind, check_schedule, is_recurring
 from .thresholds import cmin, grr_ok, shc_ok
 
@@ -82,8 +83,10 @@ def check_config(doc, now=None):
                               "key of the reserved item 'other'); rename one")
     elif domain.get("type") in NUMERIC_DOMAINS:
         check_numeric_domain(domain)
+    elif is_strings(domain):
+        check_strings_domain(domain)
     else:
-        raise ConfigError("domain.type", "must be 'int', 'str', 'range' or 'ranges'")
+        raise ConfigError("domain.type", "must be 'int', 'str', 'range', 'ranges' or 'strings'")
     phases = _need(doc, "phases", list)
     if not 1 <= len(phases) <= 2:
         raise ConfigError("phases", "one or two phases")
@@ -110,8 +113,10 @@ def check_config(doc, now=None):
         raise ConfigError("phases.sample_rate_ppm", "the phases disagree on the sampling rate "
                           "(one public split, spec §5): %s" % sorted(rates))
     check_numeric_phases(doc)
+    check_strings_phases(doc)  # spec §3.5
     for ph in phases:
         check_grr_bound(ph, domain_size(doc))
+        check_listless_domain(ph, domain)
     check_shc(phases)
     check_fallback(doc)
     if "delivery" in doc:
@@ -182,6 +187,15 @@ def check_grr_bound(ph, d):
         raise ConfigError(field, "GRR over %d outputs is not exactly eps-LDP at eps_milli %d "
                           "(bucket counts %d and %d, spec §2)"
                           % (n, ph["eps_milli"], cmin(n - 1), cmin(n - 1) + 1))
+
+
+def check_listless_domain(ph, domain):
+    """psgrr/psolh in phase 1 (no candidate list) run over the integer items 0..d-1: refused
+    on any other domain (the aggregator's campaign_rules.check_listless_domain)."""
+    if ph["mechanism"] in ("psgrr", "psolh") and ph.get("phase") == 1 \
+            and domain.get("type") != "int":
+        raise ConfigError("domain.type", "%s in phase 1 (no candidate list) needs an integer "
+                          "domain" % ph["mechanism"])
 
 
 FALLBACK_PARAMS = {"psgrr": ["l"], "psolh": ["g", "l"]}
@@ -323,6 +337,8 @@ def check_phase2(doc, config):
     elif fallback_of(config) is not None and "candidates" not in doc:
         raise ConfigError("candidates", "the phase-2 message carries neither candidates nor "
                           "fallback")
+    if is_strings(config["domain"]):
+        check_pem_phase2(doc)  # spec §3.5: 1..1024 keys
     return doc
 
 
@@ -331,6 +347,8 @@ def domain_size(doc):
     d = doc["domain"]
     if d["type"] in NUMERIC_DOMAINS:
         return check_numeric_domain(d)
+    if d["type"] == "strings":  # any 32-bit key (spec §3.5): PEM works over candidates
+        return 0xFFFFFFFF
     return d["size"] if d["type"] == "int" else len(d["items"])
 
 

@@ -92,6 +92,7 @@ class Device(Rounds):
         self.last_payload = None
         self.campaign = campaign
         self.value = DeviceValue(value, identity.get("set_capacity", SET_CAPACITY))
+        self.raw = value  # a strings campaign's value (spec §3.5): its code is built per report
         # numeric campaigns (spec §1.1): the reading(s) as given, one per metric for hm
         self.readings = value if isinstance(value, list) else [value]
         self.rand = os.urandom
@@ -374,9 +375,15 @@ class Device(Rounds):
         elements dropped (spec §1). LDPLCM's high/low decision: the phase-2 body's `model`,
         g(index) >= P in constant steps (ldp/lcm_model.py), or the caller's `high` when the body
         carries no model."""
+        strings = doc["domain"]["type"] == "strings"
         if self.providers is not None:
-            self._read(self.providers[doc["metric"]])
+            self._read(self.providers[doc["metric"]], not strings)
         name = mech.name
+        if strings:  # spec §3.5: pem over the code's prefix; phase 2 the code's key
+            if name == "pem":
+                return {"device": self.device_id, "value": self.raw}
+            from .strings import phase2_keyset
+            return phase2_keyset(self.raw, doc["domain"]["max_len"])
         if name in NUMERIC:
             return self._grid_input(doc, name, mech.domain_size)
         dom = self._domain(doc)
@@ -395,15 +402,19 @@ class Device(Rounds):
             return {"key": key, "high": bool(high)}
         return key
 
-    def _read(self, provider):
+    def _read(self, provider, prepare=True):
         """A live metric's reading (spec §5.4), read once per fresh report, when it is made:
         what the provider returns, None if it raises, prepared as a fixed value is (⊥ outside
-        the domain, spec §1; the midpoint or the nearest end, §1.1). Nothing is logged."""
+        the domain, spec §1; the midpoint or the nearest end, §1.1). Nothing is logged. A
+        strings campaign's reading is kept as given (`prepare` false: no item key hashed over
+        the string's length); its code is built per report in max_len slots (spec §3.5)."""
         try:
             v = provider()
         except Exception:
             v = None
-        self.value.load(v)
+        self.raw = v
+        if prepare:
+            self.value.load(v)
         self.readings = v if isinstance(v, list) else [v]
 
     def _grid_input(self, doc, name, n):

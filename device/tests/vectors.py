@@ -29,6 +29,8 @@ from ldp.errors import ConfigError
 from ldp.numeric_domain import check_numeric_domain, domain_metrics, grid_point
 from ldp.ack import ack_accepts, ack_pads
 from word_source import WordSource
+from ldp.strings import Code, check_pem_phase2, group_of, join_surrogates
+from ldp.sets import KeySet
 
 
 
@@ -107,7 +109,10 @@ def report_results(cases, xs=None):
             mech = make(c["mechanism"], c["eps_milli"], c["domain_size"], c["salt"],
                         c["campaign_id"], c["phase"], c["params"])
             src = WordSource(c["words"])
-            report = mech.report(memo_input(c["value"]), c["nonce"], src)
+            value = memo_input(c["value"])
+            if c["mechanism"] == "pem":  # MicroPython's json keeps surrogate pairs apart
+                value = {"device": value["device"], "value": join_surrogates(value["value"])}
+            report = mech.report(value, c["nonce"], src)
             if src.pos != len(src.data):
                 raise ValueError("consumed %d of %d random words" % (src.pos // 4, len(c["words"])))
             out.append("".join("%02x" % b for b in report))
@@ -157,10 +162,49 @@ def signature_results(vec):
             "verify": [field(c["trusted"], c["payload"]) for c in vec["verify"]]}
 
 
+def strings_results(vec):
+    """strings.json (spec §3.5): each config case's refusal field, each value's code, key and
+    phase-2 set, each device's group, each prefix key, each phase-2 body's refusal field."""
+    def field(fn, *args):
+        try:
+            fn(*args)
+        except ConfigError as exc:
+            return exc.field
+        return None
+
+    def phase2(case):
+        from ldp.config import check_phase2
+        check_config(case["config"], case["config"]["not_before"])
+        check_pem_phase2(check_phase2(case["body"], case["config"]))
+
+    codes = []
+    for c in vec["codes"]:
+        code = Code(c["max_len"]).fill(join_surrogates(c["value"]))
+        ks = code.element(KeySet(1))
+        codes.append({"code_hex": "".join("%02x" % b for b in code.code[:c["max_len"]]),
+                      "key": ks.keys[0], "phase2_set": ks.as_list()})
+    prefix = []
+    for c in vec["prefix_keys"]:
+        raw = unhexlify(c["code_hex"])
+        code = Code(len(raw))
+        code.code[:len(raw)] = raw
+        prefix.append(code.prefix_key(c["bits"])[0])
+    return {"configs": [field(check_config, c["body"], c["now"]) for c in vec["configs"]],
+            "codes": codes,
+            "groups": [group_of(c["device"], c["salt"], c["groups"]) for c in vec["groups"]],
+            "prefix_keys": prefix,
+            "phase2": [field(phase2, c) for c in vec["phase2"]]}
+
+
 def main(argv):
     vdir, out_path = argv[0], argv[1]
+    result = {}
+    if "pem" in argv[2:]:  # first: strings.json is the largest file read
+        with open(vdir + "/strings.json") as f:
+            result["strings"] = strings_results(json.load(f))
+        gc.collect()
     with open(vdir + "/hash.json") as f:
-        result = {"hash": hash_results(json.load(f))}
+        result["hash"] = hash_results(json.load(f))
     with open(vdir + "/thresholds.json") as f:
         result["thresholds"] = threshold_results(json.load(f))
     result["module_file"] = ldp.hash.__file__

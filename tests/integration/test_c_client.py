@@ -37,6 +37,17 @@ VECTORS = ROOT / "protocol_spec" / "v2" / "vectors"
 CLIENT_MECHANISMS = {"grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
                      "psolh", "shc", "duchi", "pm", "hm", "sw"}
 CLIENT_MECHANISMS |= {"losue", "lsue", "lgrr", "loloha", "lbitmean"}  # memoised, spec §3.2
+CLIENT_MECHANISMS |= {"pem"}  # strings domains, spec §3.5
+
+
+def pem_value(value):
+    """A pem vector's {"device", "value"}, plus "value_hex" (the UTF-8 bytes) for a string
+    with an embedded NUL, which JSON text through cJSON cannot carry (the client's strings are
+    C strings: a NUL ends them)."""
+    out = dict(value)
+    if isinstance(value["value"], str) and "\0" in value["value"]:
+        out["value_hex"] = value["value"].encode().hex()
+    return out
 
 
 def report_cases(name):
@@ -46,6 +57,8 @@ def report_cases(name):
 def vector_argv(binary, case, words=None):
     words = case["words"] if words is None else words
     desc = {k: v for k, v in case.items() if k not in ("words", "report_hex")}
+    if case["mechanism"] == "pem":
+        desc["value"] = pem_value(case["value"])
     return [str(binary), "vector", "--case", json.dumps(desc),
             "--words-hex", struct.pack("<%dI" % len(words), *words).hex()]
 
@@ -76,6 +89,29 @@ def test_vectors_byte_for_byte(name):
     assert results, "no vectors for %s" % name
     for case, out, err, rc in results:
         assert rc == 0 and out == case["report_hex"], (case, out, err)
+
+
+def test_strings_codes_keys_and_groups():
+    """Spec §3.5, strings.json through the client's own code (`pem-code`): every value's code
+    (cut multi-byte UTF-8, non-strings all-NUL), its phase-2 key and element, every group."""
+    binary = build_client()
+    vec = json.loads((VECTORS / "strings.json").read_text())
+
+    def run(case):
+        proc = subprocess.run([str(binary), "pem-code", "--case", json.dumps(case)],
+                              capture_output=True, text=True, env=client_env(), timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        code, key, live, group = proc.stdout.split()
+        return code, int(key), int(live), int(group)
+
+    for c in vec["codes"]:
+        case = dict(pem_value({"device": "d", "value": c["value"]}), max_len=c["max_len"], salt=0,
+                    groups=1)
+        assert run(case)[:3] == (c["code_hex"], c["key"], int(bool(c["phase2_set"]))), c
+    for c in vec["groups"]:
+        case = {"device": c["device"], "value": None, "max_len": 1, "salt": c["salt"],
+                "groups": c["groups"]}
+        assert run(case)[3] == c["group"], c
 
 
 def test_vectors_under_asan_and_ubsan():

@@ -120,7 +120,13 @@ def mutated_configs():
                      set_(["domain", "size"], 2 ** 16)(d))),
     ]
     return (cases + fallback_configs(m, set_) + delivery_configs(m, set_) + numeric_configs(m, set_)
-            + metric_configs(m, set_) + recurring_configs())
+            + metric_configs(m, set_) + recurring_configs() + strings_configs())
+
+
+def strings_configs():
+    """Spec §3.5: every config case of vectors/strings.json (strings domains, pem/psgrr)."""
+    vec = json.loads((ROOT / "protocol_spec" / "v2" / "vectors" / "strings.json").read_text())
+    return [[c["body"], c["now"]] for c in vec["configs"]]
 
 
 def recurring_configs():
@@ -297,6 +303,7 @@ def test_rules_match_the_aggregator(tmp_path):
     assert None in want_check and len(set(want_check)) > 10
     assert want_check.count("phases.fallback") >= 25  # svim's fallback rules (spec §5.4)
     assert want_check.count("schedule") >= 15  # recurring campaigns (spec §3.4)
+    assert want_check.count("params.levels") >= 10  # strings domains (spec §3.5)
     assert got["check"] == want_check
 
 

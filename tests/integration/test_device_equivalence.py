@@ -33,7 +33,7 @@ from support.mp_stream import STREAM_SOURCE
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
 from support.devices import read_ledger
-from ldpfleet.core import protocol
+from ldpfleet.core import protocol, strings_domain
 from ldpfleet.core.protocols import ldplcm, ldpminer
 
 HERE = Path(__file__).resolve().parent
@@ -95,6 +95,12 @@ SET_VALUES = ([list(range(k)) for k in range(SET_CAPACITY + 1)]  # every size, i
                  list(range(70)) + [1, 2], [99] * 64 + [1, 2],  # longer than the capacity
                  # overlaps with the candidates: none, one, all (exactly), a subset, a superset
                  [10, 11, 12], [99, 5], [5, 2, 1], [2], [9, 1, 8, 2, 7, 5, 6]])
+PEM_MAX_LEN = 8
+# strings campaigns (spec §3.5): shorter and longer than max_len, ASCII and multi-byte (a cut
+# inside a character, an astral one), empty, and values that are not strings
+PEM_VALUES = ["hello", "a string far longer than max_len, so it is cut", "", "exactly8", "héllo wörld",
+              "日本語テキスト", "\U0001F600 smile", None, 42, ["hello"]]
+PEM_CANDIDATES = ["hello", "exactly8", "héllo w"]
 LCM_MODEL = ldplcm.IntModel(scale_bits=0, init=0, boundary=5, roots=(0, 3), split=(1, 5, 4, 2, -3, 0),
                             right=(2, -1, -1, 5, -1, -1))
 
@@ -150,6 +156,20 @@ def campaigns():
     doc = config_doc("eq-lcm", phases=phases, domain=int4)
     p2 = campaign_config.make_phase2(doc, model=ldplcm.model_to_doc(LCM_MODEL))
     out.append(("ldplcm", doc, p2, INT_VALUES))
+    # PEM over a strings domain (spec §3.5): phase 1 (pem: FLH over the prefix key of the
+    # device's public group) and phase 2 (psgrr l = 1 over the candidates' keys), each observed
+    # on devices the public split puts there (device_ids: a campaign name ending -p1 / -p2)
+    for phase in (1, 2):
+        pem = [{"phase": 1, "mechanism": "pem", "eps_milli": 2000, "sample_rate_ppm": 500000,
+                "params": {"g": 8, "kp": 16, "levels": [8, 24, 40, 64]}},
+               {"phase": 2, "mechanism": "psgrr", "eps_milli": 2000, "sample_rate_ppm": 500000,
+                "params": {"l": 1}}]
+        doc = config_doc("eq-pem-p%d" % phase, phases=pem,
+                         domain={"type": "strings", "max_len": PEM_MAX_LEN})
+        keys = [strings_domain.code_key(strings_domain.code_of(v, PEM_MAX_LEN))
+                for v in PEM_CANDIDATES]
+        out.append(("pem-p%d" % phase, doc, campaign_config.make_phase2(doc, candidates=keys),
+                    PEM_VALUES))
     # the first-publish spread (spec §6): its wait is drawn from the OS RNG after the report is
     # made, logged with its length, and must be the same for every value
     spread = {"ack": False, "retry_s": 30, "retry_max_s": 3600, "spread_s": 2}
@@ -164,11 +184,12 @@ def device_ids(doc, count):
     the LDPLCM runs observe the model path; ids differ per value only to run in parallel, and
     are normalised out of every observation."""
     ppm = next((ph["sample_rate_ppm"] for ph in doc["phases"] if "sample_rate_ppm" in ph), None)
+    phase1 = doc["campaign"].endswith("-p1")  # PEM's phase-1 campaign: phase-1 devices
     out, i = [], 0
     while len(out) < count:
         name = "eq%d" % i
         i += 1
-        if ppm is None or not ldplcm.in_phase1(name, doc["salt"], ppm):
+        if ppm is None or ldplcm.in_phase1(name, doc["salt"], ppm) == phase1:
             out.append(name)
     return out
 
@@ -456,7 +477,7 @@ def test_binding_and_closed_refusals_do_not_depend_on_the_value(broker, tmp_path
                                                                                  INT_VALUES[0])
 
 
-AGENT_CASES = ("grr-str", "olh-int", "miner-sh", "ldplcm")
+AGENT_CASES = ("grr-str", "olh-int", "miner-sh", "ldplcm", "pem-p1", "pem-p2")
 
 
 @pytest.mark.parametrize("client", ["agent", "c-agent"])

@@ -18,6 +18,7 @@ RUNNER = ROOT / "device" / "tests" / "vectors.py"
 DEVICE_MECHANISMS = ["grr", "olh", "flh", "oue", "cms", "hcms", "sh", "srappor", "lcm", "psgrr",
                      "psolh", "shc", "duchi", "pm", "hm", "sw"]
 DEVICE_MECHANISMS += ["losue", "lsue", "lgrr", "loloha", "lbitmean"]  # memoised, spec §3.2
+DEVICE_MECHANISMS += ["pem"]  # strings domains, spec §3.5
 
 
 def load(name):
@@ -159,6 +160,20 @@ def test_longitudinal_enrolment_vectors(device_results):
         assert mine == {"state_hex": case["state_hex"], "thresholds": case["thresholds"],
                         "state_bytes": case["state_bytes"], "charge_milli": case["charge_milli"]}, \
             (case["mechanism"], case["eps_milli"], case["domain_size"], case["params"], mine)
+
+
+def test_strings_vectors(device_results):
+    """Spec §3.5, strings.json: every config case refused with the aggregator's field (or
+    accepted), every value's code (cut multi-byte UTF-8, non-strings all-NUL), key and phase-2
+    set, every device's group, every prefix key, every phase-2 body's refusal."""
+    vec = load("strings.json")
+    got = device_results["strings"]
+    assert got["configs"] == [c["error"] for c in vec["configs"]]
+    assert got["codes"] == [{k: c[k] for k in ("code_hex", "key", "phase2_set")}
+                            for c in vec["codes"]]
+    assert got["groups"] == [c["group"] for c in vec["groups"]]
+    assert got["prefix_keys"] == [c["key"] for c in vec["prefix_keys"]]
+    assert got["phase2"] == [c["error"] for c in vec["phase2"]]
 
 
 def test_numeric_grid_vectors(device_results):
