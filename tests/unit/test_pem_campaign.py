@@ -113,10 +113,19 @@ def test_phase1_advance_phase2_estimate(made):
     rows = answer["items"]
     assert [r["item"] for r in rows[:3]] and set(truth) <= {r["item"] for r in rows}
     n2 = sum(counts2.values())
+    camp = store.require_campaign("c")
+    mech2 = phase_mechanism(CampaignView(camp.config, 2, camp.phase2))
+    z = 1.959963984540054
     for r in rows:
         if r["item"] in truth:
             f = counts2[r["item"]] / n2
-            assert r["ci_low"] - 0.02 <= f <= r["ci_high"] + 0.02
+            # the interval is +- z sd, sd psgrr's (l = 1, k_max candidates) at the estimate,
+            # and the truth is within 3 sd of the estimate (no slack: an interval of the wrong
+            # width, or an estimate over the wrong n, fails here)
+            sd = float(np.sqrt(mech2.item_variances(n2, [r["frequency"]])[0]))
+            assert r["ci_high"] - r["frequency"] == pytest.approx(z * sd, rel=1e-6)
+            assert r["frequency"] - r["ci_low"] == pytest.approx(z * sd, rel=1e-6)
+            assert abs(r["frequency"] - f) <= 3 * float(np.sqrt(mech2.item_variances(n2, [f])[0]))
             assert not r["noise"]
     phase1 = estimate(store, "c", EstimateQuery(phase=1)).to_json()
     assert phase1["validated"] is False
