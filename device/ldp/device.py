@@ -382,7 +382,7 @@ class Device(Rounds):
         if strings:  # spec §3.5: pem over the code's prefix; phase 2 the code's key
             if name == "pem":
                 return {"device": self.device_id, "value": self.raw}
-            from .strings import phase2_keyset
+            from .pemkey import phase2_keyset
             return phase2_keyset(self.raw, doc["domain"]["max_len"])
         if name in NUMERIC:
             return self._grid_input(doc, name, mech.domain_size)

@@ -14,33 +14,11 @@ bucket read from the slot (never boxed), then FLH's steps.
 import struct
 from os import urandom
 
-import micropython
-
 from .errors import ConfigError
 from .hash import below, word_bucket
 from .report import Report, param
-from .strings import Code, check_levels, group_of
+from .pemcode import Code, check_levels, group_of
 from .thresholds import t_grr
-
-
-@micropython.viper
-def _slot_bucket(keys: ptr32, salt: uint, row: uint, n: uint) -> int:
-    """bucket(Hs(keys[0], (salt + row) mod 2^32), n), n <= 2^16, the key read from its slot."""
-    mask = (uint(0xFFFF) << 16) | uint(0xFFFF)
-    seed = (salt + row) & mask
-    k = (uint(keys[0]) & mask) * ((uint(0xCC9E) << 16) | uint(0x2D51)) & mask
-    k = ((k << 15) | (k >> 17)) & mask
-    k = (k * ((uint(0x1B87) << 16) | uint(0x3593))) & mask
-    h = seed ^ k
-    h = ((h << 13) | (h >> 19)) & mask
-    h = (h * 5 + ((uint(0xE654) << 16) | uint(0x6B64))) & mask
-    h ^= uint(4)
-    h ^= h >> 16
-    h = (h * ((uint(0x85EB) << 16) | uint(0xCA6B))) & mask
-    h ^= h >> 13
-    h = (h * ((uint(0xC2B2) << 16) | uint(0xAE35))) & mask
-    h ^= h >> 16
-    return int(((h >> 16) * n + (((h & uint(0xFFFF)) * n) >> 16)) >> 16)
 
 
 class Pem(Report):
@@ -69,11 +47,10 @@ class Pem(Report):
 
     def report(self, value, nonce, rand=urandom):
         bits = self.levels[self.group(value["device"])]
-        key = self.code.fill(value["value"]).prefix_key(bits)
         w = rand(12)
         g = self.g
         idx = word_bucket(w, 0, self.kp)
-        y = _slot_bucket(key, self.salt, idx, g)
+        y = self.code.fill(value["value"]).prefix_key(bits, self.salt, idx, g)
         if not below(w, 1, self.t_keep):
             r = word_bucket(w, 2, g - 1)
             y = r + (r >= y)

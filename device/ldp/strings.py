@@ -1,6 +1,6 @@
 """Strings nobody listed on the device (spec §3.5): the `strings` domain's config rules (the
-aggregator's core/strings_domain.py), the code of a value, its phase-2 key and a device's
-public group.
+aggregator's core/strings_domain.py); the code of a value, its phase-2 key and a device's
+public group are ldp/pemcode.py's (the value's path).
 
 Constant work (spec §3.5, §7.1): the code of a value is built by visiting exactly `max_len`
 byte slots, reading the string's own UTF-8 buffer in place (MicroPython's str exposes it:
@@ -13,24 +13,18 @@ hash >= 2^30 is a heap object on 31-bit-smallint boards: it is stored in an arra
 Prefix extending (PEM): Wang, Li, Jha et al., "Locally differentially private heavy hitter
 identification", IEEE TDSC 2019, §4.
 """
-from array import array
-
-import micropython
 from micropython import const
 
 from .errors import ConfigError
-from .hash import KEY_SEED, bucket, murmur3
-from .sets import KeySet
+from .pemcode import check_levels
 from .thresholds import grr_ok
 
 STRINGS = "strings"
 MAX_LEN = const(64)
-LEVELS_MAX = const(64)
 KP_MAX = const(65536)
 G_MAX = const(65536)
 CANDIDATES_MAX = const(1024)
 PEM_PARAMS = ("g", "kp", "levels")
-_NUL = b"\0"
 
 
 def is_strings(domain):
@@ -48,19 +42,6 @@ def check_strings_domain(domain):
         raise ConfigError("domain.max_len", "max_len must be an integer in 1..%d, got %r"
                           % (MAX_LEN, L))
     return L
-
-
-def check_levels(levels, max_len):
-    ok = isinstance(levels, list) and 1 <= len(levels) <= LEVELS_MAX \
-        and all(_int(b) for b in levels)
-    if ok:
-        ok = levels[0] >= 1 and levels[-1] == 8 * max_len
-        for i in range(1, len(levels)):
-            ok = ok and levels[i - 1] < levels[i]
-    if not ok:
-        raise ConfigError("params.levels", "levels must be 1..%d strictly increasing bit lengths "
-                          ">= 1 ending at 8 * max_len = %d" % (LEVELS_MAX, 8 * max_len))
-    return levels
 
 
 def check_pem_params(params, eps_milli, max_len):
@@ -113,172 +94,6 @@ def check_pem_phase2(body):
     if len(set(cand)) != len(cand):
         raise ConfigError("candidates", "candidate keys must be distinct")
     return body
-
-
-def group_of(device, salt, groups):
-    """A device's public group: bucket(H(utf8(device), (salt + 1) mod 2^32), G) (spec §3.5).
-    The device id is public: this may allocate."""
-    data = device.encode()
-    return bucket(murmur3(data, len(data), (salt + 1) & 0xFFFFFFFF), groups)
-
-
-# --- the code of a value and its keys (the value's path: viper, constant work) --------------
-
-@micropython.viper
-def _fill(src: ptr8, n: int, out: ptr8, size: int):
-    """out[i] = src[i] for i < n, else 0, for every i < size: `size` slots whatever n is (a
-    slot past n reads src[0] and keeps 0)."""
-    i = 0
-    while i < size:
-        inside = int(i < n)
-        out[i] = src[i * inside] * inside
-        i += 1
-
-
-def fill_code(value, code, max_len):
-    """The code of `value` into `code` (a bytearray of max_len + 4: the 4 last slots stay 0):
-    a str's UTF-8 bytes cut to max_len (a cut may split a character), NUL-padded; anything
-    else (None, a number, bytes, a list) the all-NUL code. The string's buffer is read in place
-    (memoryview: a fixed-size object whatever the string)."""
-    is_str = isinstance(value, str)
-    src = (_NUL, value)[is_str]
-    n = (0, len(memoryview(src)))[is_str]
-    src = (src, _NUL)[n == 0]
-    _fill(src, min(n, max_len), code, max_len + 4)
-    return code
-
-
-@micropython.viper
-def _code_key(code: ptr8, size: int, seed: uint, out: ptr32) -> int:
-    """out[0] = H(code[:n], seed), n = the code without its trailing NULs (code has size + 4
-    slots, the last 4 NUL): every block of the code is mixed and the state finalised at the
-    one block where the tail of n starts is selected by masks. Returns n > 0 (a real element)."""
-    mask = (uint(0xFFFF) << 16) | uint(0xFFFF)
-    c1 = (uint(0xCC9E) << 16) | uint(0x2D51)
-    c2 = (uint(0x1B87) << 16) | uint(0x3593)
-    n = 0
-    i = 0
-    while i < size:
-        nz = int(code[i] != 0)
-        n = n * (1 - nz) + (i + 1) * nz
-        i += 1
-    h = seed & mask
-    res = uint(0)
-    blocks = (size >> 2) + 1
-    b = 0
-    while b < blocks:
-        o = b << 2
-        t = n - o
-        sel = uint(0) - uint(int(t >= 0) & int(t < 4))
-        k = uint(code[o]) | (uint(code[o + 1]) << 8) | (uint(code[o + 2]) << 16)
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        f = h ^ k ^ uint(n)
-        f ^= f >> 16
-        f = (f * ((uint(0x85EB) << 16) | uint(0xCA6B))) & mask
-        f ^= f >> 13
-        f = (f * ((uint(0xC2B2) << 16) | uint(0xAE35))) & mask
-        f ^= f >> 16
-        res |= f & sel
-        k = uint(code[o]) | (uint(code[o + 1]) << 8) | (uint(code[o + 2]) << 16) | (uint(code[o + 3]) << 24)
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        hb = h ^ k
-        hb = ((hb << 13) | (hb >> 19)) & mask
-        hb = (hb * 5 + ((uint(0xE654) << 16) | uint(0x6B64))) & mask
-        full = uint(0) - uint(int(o + 4 <= n))
-        h = (hb & full) | (h & (full ^ mask))
-        b += 1
-    out[0] = res
-    return int(n > 0)
-
-
-@micropython.viper
-def _prefix_key(code: ptr8, bits: int, buf: ptr8, seed: uint, out: ptr32):
-    """out[0] = key_λ = H(le16(λ) || the first ceil(λ/8) bytes of the code with the bits past
-    λ zeroed, seed) (spec §3.5). λ is public (the device's group): the bytes hashed are too."""
-    mask = (uint(0xFFFF) << 16) | uint(0xFFFF)
-    c1 = (uint(0xCC9E) << 16) | uint(0x2D51)
-    c2 = (uint(0x1B87) << 16) | uint(0x3593)
-    nb = (bits + 7) >> 3
-    buf[0] = bits & 0xFF
-    buf[1] = (bits >> 8) & 0xFF
-    i = 0
-    while i < nb:
-        buf[2 + i] = code[i]
-        i += 1
-    r = bits & 7
-    if r:
-        buf[1 + nb] = buf[1 + nb] & ((0xFF << (8 - r)) & 0xFF)
-    n = nb + 2
-    h = seed & mask
-    i = 0
-    end = n - (n & 3)
-    while i < end:
-        k = uint(buf[i]) | (uint(buf[i + 1]) << 8) | (uint(buf[i + 2]) << 16) | (uint(buf[i + 3]) << 24)
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & mask
-        h = (h * 5 + ((uint(0xE654) << 16) | uint(0x6B64))) & mask
-        i += 4
-    tail = n - end
-    if tail > 0:
-        k = uint(buf[i])
-        if tail > 1:
-            k |= uint(buf[i + 1]) << 8
-        if tail > 2:
-            k |= uint(buf[i + 2]) << 16
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-    h ^= uint(n)
-    h ^= h >> 16
-    h = (h * ((uint(0x85EB) << 16) | uint(0xCA6B))) & mask
-    h ^= h >> 13
-    h = (h * ((uint(0xC2B2) << 16) | uint(0xAE35))) & mask
-    h ^= h >> 16
-    out[0] = h
-
-
-class Code:
-    """A code buffer of max_len (+4 NUL slots) and its key slot, allocated once per config."""
-
-    def __init__(self, max_len):
-        self.max_len = max_len
-        self.code = bytearray(max_len + 4)
-        self.buf = bytearray(max_len + 2)
-        self.key = array("I", bytes(4))
-
-    def fill(self, value):
-        fill_code(value, self.code, self.max_len)
-        return self
-
-    def prefix_key(self, bits):
-        """key_λ into self.key[0]."""
-        if not 1 <= bits <= 8 * self.max_len:
-            raise ConfigError("params.levels", "prefix of %d bits of a %d-byte code"
-                              % (bits, self.max_len))
-        _prefix_key(self.code, bits, self.buf, KEY_SEED, self.key)
-        return self.key
-
-    def element(self, keyset):
-        """The phase-2 set (spec §3.5) into a 1-slot KeySet: [the code's key], live iff the
-        code is not all NUL (else the dummy)."""
-        live = _code_key(self.code, self.max_len, KEY_SEED, keyset.keys)
-        keyset.live[0] = live
-        keyset.kinds[0] = live
-        return keyset
-
-
-def phase2_keyset(value, max_len):
-    """A device's phase-2 input of a PEM campaign: a 1-slot KeySet holding its code's key
-    (live) or nothing (the dummy). The same allocations for every value."""
-    return Code(max_len).fill(value).element(KeySet(1))
 
 
 def join_surrogates(value):

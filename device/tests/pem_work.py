@@ -16,7 +16,7 @@ import time
 
 from ldp.mechanisms import make
 from ldp.sets import candidate_index, trim
-from ldp.strings import phase2_keyset
+from ldp.pemkey import phase2_keyset
 
 MAX_LEN = 8
 SALT = 3735928559

@@ -29,7 +29,9 @@ from ldp.errors import ConfigError
 from ldp.numeric_domain import check_numeric_domain, domain_metrics, grid_point
 from ldp.ack import ack_accepts, ack_pads
 from word_source import WordSource
-from ldp.strings import Code, check_pem_phase2, group_of, join_surrogates
+from ldp.pemcode import Code, group_of
+from ldp.pemkey import element
+from ldp.strings import check_pem_phase2, join_surrogates
 from ldp.sets import KeySet
 
 
@@ -180,7 +182,7 @@ def strings_results(vec):
     codes = []
     for c in vec["codes"]:
         code = Code(c["max_len"]).fill(join_surrogates(c["value"]))
-        ks = code.element(KeySet(1))
+        ks = element(code, KeySet(1))
         codes.append({"code_hex": "".join("%02x" % b for b in code.code[:c["max_len"]]),
                       "key": ks.keys[0], "phase2_set": ks.as_list()})
     prefix = []
@@ -188,7 +190,8 @@ def strings_results(vec):
         raw = unhexlify(c["code_hex"])
         code = Code(len(raw))
         code.code[:len(raw)] = raw
-        prefix.append(code.prefix_key(c["bits"])[0])
+        code.prefix_key(c["bits"])
+        prefix.append(code.key[0])
     return {"configs": [field(check_config, c["body"], c["now"]) for c in vec["configs"]],
             "codes": codes,
             "groups": [group_of(c["device"], c["salt"], c["groups"]) for c in vec["groups"]],

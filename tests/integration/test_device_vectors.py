@@ -45,6 +45,23 @@ def device_results(request, mpy_dir, tmp_path_factory):
     return results
 
 
+def test_pem_report_cycle_fits_a_24k_heap(mpy_dir, tmp_path):
+    """Spec §3.5 on a small board: from .mpy, importing pem (pemcode: the value's path, not the
+    config rules nor the phase-2 key), building it (max_len 16, 4 levels) and making 500 reports
+    of a string value runs with `-X heapsize=24k` (pem's viper code holds ~13.5 kB resident,
+    hcms's ~10 kB: 16k is not enough), each report allocating a few hundred bytes."""
+    value = {"device": "board-1", "value": "héllo wörld, longer than max_len"}
+    (tmp_path / "cycle.py").write_text(report_cycle_script(
+        "pem", 2000, 2 ** 32, {"g": 8, "kp": 1024, "levels": [8, 32, 64, 128]}, value, 500))
+    (tmp_path / "lib").symlink_to(mpy_dir, target_is_directory=True)
+    ok = subprocess.run([device_runner.micropython_binary(), "-X", "heapsize=24k", "cycle.py"],
+                        env=device_runner.micropython_env("lib"), cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    base, resident, cycle, _ = (int(x) for x in ok.stdout.split())
+    assert cycle <= 320, ok.stdout  # the report's bytes copy, the 12 random bytes, a memoryview
+
+
 @pytest.mark.parametrize("march", ["armv6m", "armv7emsp", "xtensawin"])
 def test_device_code_compiles_for_boards(tmp_path, march):
     """Viper on 32-bit targets: 31-bit small ints, so a literal >= 2^30 mixed with `uint` is a
