@@ -267,17 +267,21 @@ static int device_vector(const cJSON *c, const char *hex)
     struct ldpc_input in;
     struct ldpc_value value;
     uint32_t nonce, *keys = NULL;
+    int64_t now = ldpc_unix_now();
     int code;
     if (!cJSON_IsObject(config) || !cJSON_IsObject(p2) || !json_u32(c, "nonce", &nonce))
         return ldpc_usage("a phase-2 vector case needs config, phase2, value and nonce");
-    if (ldpc_config_check(config, ldpc_unix_now(), &why) == 0 && ldpc_phase2_check(p2, config, &why) == 0
+    if (cJSON_GetObjectItemCaseSensitive(c, "now") != NULL /* optional: the case's clock */
+        && !ldpc_json_int(cJSON_GetObjectItemCaseSensitive(c, "now"), &now))
+        return ldpc_usage("now must be an integer");
+    if (ldpc_config_check(config, now, &why) == 0 && ldpc_phase2_check(p2, config, &why) == 0
         && ldpc_phase2_is_shc(config))
         return shc_device_vector(c, config, p2, hex, nonce);
     if (cJSON_GetObjectItemCaseSensitive(c, "value") == NULL)
         return ldpc_usage("a phase-2 vector case needs config, phase2, value and nonce");
     memset(&value, 0, sizeof value);
     ldpc_value_init(&value, cJSON_GetObjectItemCaseSensitive(c, "value")); /* as the device at start */
-    if (ldpc_config_check(config, ldpc_unix_now(), &why) != 0 || ldpc_phase2_check(p2, config, &why) != 0
+    if (ldpc_config_check(config, now, &why) != 0 || ldpc_phase2_check(p2, config, &why) != 0
         || ldpc_phase2_input(config, p2, &value,
                              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "high")), &mech, &in, &keys,
                              &why) != 0) {

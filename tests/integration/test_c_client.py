@@ -26,7 +26,7 @@ from support.devices import SIGNING_KEY, ReportCollector, config_doc, envelope
 from ldpfleet.core import config as campaign_config
 from ldpfleet.provision import device_runner
 from support.devices import read_ledger
-from ldpfleet.core import protocol
+from ldpfleet.core import protocol, strings_domain
 from ldpfleet.core.errors import ConfigError
 from ldpfleet.core.mechanisms import MODULES
 from ldpfleet.core.protocols import ldplcm
@@ -112,6 +112,29 @@ def test_strings_codes_keys_and_groups():
         case = {"device": c["device"], "value": None, "max_len": 1, "salt": c["salt"],
                 "groups": c["groups"]}
         assert run(case)[3] == c["group"], c
+
+
+def test_strings_phase2_bodies():
+    """Spec §3.5, strings.json's phase-2 bodies through the client's own phase-2 path (the
+    harness's device vector at the case's clock): 1..1024 distinct u32 keys accepted and the
+    report is the reference psgrr over the code's key, anything else refused `candidates`."""
+    binary = build_client()
+    words = [123456789, 987654321, 55555]
+    for c in json.loads((VECTORS / "strings.json").read_text())["phase2"]:
+        case = {"config": c["config"], "phase2": c["body"], "value": "hello", "nonce": 9,
+                "now": c["config"]["not_before"] + 1}
+        proc = subprocess.run([str(binary), "vector", "--case", json.dumps(case), "--words-hex",
+                               struct.pack("<3I", *words).hex()], capture_output=True, text=True,
+                              env=client_env(), timeout=30)
+        if c["error"] is None:
+            mech = campaign_config.mechanism_for_phase(c["config"], 2,
+                                                       candidates=c["body"]["candidates"])
+            code = strings_domain.code_of("hello", c["config"]["domain"]["max_len"])
+            want = mech.reference_report(strings_domain.phase2_element(code), words, 9).hex()
+            assert proc.returncode == 0 and proc.stdout.strip() == want, (c["name"], proc.stderr)
+        else:
+            assert proc.returncode == 2 and proc.stdout.startswith("refused %s:" % c["error"]), (
+                c["name"], proc.stdout, proc.stderr)
 
 
 def test_vectors_under_asan_and_ubsan():
