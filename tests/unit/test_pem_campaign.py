@@ -157,3 +157,21 @@ def test_items_are_shown_with_non_printing_characters_escaped():
     assert shown("température", 5) == "tempé"
     assert shown(42) == "42"
     assert "\n" not in shown("a\x00b\x1bc\u2028d")
+
+
+def test_estimate_refuses_what_a_pem_phase_cannot_answer(made):
+    """`estimate --phase 2` before `campaign advance` is refused like any campaign's unopened
+    phase (it crashed with KeyError 'size': the generic item table of a strings domain), and
+    `--items`/`--subset` of a PEM phase 1 (its answer is PEM's candidates, not the estimates
+    of given items) are refused instead of silently ignored."""
+    store, create = made
+    create("q", top=3)
+    run_phase(store, "q", 3000, 1)
+    with pytest.raises(ConfigError) as info:
+        estimate(store, "q", EstimateQuery(phase=2))
+    assert info.value.field == "phase" and "not opened phase 2" in str(info.value)
+    for flag in ("items", "subset"):
+        for phase in (1, None):
+            with pytest.raises(ConfigError) as info:
+                estimate(store, "q", EstimateQuery(phase=phase, **{flag: ["abc"]}))
+            assert info.value.field == flag
