@@ -128,6 +128,8 @@ def config_cases():
         ("strings-phase-2-srappor", ph(1, mechanism="srappor", params={"l": 1})),
         ("strings-psgrr-phase-1", ph(0, mechanism="psgrr", params={"l": 1})),
         ("psgrr-l-2", ph(1, params={"l": 2})),
+        ("psgrr-l-bool", ph(1, params={"l": True})),
+        ("psgrr-l-float", ph(1, params={"l": 1.0})),
         ("psgrr-no-params", lambda d: d["phases"][1].pop("params")),
         ("no-sample-rate", lambda d: [p.pop("sample_rate_ppm") for p in d["phases"]]),
         ("levels-missing", lambda d: d["phases"][0]["params"].pop("levels")),

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from ldpfleet.core.errors import ConfigError
+from ldpfleet.core.mechanisms.flh import TABLE_MAX as FLH_TABLE_MAX
+from ldpfleet.core.mechanisms.olh import default_g
 from ldpfleet.core.protocols import pem
 from ldpfleet.eval import pem_sim
 
@@ -244,3 +246,19 @@ def test_for_fleet_plan_finds_planted_strings_through_flh():
     plan = pem.PemPlan.for_fleet(len(values), 3000, 6, alphabet=alphabet, top=4)
     r = pem_sim.simulate_strings(plan, values, seed=4)
     assert r["oracle"] == "flh" and set(r["top_items"]) == set(planted)
+
+
+@pytest.mark.parametrize("eps_milli", [1000, 3000, 5000, 8000])
+@pytest.mark.parametrize("max_len", [16, 64])
+@pytest.mark.parametrize("n", [10 ** 5, 10 ** 8])
+def test_for_fleet_plan_fits_the_sketch_table(eps_milli, max_len, n):
+    """The plan `campaign create` writes must be one the aggregator can fold: G x kp x g
+    cells within the table limit (else PemMechanism refuses it and the campaign cannot be
+    created, e.g. eps = 8 with 16-byte strings at any fleet size)."""
+    from ldpfleet.core.mechanisms import make_mechanism
+    plan = pem.PemPlan.for_fleet(n, eps_milli, max_len)
+    g = plan.g or default_g(eps_milli)
+    mech = make_mechanism("pem", eps_milli, 2 ** 32 - 1, g=g, kp=plan.kp,
+                          levels=plan.level_bits(), salt=1, campaign_id=1, phase=1)
+    assert mech.groups * mech.kp * mech.g <= FLH_TABLE_MAX
+    assert plan.kp & (plan.kp - 1) == 0

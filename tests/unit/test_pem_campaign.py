@@ -114,10 +114,19 @@ def test_phase1_advance_phase2_estimate(made):
     rows = answer["items"]
     assert [r["item"] for r in rows[:3]] and set(truth) <= {r["item"] for r in rows}
     n2 = sum(counts2.values())
+    camp = store.require_campaign("c")
+    mech2 = phase_mechanism(CampaignView(camp.config, 2, camp.phase2))
+    z = 1.959963984540054
     for r in rows:
         if r["item"] in truth:
             f = counts2[r["item"]] / n2
-            assert r["ci_low"] - 0.02 <= f <= r["ci_high"] + 0.02
+            # the interval is +- z sd, sd psgrr's (l = 1, k_max candidates) at the estimate,
+            # and the truth is within 3 sd of the estimate (no slack: an interval of the wrong
+            # width, or an estimate over the wrong n, fails here)
+            sd = float(np.sqrt(mech2.item_variances(n2, [r["frequency"]])[0]))
+            assert r["ci_high"] - r["frequency"] == pytest.approx(z * sd, rel=1e-6)
+            assert r["frequency"] - r["ci_low"] == pytest.approx(z * sd, rel=1e-6)
+            assert abs(r["frequency"] - f) <= 3 * float(np.sqrt(mech2.item_variances(n2, [f])[0]))
             assert not r["noise"]
     phase1 = estimate(store, "c", EstimateQuery(phase=1)).to_json()
     assert phase1["validated"] is False
@@ -173,3 +182,21 @@ def test_plan_shows_the_parameters_campaign_create_writes(made, capsys):
                      "20000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["levels_bits"] == plan_strings(3.0, 4, 20000)["levels_bits"]
     assert cli.main(["plan", "--domain", "strings:max_len=4", "--epsilon", "3"]) == 2
+
+
+def test_estimate_refuses_what_a_pem_phase_cannot_answer(made):
+    """`estimate --phase 2` before `campaign advance` is refused like any campaign's unopened
+    phase (it crashed with KeyError 'size': the generic item table of a strings domain), and
+    `--items`/`--subset` of a PEM phase 1 (its answer is PEM's candidates, not the estimates
+    of given items) are refused instead of silently ignored."""
+    store, create = made
+    create("q", top=3)
+    run_phase(store, "q", 3000, 1)
+    with pytest.raises(ConfigError) as info:
+        estimate(store, "q", EstimateQuery(phase=2))
+    assert info.value.field == "phase" and "not opened phase 2" in str(info.value)
+    for flag in ("items", "subset"):
+        for phase in (1, None):
+            with pytest.raises(ConfigError) as info:
+                estimate(store, "q", EstimateQuery(phase=phase, **{flag: ["abc"]}))
+            assert info.value.field == flag

@@ -113,3 +113,15 @@ def test_mechanism_refuses_bad_levels(levels, field):
     with pytest.raises(ConfigError) as info:
         make_mechanism("pem", 1000, protocol.WORD - 1, g=3, kp=4, levels=levels)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("params", [{"l": True}, {"l": 1.0}, {"l": 1, "g": 2}])
+def test_phase2_l_must_be_the_integer_1(params):
+    """`{"l": true}` equals `{"l": 1}` in Python but is refused by both clients (a bool is
+    not an integer): the aggregator must refuse it too, with the same field (`params.l`)."""
+    doc = next(c for c in load("strings.json")["configs"] if c["name"] == "valid")
+    body = json.loads(json.dumps(doc["body"]))
+    body["phases"][1]["params"] = params
+    with pytest.raises(ConfigError) as exc:
+        config.check_config(body, now=doc["now"])
+    assert exc.value.field == "params.l"

@@ -94,7 +94,9 @@ def check_strings_phases(doc: dict):
                               "the phases by sample_rate_ppm (spec §3.5, §5.4)")
     L = check_strings_domain(doc["domain"])
     check_pem_params(first.get("params", {}), first["eps_milli"], L)
-    if second.get("params", {}) != {"l": 1}:
+    p2 = second.get("params", {})
+    if not isinstance(p2, dict) or set(p2) != {"l"} or not _int(p2["l"]) or p2["l"] != 1:
+        # not `p2 != {"l": 1}`: True and 1.0 equal 1 in Python, and both clients refuse them
         raise ConfigError("params.l", "a PEM campaign's phase 2 is psgrr with params "
                           "{\"l\": 1} (spec §3.5), got %r" % (second.get("params"),))
 

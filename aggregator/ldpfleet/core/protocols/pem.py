@@ -55,7 +55,7 @@ import numpy as np
 from .. import kernels, protocol
 from ..errors import ConfigError
 from ..mechanisms.base import body_ptr
-from ..mechanisms.flh import FlhMechanism
+from ..mechanisms.flh import TABLE_MAX, FlhMechanism
 from ..mechanisms.olh import OlhMechanism, default_g, item_spans, olh_support
 
 MAX_LEN = 255
@@ -166,7 +166,7 @@ class PemPlan:
           carries, besides OLH's variance V_g / n_group, a public-seed collision term
           sum_x f_x^2 / ((g - 1) k'). k' is the power of two that keeps it below 1/COLLISION_RATIO
           (a quarter) of the former for sum f^2 = COLLISION_F2 (a top string near 20 % of the fleet), within
-          1024..65536.
+          1024..65536, and lowered (a power of two) until the G x k' x g table fits TABLE_MAX.
         * Measured (tools/bench_heavy_hitters.py --seeds 10, 6-character strings over 27
           symbols, Zipf 1.1 over 1,000 words, README "Heavy hitters over strings"): recall@10
           0.95 (sd 0.05, 0.9-1.0) at n = 10^5, eps = 3 and 0.92 (sd 0.06, 0.8-1.0) at
@@ -190,6 +190,9 @@ class PemPlan:
         v_g = q * (1 - q) / (p - q) ** 2
         need = COLLISION_RATIO * COLLISION_F2 * (n / groups) / ((g - 1) * v_g)
         kp = int(min(max(1 << max(0, math.ceil(math.log2(max(need, 1.0)))), 1024), 1 << 16))
+        # the aggregator's sketch holds G x k' x g counts (mechanisms/pem.py): at most TABLE_MAX
+        fits = max(TABLE_MAX // (groups * g), 1)
+        kp = min(kp, 1 << (fits.bit_length() - 1))
         kw.setdefault("kp", kp)
         kw.setdefault("pool", True)
         return cls(eps_milli, max_len=max_len, top=top, keep=keep, alphabet=alphabet,

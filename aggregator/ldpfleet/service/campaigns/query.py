@@ -32,8 +32,15 @@ def estimate(store: Store, name: str, query: EstimateQuery, now: float = None):
             and (query.phase == 1 or (query.phase is None and camp.phase == 1)):
         from .estimates import load_sketch
         from .pem_campaign import phase1_answer
+        for flag in ("items", "subset"):  # never silently dropped
+            if getattr(query, flag):
+                raise ConfigError(flag, "a PEM campaign's phase 1 shows the candidates PEM "
+                                        "found, not estimates of given items (spec §3.5)")
         return phase1_answer(camp, load_sketch(store, name, 1), top=query.top)
     if camp.protocol and camp.protocol.get("protocol") == "pem" and query.phase == 2:
+        if camp.phase < 2:  # as compute_estimates refuses any campaign's unopened phase
+            raise ConfigError("phase", "campaign %s has not opened phase 2 yet (`campaign "
+                                       "advance`)" % name)
         import dataclasses  # a PEM phase 2 is its answer: the candidates' estimates (§3.5)
         query = dataclasses.replace(query, phase=None)
     if camp.protocol and camp.phase == 2 and query.phase is None:
