@@ -107,12 +107,12 @@ def recurring(tmp_path_factory):
     with PrivateMosquitto() as broker:
         url = "mqtt://127.0.0.1:%d" % broker.port
         serve = ServeProcess(url, state, log_path=str(work / "serve.log")).start()
-        devices = [start_device(work, "mp%d" % i, "mp", broker.port, RUN_S, offset=i)
-                   for i in range(MICROPYTHON)]
-        devices += [start_device(work, "c%d" % i, "c", broker.port, RUN_S)
-                    for i in range(C_CLIENTS)]
-        fleet = None
-        try:
+        devices, fleet = [], None
+        try:  # everything started is stopped below, even if a device fails to start
+            for i in range(MICROPYTHON):
+                devices.append(start_device(work, "mp%d" % i, "mp", broker.port, RUN_S, offset=i))
+            for i in range(C_CLIENTS):
+                devices.append(start_device(work, "c%d" % i, "c", broker.port, RUN_S))
             wait_connected(devices)
             start = int(time.time()) + LEAD_S
             created = json.loads(cli(
